@@ -1,0 +1,131 @@
+"""Split a document into chunks that keep their index and character offsets."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from lcrag.errors import InputError
+from lcrag.tokenization import Tokenizer
+from lcrag.types import Chunk, Document
+
+_WORD = re.compile(r"\S+")
+
+
+class Chunker(Protocol):
+    def run(self, document: Document) -> list[Chunk]: ...
+
+    @property
+    def key(self) -> str:
+        """Identifies the chunking for cache keys: same key, same chunks."""
+        ...
+
+
+def _group_spans(text: str, spans: list[tuple[int, int]], size: int, overlap: int) -> list[Chunk]:
+    """Chunks of ``size`` consecutive spans, each starting ``size - overlap`` spans after the previous."""
+    if size <= 0:
+        raise InputError("chunk size must be positive")
+    if not 0 <= overlap < size:
+        raise InputError("chunk overlap must be at least 0 and smaller than the chunk size")
+    chunks: list[Chunk] = []
+    step = size - overlap
+    for first in range(0, len(spans), step):
+        group = spans[first : first + size]
+        start, end = group[0][0], group[-1][1]
+        chunks.append(Chunk(index=len(chunks), start=start, end=end, text=text[start:end]))
+        if first + size >= len(spans):
+            break
+    return chunks
+
+
+@dataclass(frozen=True)
+class WordChunker:
+    """Chunks of ``size`` whitespace-separated words (Self-Route's baseline: 300)."""
+
+    size: int = 300
+    overlap: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"words:{self.size}:{self.overlap}"
+
+    def run(self, document: Document) -> list[Chunk]:
+        spans = [m.span() for m in _WORD.finditer(document.text)]
+        return _group_spans(document.text, spans, self.size, self.overlap)
+
+
+@dataclass(frozen=True)
+class TokenChunker:
+    """Chunks of ``size`` reader tokens (OP-RAG: 128, no overlap)."""
+
+    tokenizer: Tokenizer
+    size: int = 128
+    overlap: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"tokens:{self.tokenizer.name}:{self.size}:{self.overlap}"
+
+    def run(self, document: Document) -> list[Chunk]:
+        spans = self.tokenizer.token_spans(document.text)
+        return _group_spans(document.text, spans, self.size, self.overlap)
+
+
+@dataclass(frozen=True)
+class SentenceChunker:
+    """Whole sentences (syntok), packed into chunks of at most ``max_words`` words.
+
+    A sentence longer than ``max_words`` becomes a chunk of its own; ``max_words=1`` gives one sentence per chunk.
+    """
+
+    max_words: int = 300
+
+    @property
+    def key(self) -> str:
+        return f"sentences:{self.max_words}"
+
+    @staticmethod
+    def sentence_spans(text: str) -> list[tuple[int, int]]:
+        from syntok import segmenter
+
+        spans: list[tuple[int, int]] = []
+        for paragraph in segmenter.analyze(text):
+            for sentence in paragraph:
+                tokens = [t for t in sentence if t.value]
+                if tokens:
+                    spans.append((tokens[0].offset, tokens[-1].offset + len(tokens[-1].value)))
+        return spans
+
+    def run(self, document: Document) -> list[Chunk]:
+        if self.max_words <= 0:
+            raise InputError("max_words must be positive")
+        text = document.text
+        chunks: list[Chunk] = []
+        group_start: int | None = None
+        group_end = 0
+        words = 0
+        for start, end in self.sentence_spans(text):
+            n = len(_WORD.findall(text, start, end))
+            if group_start is not None and words + n > self.max_words:
+                chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
+                group_start, words = None, 0
+            if group_start is None:
+                group_start = start
+            group_end, words = end, words + n
+        if group_start is not None:
+            chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
+        return chunks
+
+
+def make_chunker(unit: str, size: int | None = None, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
+    """A chunker by name: ``words`` (default 300), ``tokens`` (default 128, needs the reader's tokenizer), ``sentences``."""
+    if unit == "words":
+        return WordChunker(size or 300, overlap)
+    if unit == "tokens":
+        if tokenizer is None:
+            raise InputError("chunking by tokens needs the reader's tokenizer")
+        return TokenChunker(tokenizer, size or 128, overlap)
+    if unit == "sentences":
+        return SentenceChunker(size or 300)
+    raise InputError(f"unknown chunk unit {unit!r}; choose words, tokens or sentences")

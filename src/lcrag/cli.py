@@ -1,0 +1,211 @@
+"""The ``lcrag`` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lcrag.errors import LcragError
+from lcrag.pipeline import Pipeline, Settings, as_document
+from lcrag.progress import progress_factory, spinner, stderr
+from lcrag.retrieval import RETRIEVERS
+from lcrag.strategies import STRATEGY_NAMES, PromptSet
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
+# Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
+stdout = Console(width=None if sys.stdout.isatty() else 140)
+
+Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {', '.join(STRATEGY_NAMES)}.")]
+RetrieverOpt = Annotated[str, typer.Option("--retriever", "-r", help=f"One of: {', '.join(RETRIEVERS)}.")]
+LLM = Annotated[str, typer.Option("--llm", help="smollm2 (bundled), PATH.gguf, or openai:MODEL[@BASE_URL].")]
+Chunking = Annotated[Optional[str], typer.Option("--chunking", help="words:300, tokens:128 or sentences:300 (default: the strategy's own).")]
+Embedder = Annotated[str, typer.Option("--embedder", help="minilm (bundled ONNX), st:NAME_OR_PATH, or openai:MODEL.")]
+BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible server, e.g. http://localhost:8000/v1.")]
+CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
+
+
+def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise LcragError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+
+
+@app.command()
+def ask(
+    doc: Annotated[Path, typer.Argument(help="A .txt/.md file, a directory of them, or JSONL with a 'text' field.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    strategy: Strategy = "self-route",
+    retriever: RetrieverOpt = "bm25",
+    k: Annotated[int, typer.Option("-k", help="Chunks to retrieve.")] = 5,
+    budget: Annotated[Optional[int], typer.Option("--budget", help="Retrieved-token budget instead of -k.")] = None,
+    order: Annotated[Optional[str], typer.Option("--order", help="score or document (default: the strategy's own).")] = None,
+    chunking: Chunking = None,
+    llm: LLM = "smollm2",
+    embedder: Embedder = "minilm",
+    base_url: BaseURL = None,
+    context_window: Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Answer length limit.")] = 64,
+    prompts: Annotated[Optional[Path], typer.Option("--prompts", help="JSON file replacing prompt templates.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the completion cache.")] = False,
+    cache_dir: CacheDir = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
+) -> None:
+    """Answer QUESTION about DOC."""
+    _check("strategy", strategy, STRATEGY_NAMES)
+    _check("retriever", retriever, RETRIEVERS)
+    if order is not None:
+        _check("order", order, ("score", "document"))
+    settings = Settings(
+        strategy=strategy, retriever=retriever, k=k, budget=budget, order=order, chunking=chunking, llm=llm,
+        embedder=embedder, base_url=base_url, context_window=context_window, tokenizer=tokenizer,
+        max_tokens=max_tokens, cache=not no_cache, cache_dir=cache_dir, threads=threads,
+        prompts=PromptSet.from_file(prompts) if prompts else PromptSet(),
+    )
+    document = as_document(doc)
+    with progress_factory() as progress:
+        pipeline = Pipeline(settings, progress=progress)
+        try:
+            with spinner(f"answering with {strategy}…"):
+                answer = pipeline.ask(document, question)
+        finally:
+            pipeline.close()
+    if as_json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False))
+        return
+    stdout.print(answer.text, markup=False, highlight=False)
+    cached = " (from cache)" if answer.calls and all(c.from_cache for c in answer.calls) else ""
+    stderr.print(
+        f"[dim]{answer.strategy} → {answer.route} · prompt {answer.prompt_tokens} + completion "
+        f"{answer.completion_tokens} tokens · {answer.seconds:.2f}s{cached}"
+        + (f" · {answer.truncated_tokens} tokens cut from the middle" if answer.truncated_tokens else "")
+        + "[/dim]"
+    )
+
+
+@app.command()
+def index(
+    doc: Annotated[Path, typer.Argument(help="The document to index.")],
+    chunking: Annotated[str, typer.Option("--chunking", help="words:300, tokens:128 or sentences:300.")] = "words:300",
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help="bm25, dense, hybrid or all.")] = "all",
+    llm: LLM = "smollm2",
+    embedder: Embedder = "minilm",
+    base_url: BaseURL = None,
+    cache_dir: CacheDir = None,
+) -> None:
+    """Chunk DOC and build its BM25 index and embeddings on disk (later questions reuse them)."""
+    kinds = ("bm25", "dense") if retriever in ("all", "hybrid") else (retriever,)
+    _check("retriever", kinds[0], RETRIEVERS)
+    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, cache_dir=cache_dir, cache=False)
+    document = as_document(doc)
+    with progress_factory() as progress:
+        pipeline = Pipeline(settings, progress=progress)
+        try:
+            started = time.perf_counter()
+            idx = pipeline.index(document, chunking)
+            chunked = time.perf_counter()
+            for kind in kinds:
+                idx.retriever(kind)
+            done = time.perf_counter()
+        finally:
+            pipeline.close()
+    stdout.print(
+        f"{len(idx.chunks)} chunks ({chunking}) of {document.source or document.id} · "
+        f"chunking {chunked - started:.2f}s · {', '.join(kinds)} {done - chunked:.2f}s"
+        + (f" · {idx.embedded_chunks / (done - chunked):.1f} chunks/s embedded" if idx.embedded_chunks else " · loaded from cache")
+        + f"\n{idx.dir}",
+        highlight=False,
+    )
+
+
+@app.command()
+def demo(
+    words: Annotated[int, typer.Option("--words", help="Length of the synthetic document.")] = 2000,
+    llm: LLM = "smollm2",
+    retriever: RetrieverOpt = "bm25",
+    seed: Annotated[int, typer.Option("--seed")] = 7,
+    cache_dir: CacheDir = None,
+) -> None:
+    """Ask a synthetic document's planted questions with every strategy and print a table."""
+    from lcrag.evaluation import contains_answer
+    from lcrag.synthetic import needle_document
+
+    document, facts = needle_document(words, seed=seed)
+    workdir = cache_dir or Path(tempfile.mkdtemp(prefix="lcrag-demo-"))
+    # Small chunks keep RAG prompts short for a small CPU reader; the completion cache is off so timings are real.
+    settings = Settings(llm=llm, retriever=retriever, k=3, chunking="words:100", cache=False, cache_dir=workdir, max_tokens=32)
+    strategies = ("closed-book", "lc", "rag", "op-rag", "self-route")
+    table = Table(title=f"lcrag demo · {len(document.text.split())}-word synthetic document · reader {llm}")
+    table.add_column("question", max_width=36)
+    table.add_column("strategy", no_wrap=True)
+    table.add_column("route", no_wrap=True)
+    table.add_column("answer", max_width=44, overflow="ellipsis", no_wrap=True)
+    for col in ("correct", "prompt tokens", "seconds"):
+        table.add_column(col, justify="right", no_wrap=True)
+    totals: dict[str, list[int]] = {s: [0, 0] for s in strategies}
+    with progress_factory() as progress:
+        pipeline = Pipeline(settings, progress=progress)
+        try:
+            with spinner("loading the reader…"):
+                pipeline.reader  # noqa: B018 - load before the timed questions
+            tick = progress("asking", len(facts) * len(strategies))
+            for fact in facts:
+                for name in strategies:
+                    answer = pipeline.ask(document, fact.question, strategy=name)
+                    ok = contains_answer(answer.text, [fact.answer])
+                    totals[name][0] += ok
+                    totals[name][1] += answer.prompt_tokens
+                    table.add_row(
+                        fact.question if name == strategies[0] else "", name, answer.route, answer.text.replace("\n", " "),
+                        "yes" if ok else "no", str(answer.prompt_tokens), f"{answer.seconds:.1f}",
+                    )
+                    tick(1)
+                table.add_section()
+        finally:
+            pipeline.close()
+    stdout.print(table)
+    lc_tokens = totals["lc"][1] or 1
+    summary = Table(title="totals")
+    for col in ("strategy", "correct", "prompt tokens", "% of LC tokens"):
+        summary.add_column(col)
+    for name in strategies:
+        correct, tokens = totals[name]
+        summary.add_row(name, f"{correct}/{len(facts)}", str(tokens), f"{100 * tokens / lc_tokens:.0f}%")
+    stdout.print(summary)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="lcrag: %(levelname)s: %(message)s")
+    try:
+        app(standalone_mode=False)
+    except LcragError as exc:
+        print(f"lcrag: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except (typer.Exit, SystemExit) as exc:
+        sys.exit(getattr(exc, "exit_code", getattr(exc, "code", 0)))
+    except KeyboardInterrupt:
+        print("lcrag: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(1)
+        raise
+
+
+if __name__ == "__main__":
+    main()

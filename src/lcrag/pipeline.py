@@ -1,0 +1,156 @@
+"""The pipeline: documents -> chunking -> retrieval -> assembly -> readers -> strategies, driven by one Settings."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from lcrag.assembly import ContextAssembler
+from lcrag.chunking import Chunker, make_chunker
+from lcrag.documents import load_document
+from lcrag.errors import InputError
+from lcrag.paths import default_cache_dir
+from lcrag.readers import CachedReader, CompletionCache, GenerationParams, Reader, make_reader
+from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
+from lcrag.retrieval.index import ProgressFactory
+from lcrag.strategies import PromptSet, QueryContext, make_strategy
+from lcrag.types import Answer, Document
+
+# Each paper's own chunking, used when the user names none.
+DEFAULT_CHUNKING = {"op-rag": "tokens:128"}
+FALLBACK_CHUNKING = "words:300"
+
+
+@dataclass
+class Settings:
+    strategy: str = "self-route"
+    retriever: str = "bm25"
+    k: int = 5
+    budget: int | None = None
+    order: str | None = None  # score | document; None: the strategy's own
+    chunking: str | None = None  # words:300 | tokens:128 | sentences:300; None: the strategy's own
+    llm: str = "smollm2"
+    embedder: str = "minilm"
+    base_url: str | None = None
+    api_key: str | None = None
+    context_window: int | None = None
+    tokenizer: str | None = None  # tokenizer.json for servers without /tokenize
+    threads: int | None = None
+    max_tokens: int = 64
+    cache: bool = True
+    cache_dir: Path | None = None
+    prompts: PromptSet = field(default_factory=PromptSet)
+
+    def chunking_for(self, strategy: str) -> str:
+        return self.chunking or DEFAULT_CHUNKING.get(strategy, FALLBACK_CHUNKING)
+
+
+def parse_chunking(spec: str) -> tuple[str, int | None]:
+    unit, _, size = spec.partition(":")
+    if size and not size.isdigit():
+        raise InputError(f"bad chunking {spec!r}; use words:300, tokens:128 or sentences:300")
+    return unit, int(size) if size else None
+
+
+def as_document(document: Document | str | Path) -> Document:
+    if isinstance(document, Document):
+        return document
+    return load_document(document)
+
+
+class Pipeline:
+    """Answers questions over documents; keeps the reader, embedder and indexes warm between questions."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        reader: Reader | None = None,
+        embedder: Embedder | None = None,
+        progress: ProgressFactory | None = None,
+    ):
+        self.settings = settings or Settings()
+        self.cache_dir = Path(self.settings.cache_dir or default_cache_dir())
+        self._reader = reader
+        self._embedder = embedder
+        self._progress = progress
+        self._indexes: dict[tuple[str, str], DocumentIndex] = {}
+        self._contexts: dict[str, QueryContext] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def reader(self) -> Reader:
+        if self._reader is None:
+            s = self.settings
+            reader = make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads)
+            if s.cache:
+                reader = CachedReader(reader, CompletionCache(self.cache_dir / "completions.sqlite"))
+            self._reader = reader
+        return self._reader
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings.embedder, self.settings.base_url, self.settings.api_key)
+        return self._embedder
+
+    def chunker(self, chunking: str) -> Chunker:
+        unit, size = parse_chunking(chunking)
+        tokenizer = self.reader.tokenizer if unit == "tokens" else None
+        return make_chunker(unit, size, tokenizer)
+
+    def index(self, document: Document | str | Path, chunking: str | None = None) -> DocumentIndex:
+        """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists."""
+        document = as_document(document)
+        chunking = chunking or self.settings.chunking_for(self.settings.strategy)
+        key = (document.content_hash, chunking)
+        with self._lock:
+            if key not in self._indexes:
+                self._indexes[key] = DocumentIndex(
+                    document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress
+                )
+            return self._indexes[key]
+
+    def context(self, document: Document, strategy: str) -> QueryContext:
+        s = self.settings
+        chunking = s.chunking_for(strategy)
+        key = f"{document.content_hash}:{chunking}"
+        if key not in self._contexts:
+            self._contexts[key] = QueryContext(
+                document=document,
+                reader=self.reader,
+                index=lambda: self.index(document, chunking),
+                retriever=s.retriever,
+                assembler=ContextAssembler(k=s.k, budget=s.budget),
+                prompts=s.prompts,
+                params=GenerationParams(max_tokens=s.max_tokens),
+            )
+        return self._contexts[key]
+
+    def ask(self, document: Document | str | Path, question: str, strategy: str | None = None) -> Answer:
+        if not question.strip():
+            raise InputError("the question is empty")
+        strategy = strategy or self.settings.strategy
+        runner = make_strategy(strategy, self.settings.order)
+        return runner.run(self.context(as_document(document), strategy), question)
+
+    def close(self) -> None:
+        close = getattr(self._reader, "close", None)
+        if close:
+            close()
+        self._reader = None
+
+
+def ask(document: Document | str | Path, question: str, strategy: str = "self-route", **settings) -> Answer:
+    """Answer one question: ``lcrag.ask("book.txt", "Who is Alice's sister?", strategy="self-route", k=5)``.
+
+    Keyword arguments are :class:`Settings` fields. For many questions, keep a :class:`Pipeline` instead.
+    """
+    unknown = set(settings) - set(Settings.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    pipeline = Pipeline(replace(Settings(), strategy=strategy, **settings))
+    try:
+        return pipeline.ask(document, question)
+    finally:
+        pipeline.close()

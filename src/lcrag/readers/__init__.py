@@ -1,0 +1,58 @@
+"""Readers (LLM backends): one interface, exact token counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lcrag.errors import InputError
+from lcrag.readers.base import Completion, GenerationParams, Message, Reader, complete_many
+from lcrag.readers.cache import CachedReader, CompletionCache
+from lcrag.readers.openai_compat import OpenAIChatReader
+
+__all__ = [
+    "CachedReader",
+    "Completion",
+    "CompletionCache",
+    "GenerationParams",
+    "Message",
+    "OpenAIChatReader",
+    "Reader",
+    "complete_many",
+    "make_reader",
+]
+
+
+def make_reader(
+    spec: str = "smollm2",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    context_window: int | None = None,
+    tokenizer: str | None = None,
+    threads: int | None = None,
+) -> Reader:
+    """A reader from a spec.
+
+    - ``smollm2`` (default): the bundled SmolLM2-135M-Instruct, run in-process by llama.cpp;
+    - ``PATH.gguf`` or ``gguf:PATH``: any local GGUF, run in-process;
+    - ``openai:MODEL`` or ``openai:MODEL@BASE_URL``: an OpenAI-compatible server (base URL and key from the
+      arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY).
+    ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint.
+    """
+    from lcrag.tokenization import HFTokenizer
+
+    spec = spec.strip()
+    if spec in ("", "smollm2", "default") or spec.startswith("gguf:") or spec.endswith(".gguf"):
+        from lcrag.readers.llamacpp import EmbeddedLlamaReader
+
+        path = None if spec in ("", "smollm2", "default") else spec.removeprefix("gguf:")
+        if path is not None and not Path(path).is_file():
+            raise InputError(f"GGUF model {path} does not exist")
+        return EmbeddedLlamaReader(path, context_window=context_window or 0, threads=threads)
+    if spec.startswith("openai:"):
+        model, _, url = spec[len("openai:") :].partition("@")
+        if not model:
+            raise InputError("openai: needs a model name, e.g. openai:gpt-4o-mini")
+        tok = HFTokenizer(tokenizer) if tokenizer else None
+        return OpenAIChatReader(model, base_url=url or base_url, api_key=api_key, context_window=context_window, tokenizer=tok)
+    raise InputError(f"unknown reader {spec!r}; use smollm2, PATH.gguf or openai:MODEL[@URL]")
+

@@ -1,0 +1,59 @@
+"""The reader interface: chat messages in, text and exact token counts out."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from lcrag.tokenization import Tokenizer
+
+Message = dict[str, str]
+
+
+@dataclass
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int = 0
+    seconds: float = 0.0
+    from_cache: bool = False
+
+
+@dataclass
+class GenerationParams:
+    max_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 1234
+    stop: list[str] = field(default_factory=list)
+
+    def as_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
+        if self.stop:
+            payload["stop"] = list(self.stop)
+        return payload
+
+
+@runtime_checkable
+class Reader(Protocol):
+    model: str
+    context_window: int
+    tokenizer: Tokenizer
+
+    def complete(self, messages: list[Message], params: GenerationParams) -> Completion: ...
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int:
+        """Prompt tokens the reader will bill for ``messages``, chat template included."""
+        ...
+
+
+def complete_many(
+    reader: Reader, requests: list[tuple[list[Message], GenerationParams]], max_concurrency: int = 4
+) -> list[Completion]:
+    """Run requests concurrently (bounded), results in request order."""
+    if max_concurrency <= 1 or len(requests) <= 1:
+        return [reader.complete(m, p) for m, p in requests]
+    with ThreadPoolExecutor(max_workers=max_concurrency) as pool:
+        return list(pool.map(lambda r: reader.complete(*r), requests))

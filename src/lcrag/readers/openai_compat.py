@@ -1,0 +1,110 @@
+"""Any OpenAI-compatible chat endpoint: OpenAI, vLLM, llama.cpp server, Ollama."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from lcrag.errors import InputError, ReaderError
+from lcrag.readers.base import Completion, GenerationParams, Message
+from lcrag.readers.http import HttpClient
+from lcrag.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
+
+# Chat templates add a few tokens per message; used only when the server cannot render its template for us.
+_TEMPLATE_TOKENS_PER_MESSAGE = 8
+
+
+class OpenAIChatReader:
+    """Chat completions over HTTP, with token counts from the server's reported ``usage``.
+
+    ``tokenizer`` (for truncation and token chunking) defaults to the server's own ``/tokenize`` endpoint,
+    which llama.cpp server and vLLM offer; for OpenAI itself pass an ``HFTokenizer``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        tokenizer: Tokenizer | None = None,
+        timeout: float = 600.0,
+        max_retries: int = 5,
+        max_concurrency: int = 4,
+    ):
+        base_url = base_url or os.environ.get("LCRAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+        if not base_url:
+            raise InputError("an OpenAI-compatible reader needs a base URL (--base-url, LCRAG_BASE_URL or OPENAI_BASE_URL)")
+        api_key = api_key or os.environ.get("LCRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        base_url = base_url.rstrip("/")
+        if not base_url.endswith("/v1"):
+            base_url += "/v1"
+        self.model = model
+        self.max_concurrency = max_concurrency
+        self._http = HttpClient(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, max_connections=max_concurrency)
+        self._server_root = base_url[: -len("/v1")]
+        self._root_http = HttpClient(self._server_root, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self.tokenizer: Tokenizer = tokenizer or LlamaServerTokenizer(self._server_root, model)
+        self._context_window = context_window
+        self._can_apply_template: bool | None = None
+        self._gate = threading.BoundedSemaphore(max_concurrency)
+
+    @property
+    def context_window(self) -> int:
+        if self._context_window is None:
+            self._context_window = self._server_context_window()
+        return self._context_window
+
+    def _server_context_window(self) -> int:
+        # llama.cpp server reports n_ctx at /props; vLLM reports max_model_len at /v1/models.
+        try:
+            props = self._root_http.get_json("/props")
+            n_ctx = props.get("default_generation_settings", {}).get("n_ctx") or props.get("n_ctx")
+            if n_ctx:
+                return int(n_ctx)
+        except ReaderError:
+            pass
+        try:
+            for item in self._http.get_json("/models").get("data", []):
+                if item.get("id") == self.model and item.get("max_model_len"):
+                    return int(item["max_model_len"])
+        except ReaderError:
+            pass
+        raise InputError(f"cannot learn the context window of {self.model}; pass --context-window")
+
+    def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
+        payload = {"model": self.model, "messages": messages, **params.as_payload()}
+        with self._gate:
+            started = time.perf_counter()
+            data = self._http.post_json("/chat/completions", payload)
+            seconds = time.perf_counter() - started
+        try:
+            text = data["choices"][0]["message"]["content"] or ""
+            usage = data["usage"]
+        except (KeyError, IndexError, TypeError):
+            raise ReaderError(f"{self.model}: response without choices or usage") from None
+        details = usage.get("prompt_tokens_details") or {}
+        return Completion(
+            text=text,
+            model=self.model,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+            seconds=seconds,
+        )
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int:
+        if self._can_apply_template is not False:
+            try:
+                prompt = self._root_http.post_json("/apply-template", {"messages": messages})["prompt"]
+                self._can_apply_template = True
+                # The rendered template already holds the special tokens as text; the server parses them.
+                return count_tokens(self.tokenizer, prompt)
+            except (ReaderError, KeyError):
+                self._can_apply_template = False
+        return sum(count_tokens(self.tokenizer, m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+    def close(self) -> None:
+        self._http.close()
+        self._root_http.close()

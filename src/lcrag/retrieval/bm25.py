@@ -1,0 +1,74 @@
+"""BM25 over a document's chunks with tantivy (on-disk index, Lucene-style BM25, k1=1.2, b=0.75)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lcrag.types import Chunk, ScoredChunk
+
+# tantivy's "default" analyzer splits on non-alphanumeric characters and lowercases; queries are built the same way
+# (term queries from words, never the query parser, which raises on quotes, parentheses and AND/OR in questions).
+_TERM = re.compile(r"[^\W_]+")
+_MAX_TERM_LEN = 40  # tantivy's RemoveLongFilter in the default analyzer
+
+
+def query_terms(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for word in _TERM.findall(text.lower()):
+        if len(word) < _MAX_TERM_LEN:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+class BM25Retriever:
+    name = "bm25"
+
+    def __init__(self, chunks: list[Chunk], index_dir: str | Path):
+        import tantivy
+
+        self._tantivy = tantivy
+        self.chunks = chunks
+        self.index_dir = Path(index_dir)
+        self._index = tantivy.Index.open(str(self.index_dir))
+        self._schema = self._index.schema
+        self._searcher = self._index.searcher()
+
+    @staticmethod
+    def _schema_builder():
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_integer_field("idx", stored=True, indexed=False)
+        builder.add_text_field("text", stored=False, tokenizer_name="default", index_option="freq")
+        return builder.build()
+
+    @classmethod
+    def build(cls, chunks: list[Chunk], index_dir: str | Path) -> BM25Retriever:
+        import tantivy
+
+        index_dir = Path(index_dir)
+        index_dir.mkdir(parents=True, exist_ok=True)
+        index = tantivy.Index(cls._schema_builder(), path=str(index_dir))
+        writer = index.writer(heap_size=64_000_000, num_threads=1)
+        for chunk in chunks:
+            writer.add_document(tantivy.Document(idx=chunk.index, text=chunk.text))
+        writer.commit()
+        writer.wait_merging_threads()
+        return cls(chunks, index_dir)
+
+    def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
+        """Chunks that share a term with ``query``, best first (at most ``k``; all matches when ``k`` is None)."""
+        tantivy = self._tantivy
+        terms = query_terms(query)
+        if not terms or not self.chunks:
+            return []
+        q = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
+        )
+        limit = min(k or len(self.chunks), len(self.chunks))
+        hits = self._searcher.search(q, limit).hits
+        results = [ScoredChunk(self.chunks[self._searcher.doc(addr)["idx"][0]], float(score)) for score, addr in hits]
+        # Ties broken by position, so equal scores give the same order on every run.
+        results.sort(key=lambda s: (-s.score, s.chunk.index))
+        return results

@@ -1,0 +1,143 @@
+"""A document's chunks, BM25 index and embeddings, persisted on disk under a content hash.
+
+Layout: ``CACHE/indexes/<sha256(document + chunking)>/`` holds ``chunks.jsonl``, ``bm25/`` and one
+``embeddings-<sha256(embedder)>.npy`` per embedder, so a second question on the same document embeds nothing,
+and switching the embedder does not re-chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from lcrag.chunking import Chunker
+from lcrag.errors import InputError
+from lcrag.retrieval.base import Retriever
+from lcrag.retrieval.bm25 import BM25Retriever
+from lcrag.retrieval.dense import DenseRetriever, embed_chunks
+from lcrag.retrieval.embedders import Embedder
+from lcrag.retrieval.hybrid import HybridRetriever
+from lcrag.tokenization import Tokenizer, count_tokens
+from lcrag.types import Chunk, Document
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class DocumentIndex:
+    def __init__(
+        self,
+        document: Document,
+        chunker: Chunker,
+        cache_dir: str | Path,
+        embedder_factory: Callable[[], Embedder] | None = None,
+        progress: ProgressFactory | None = None,
+    ):
+        self.document = document
+        self.chunker = chunker
+        self.key = _sha(f"{document.content_hash}\n{chunker.key}")
+        self.dir = Path(cache_dir) / "indexes" / self.key
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._embedder_factory = embedder_factory
+        self._embedder: Embedder | None = None
+        self._progress = progress
+        self._retrievers: dict[str, Retriever] = {}
+        self._token_counts: dict[str, dict[int, int]] = {}
+        self._lock = threading.RLock()
+        self.embedded_chunks = 0  # chunks embedded by this object: 0 when the index was already on disk
+        self.chunks = self._load_or_chunk()
+
+    # -- chunks -----------------------------------------------------------------------------------------------
+    def _load_or_chunk(self) -> list[Chunk]:
+        path = self.dir / "chunks.jsonl"
+        if path.exists():
+            chunks = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                index, start, end = json.loads(line)
+                chunks.append(Chunk(index, start, end, self.document.text[start:end]))
+            return chunks
+        chunks = self.chunker.run(self.document)
+        if not chunks:
+            raise InputError(f"document {self.document.id or self.document.source!r} produced no chunks")
+        _atomic_write(path, "".join(json.dumps([c.index, c.start, c.end]) + "\n" for c in chunks))
+        _atomic_write(
+            self.dir / "meta.json",
+            json.dumps({"document": self.document.source or self.document.id, "chunker": self.chunker.key,
+                        "chunks": len(chunks), "characters": len(self.document.text)}, indent=1),
+        )
+        return chunks
+
+    # -- retrievers -------------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            if self._embedder_factory is None:
+                raise InputError("dense retrieval needs an embedder")
+            self._embedder = self._embedder_factory()
+        return self._embedder
+
+    def _bm25(self) -> BM25Retriever:
+        bm25_dir = self.dir / "bm25"
+        if (bm25_dir / "meta.json").exists() and (self.dir / "bm25.done").exists():
+            return BM25Retriever(self.chunks, bm25_dir)
+        retriever = BM25Retriever.build(self.chunks, bm25_dir)
+        (self.dir / "bm25.done").touch()
+        return retriever
+
+    def _dense(self) -> DenseRetriever:
+        embedder = self.embedder
+        path = self.dir / f"embeddings-{_sha(embedder.name)[:16]}.npy"
+        if path.exists():
+            vectors = np.load(path, mmap_mode="r")
+        else:
+            tick = self._progress("embedding chunks", len(self.chunks)) if self._progress else None
+            vectors = embed_chunks(self.chunks, embedder, path, progress=tick)
+            self.embedded_chunks += len(self.chunks)
+        return DenseRetriever(self.chunks, vectors, embedder)
+
+    def retriever(self, kind: str) -> Retriever:
+        """``bm25``, ``dense`` or ``hybrid``, built on first use and loaded from disk after."""
+        if kind not in RETRIEVERS:
+            raise InputError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
+        with self._lock:
+            if kind not in self._retrievers:
+                if kind == "bm25":
+                    self._retrievers[kind] = self._bm25()
+                elif kind == "dense":
+                    self._retrievers[kind] = self._dense()
+                else:
+                    self._retrievers[kind] = HybridRetriever([self.retriever("bm25"), self.retriever("dense")])
+            return self._retrievers[kind]
+
+    # -- token counts for budgets -----------------------------------------------------------------------------
+    def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]:
+        """Each chunk's length in ``tokenizer`` tokens, counted once and kept on disk."""
+        path = self.dir / f"tokens-{_sha(tokenizer.name)[:16]}.json"
+        counts = self._token_counts.get(tokenizer.name)
+        if counts is None:
+            counts = {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+            self._token_counts[tokenizer.name] = counts
+        missing = [c for c in chunks if c.index not in counts]
+        for chunk in missing:
+            counts[chunk.index] = count_tokens(tokenizer, chunk.text)
+        if missing:
+            _atomic_write(path, json.dumps(counts))
+        return [counts[c.index] for c in chunks]

@@ -1,0 +1,92 @@
+"""What every strategy shares: the query context, timed LLM calls, retrieval and long-context prompting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from lcrag.assembly import AssembledContext, ContextAssembler, TruncatedText, truncate_middle
+from lcrag.errors import InputError
+from lcrag.readers.base import GenerationParams, Reader
+from lcrag.retrieval.index import DocumentIndex
+from lcrag.strategies.prompts import PromptSet
+from lcrag.types import Answer, Document, LLMCall
+
+
+@dataclass
+class QueryContext:
+    """Everything a strategy needs to answer questions over one document."""
+
+    document: Document
+    reader: Reader
+    index: Callable[[], DocumentIndex]  # built on first use: LC and closed-book never need it
+    retriever: str = "bm25"
+    assembler: ContextAssembler = field(default_factory=ContextAssembler)
+    prompts: PromptSet = field(default_factory=PromptSet)
+    params: GenerationParams = field(default_factory=GenerationParams)
+    # (document hash, tokenizer, limit) -> the document as LC sends it; saves re-tokenizing a long text per question.
+    _lc_text: dict[tuple[str, str, int], TruncatedText] = field(default_factory=dict)
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - started
+
+
+def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer) -> tuple[str, LLMCall]:
+    with timer.stage(f"llm:{stage}"):
+        completion = ctx.reader.complete(messages, ctx.params)
+    call = LLMCall(
+        stage=stage,
+        model=completion.model,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        cached_prompt_tokens=completion.cached_prompt_tokens,
+        seconds=completion.seconds,
+        from_cache=completion.from_cache,
+    )
+    return completion.text.strip(), call
+
+
+def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembler, timer: Timer) -> AssembledContext:
+    with timer.stage("index"):
+        index = ctx.index()
+        retriever = index.retriever(ctx.retriever)
+    depth = None if assembler.budget is not None else assembler.k
+    with timer.stage("retrieval"):
+        ranked = retriever.run(question, depth)
+    with timer.stage("assembly"):
+        return assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+
+
+def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) -> tuple[list[dict[str, str]], TruncatedText]:
+    """The LC prompt for ``question``, the document cut in the middle (by reader tokens) if it exceeds the window."""
+    with timer.stage("truncation"):
+        overhead = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, context=""))
+        limit = ctx.reader.context_window - ctx.params.max_tokens - overhead
+        if limit <= 0:
+            raise InputError(f"the prompt alone fills the reader's {ctx.reader.context_window}-token window")
+        key = (ctx.document.content_hash, ctx.reader.tokenizer.name, limit)
+        if key not in ctx._lc_text:
+            ctx._lc_text[key] = truncate_middle(ctx.document.text, ctx.reader.tokenizer, limit)
+        kept = ctx._lc_text[key]
+    return ctx.prompts.messages(template, question, context=kept.text), kept
+
+
+class Strategy:
+    """Answers one question over one document."""
+
+    name: str = ""
+
+    def run(self, ctx: QueryContext, question: str) -> Answer:
+        raise NotImplementedError

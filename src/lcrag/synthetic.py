@@ -1,0 +1,81 @@
+"""Synthetic long documents with planted facts and a passkey (needle-in-a-haystack, in the style of ∞Bench)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from lcrag.types import Document
+
+_SUBJECTS = ["The old miller", "A quiet fisherman", "The baker's daughter", "The village clerk", "A travelling tinker",
+             "The schoolmaster", "An elderly shepherd", "The ferryman", "A young carpenter", "The innkeeper"]
+_VERBS = ["repaired", "carried", "painted", "counted", "sold", "found", "polished", "measured", "borrowed", "mended"]
+_OBJECTS = ["a wooden cart", "the garden gate", "three copper pots", "a bundle of letters", "the chapel bell",
+            "a basket of apples", "the broken fence", "an old lantern", "a coil of rope", "the market stall"]
+_PLACES = ["near the river", "before the morning fog lifted", "behind the granary", "at the edge of the moor",
+           "during the autumn fair", "beside the stone bridge", "in the narrow lane", "after the evening rain"]
+_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+
+
+@dataclass(frozen=True)
+class PlantedFact:
+    sentence: str
+    question: str
+    answer: str
+
+
+DEFAULT_FACTS = (
+    PlantedFact(
+        "The lighthouse keeper on Gull Island is named Marta Quillon.",
+        "What is the name of the lighthouse keeper on Gull Island?",
+        "Marta Quillon",
+    ),
+    PlantedFact(
+        "The secret ingredient in the harbour bakery's rye bread is cardamom.",
+        "What is the secret ingredient in the harbour bakery's rye bread?",
+        "cardamom",
+    ),
+)
+
+
+def filler_sentences(rng: random.Random, n_words: int) -> list[str]:
+    sentences: list[str] = []
+    words = 0
+    while words < n_words:
+        if rng.random() < 0.2:
+            sentence = _FILLER
+        else:
+            sentence = f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_PLACES)}."
+        sentences.append(sentence)
+        words += len(sentence.split())
+    return sentences
+
+
+def needle_document(
+    n_words: int = 2000,
+    facts: tuple[PlantedFact, ...] = DEFAULT_FACTS,
+    passkey: int | None = None,
+    seed: int = 0,
+) -> tuple[Document, list[PlantedFact]]:
+    """A document of about ``n_words`` filler words with ``facts`` and a passkey planted at spread-out depths.
+
+    Returns the document and the facts with their questions and answers (the passkey fact last).
+    """
+    rng = random.Random(seed)
+    passkey = passkey if passkey is not None else rng.randint(10000, 99999)
+    needles = [
+        *facts,
+        PlantedFact(
+            f"The pass key is {passkey}. Remember it. {passkey} is the pass key.",
+            "What is the pass key?",
+            str(passkey),
+        ),
+    ]
+    sentences = filler_sentences(rng, n_words)
+    # Depths spread through the document (first at ~20%, last at ~80%), deterministic for a seed.
+    for i, needle in enumerate(needles):
+        depth = 0.2 + 0.6 * i / max(1, len(needles) - 1)
+        sentences.insert(int(len(sentences) * depth), needle.sentence)
+    paragraphs = [" ".join(sentences[i : i + 6]) for i in range(0, len(sentences), 6)]
+    text = "\n\n".join(paragraphs) + "\n"
+    return Document(text=text, id=f"needles-{seed}", title="Synthetic needle document", source="lcrag.synthetic"), needles

@@ -1,0 +1,93 @@
+"""The shared vocabulary: documents, chunks, LLM calls and answers."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text to ask questions about."""
+
+    text: str
+    id: str = ""
+    title: str = ""
+    source: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A contiguous piece of a document: ``document.text[start:end] == text``."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    chunk: Chunk
+    score: float
+
+
+@dataclass
+class LLMCall:
+    """One request to a reader, with the token counts it reported."""
+
+    stage: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int = 0
+    seconds: float = 0.0
+    from_cache: bool = False
+
+
+@dataclass
+class ChunkUsed:
+    index: int
+    start: int
+    end: int
+    score: float
+    tokens: int | None = None
+
+
+@dataclass
+class Answer:
+    """What every strategy returns."""
+
+    text: str
+    question: str
+    strategy: str
+    route: str
+    calls: list[LLMCall] = field(default_factory=list)
+    chunks: list[ChunkUsed] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    truncated_tokens: int = 0
+    raw_route_answer: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.calls)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.timings.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["prompt_tokens"] = self.prompt_tokens
+        data["completion_tokens"] = self.completion_tokens
+        data["seconds"] = round(self.seconds, 4)
+        return data
