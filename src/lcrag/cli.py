@@ -21,7 +21,7 @@ from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.retrieval import RETRIEVERS
 from lcrag.strategies import STRATEGY_NAMES, PromptSet
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 
@@ -187,24 +187,13 @@ def demo(
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="lcrag: %(levelname)s: %(message)s")
     try:
-        app(standalone_mode=False)
+        app()  # typer reports usage errors itself (exit code 2)
     except LcragError as exc:
         print(f"lcrag: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except (typer.Exit, SystemExit) as exc:
-        sys.exit(getattr(exc, "exit_code", getattr(exc, "code", 0)))
     except KeyboardInterrupt:
         print("lcrag: interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
-        raise
 
 
 if __name__ == "__main__":

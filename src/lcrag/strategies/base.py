@@ -77,9 +77,20 @@ def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) 
         if limit <= 0:
             raise InputError(f"the prompt alone fills the reader's {ctx.reader.context_window}-token window")
         key = (ctx.document.content_hash, ctx.reader.tokenizer.name, limit)
-        if key not in ctx._lc_text:
-            ctx._lc_text[key] = truncate_middle(ctx.document.text, ctx.reader.tokenizer, limit)
-        kept = ctx._lc_text[key]
+        kept = ctx._lc_text.get(key)
+        if kept is None:
+            kept = truncate_middle(ctx.document.text, ctx.reader.tokenizer, limit)
+            # Decoding two halves and re-tokenising can merge differently at the seam (measured: +1 token with
+            # SmolLM2); shrink until the real prompt fits, so the server never has to cut it again.
+            allowed = ctx.reader.context_window - ctx.params.max_tokens
+            for _ in range(4):
+                if not kept.cut_tokens:
+                    break
+                excess = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, kept.text)) - allowed
+                if excess <= 0:
+                    break
+                kept = truncate_middle(ctx.document.text, ctx.reader.tokenizer, kept.kept_tokens - excess)
+            ctx._lc_text[key] = kept
     return ctx.prompts.messages(template, question, context=kept.text), kept
 
 

@@ -1,0 +1,53 @@
+"""The embedded reader and the OpenAI-compatible reader, against the embedded llama.cpp server on loopback."""
+
+from lcrag.assembly import truncate_middle
+from lcrag.readers import GenerationParams, OpenAIChatReader, complete_many
+from lcrag.tokenization import LlamaServerTokenizer
+
+
+def test_token_counts_match_the_server(reader):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Héllo 世界, what is 2+2?"}]
+    completion = reader.complete(messages, GenerationParams(max_tokens=8))
+    assert completion.prompt_tokens == reader.count_prompt_tokens(messages)
+    assert 0 < completion.completion_tokens <= 8
+    assert reader.context_window == 8192
+
+
+def test_openai_reader_over_http(reader):
+    client = OpenAIChatReader("smollm2", base_url=reader.base_url + "/v1")
+    assert client.context_window == reader.context_window
+    messages = [{"role": "user", "content": "Say hello."}]
+    direct = reader.complete(messages, GenerationParams(max_tokens=6))
+    over_http = client.complete(messages, GenerationParams(max_tokens=6))
+    assert over_http.text == direct.text  # greedy decoding, same server
+    assert over_http.prompt_tokens == direct.prompt_tokens
+    outs = complete_many(client, [(messages, GenerationParams(max_tokens=4))] * 3, max_concurrency=3)
+    assert len({o.text for o in outs}) == 1
+
+
+def test_prefix_reuse_across_questions(reader, needles):
+    document, _ = needles
+    first = reader.complete([{"role": "user", "content": document.text + "\n\nQuestion: who?"}], GenerationParams(max_tokens=4))
+    second = reader.complete([{"role": "user", "content": document.text + "\n\nQuestion: where?"}], GenerationParams(max_tokens=4))
+    assert second.cached_prompt_tokens > 0.9 * first.prompt_tokens
+    assert second.seconds < first.seconds
+
+
+def test_middle_truncation_with_the_reader_tokenizer(reader, needles):
+    document, _ = needles
+    tok = reader.tokenizer
+    assert isinstance(tok, LlamaServerTokenizer)
+    total = len(tok.encode(document.text))
+    out = truncate_middle(document.text, tok, 500)
+    assert out.original_tokens == total and out.kept_tokens == 500 and out.cut_tokens == total - 500
+    ids = tok.encode(document.text)
+    assert out.text == tok.decode(ids[:250]) + tok.decode(ids[-250:])
+    assert abs(len(tok.encode(out.text)) - 500) <= 2  # re-tokenising at the seam may merge a token or two
+
+
+def test_token_spans_tile_the_text(reader):
+    text = "Héllo 世界 — the pass\u00adkey is 12345.\n\nNext line."
+    spans = reader.tokenizer.token_spans(text)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert len(spans) == len(reader.tokenizer.encode(text))

@@ -1,0 +1,72 @@
+import pytest
+
+from lcrag.chunking import SentenceChunker, TokenChunker, WordChunker, make_chunker
+from lcrag.errors import InputError
+from lcrag.tokenization import _byte_to_char_offsets
+from lcrag.types import Document
+
+TEXT = (
+    "Dr. Smith arrived at 5 p.m. on Tuesday.  He met the mayor, Mrs. Jones.\n\n"
+    "They talked about the bridge! Was it safe? Nobody knew.\n"
+    "Ünïcödé words — and “quotes” — survive too. " * 3
+)
+
+
+def assert_offsets(doc, chunks):
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert doc.text[c.start : c.end] == c.text
+    starts = [c.start for c in chunks]
+    assert starts == sorted(starts)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+def test_word_chunks_keep_offsets(size):
+    doc = Document(TEXT)
+    chunks = WordChunker(size).run(doc)
+    assert_offsets(doc, chunks)
+    assert all(len(c.text.split()) == size for c in chunks[:-1])
+    assert sum(len(c.text.split()) for c in chunks) == len(TEXT.split())
+
+
+def test_word_chunk_overlap():
+    doc = Document("a b c d e f g")
+    chunks = WordChunker(3, overlap=1).run(doc)
+    assert [c.text for c in chunks] == ["a b c", "c d e", "e f g"]
+    with pytest.raises(InputError):
+        WordChunker(3, overlap=3).run(doc)
+
+
+def test_sentence_chunks_keep_abbreviations_and_offsets():
+    doc = Document(TEXT)
+    sentences = SentenceChunker(max_words=1).run(doc)
+    assert_offsets(doc, sentences)
+    assert sentences[0].text == "Dr. Smith arrived at 5 p.m. on Tuesday."
+    assert sentences[1].text == "He met the mayor, Mrs. Jones."
+    packed = SentenceChunker(max_words=20).run(doc)
+    assert_offsets(doc, packed)
+    assert len(packed) < len(sentences)
+    assert all(len(c.text.split()) <= 20 for c in packed)
+
+
+def test_token_chunks(whitespace_tokenizer):
+    doc = Document(TEXT)
+    chunks = TokenChunker(whitespace_tokenizer, size=5).run(doc)
+    assert_offsets(doc, chunks)
+    assert all(len(whitespace_tokenizer.encode(c.text)) == 5 for c in chunks[:-1])
+    assert chunks[0].start == 0 and chunks[-1].end == len(TEXT.rstrip()) or chunks[-1].end == len(TEXT)
+
+
+def test_make_chunker_errors():
+    with pytest.raises(InputError, match="tokenizer"):
+        make_chunker("tokens")
+    with pytest.raises(InputError, match="unknown chunk unit"):
+        make_chunker("pages")
+
+
+def test_byte_offsets_map_to_characters():
+    text = "aé世b"
+    # bytes: a(1) é(2) 世(3) b(1) -> byte ends 1, 3, 6, 7
+    assert _byte_to_char_offsets(text, [1, 3, 6, 7]) == [1, 2, 3, 4]
+    # a split inside a multi-byte character moves past it
+    assert _byte_to_char_offsets(text, [4]) == [3]
