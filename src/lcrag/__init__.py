@@ -2,7 +2,7 @@
 
 from lcrag.documents import load_document, load_documents
 from lcrag.errors import InputError, LcragError
-from lcrag.pipeline import Pipeline, Settings, ask
+from lcrag.pipeline import Pipeline, Settings, ask, index
 from lcrag.strategies import PromptSet
 from lcrag.types import Answer, Chunk, Document
 
@@ -18,6 +18,7 @@ __all__ = [
     "PromptSet",
     "Settings",
     "ask",
+    "index",
     "load_document",
     "load_documents",
 ]

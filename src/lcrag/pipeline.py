@@ -141,15 +141,31 @@ class Pipeline:
         self._reader = None
 
 
+def _settings(**settings) -> Settings:
+    unknown = set(settings) - set(Settings.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    return replace(Settings(), **settings)
+
+
+def index(document: Document | str | Path, chunking: str = FALLBACK_CHUNKING, retrievers=("bm25", "dense"), **settings) -> DocumentIndex:
+    """Chunk, BM25-index and embed a document on disk, as ``lcrag index`` does; later questions reuse it."""
+    pipeline = Pipeline(_settings(**settings))
+    try:
+        idx = pipeline.index(document, chunking)
+        for kind in retrievers:
+            idx.retriever(kind)
+        return idx
+    finally:
+        pipeline.close()
+
+
 def ask(document: Document | str | Path, question: str, strategy: str = "self-route", **settings) -> Answer:
     """Answer one question: ``lcrag.ask("book.txt", "Who is Alice's sister?", strategy="self-route", k=5)``.
 
     Keyword arguments are :class:`Settings` fields. For many questions, keep a :class:`Pipeline` instead.
     """
-    unknown = set(settings) - set(Settings.__dataclass_fields__)
-    if unknown:
-        raise InputError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-    pipeline = Pipeline(replace(Settings(), strategy=strategy, **settings))
+    pipeline = Pipeline(_settings(strategy=strategy, **settings))
     try:
         return pipeline.ask(document, question)
     finally:

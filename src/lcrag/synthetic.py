@@ -35,7 +35,47 @@ DEFAULT_FACTS = (
         "What is the secret ingredient in the harbour bakery's rye bread?",
         "cardamom",
     ),
+    PlantedFact(
+        "The silver key to the old observatory is hidden inside a blue teapot.",
+        "Where is the silver key to the old observatory hidden?",
+        "blue teapot",
+    ),
+    PlantedFact(
+        "Captain Orsolya Brenn sailed the schooner Meridian to Valparaiso in 1887.",
+        "Which schooner did Captain Orsolya Brenn sail to Valparaiso?",
+        "Meridian",
+    ),
+    PlantedFact(
+        "The password for the museum's archive room is juniper-seventeen.",
+        "What is the password for the museum's archive room?",
+        "juniper-seventeen",
+    ),
 )
+
+
+def passkey_fact(passkey: int) -> PlantedFact:
+    return PlantedFact(
+        f"The pass key is {passkey}. Remember it. {passkey} is the pass key.", "What is the pass key?", str(passkey)
+    )
+
+
+def depths(n: int, first: float = 0.2, last: float = 0.8) -> list[float]:
+    """``n`` depths spread evenly from ``first`` to ``last`` of the text."""
+    return [first + (last - first) * i / max(1, n - 1) for i in range(n)]
+
+
+def plant(document: Document, needles: list[PlantedFact], first: float = 0.1, last: float = 0.9) -> Document:
+    """``document`` with each needle inserted as its own paragraph at a paragraph break near its depth."""
+    text = document.text
+    inserts: list[tuple[int, str]] = []
+    for needle, depth in zip(needles, depths(len(needles), first, last)):
+        at = int(len(text) * depth)
+        brk = text.find("\n\n", at)
+        pos = brk if brk != -1 else len(text)
+        inserts.append((pos, f"\n\n{needle.sentence}"))
+    for pos, sentence in sorted(inserts, reverse=True):
+        text = text[:pos] + sentence + text[pos:]
+    return Document(text=text, id=f"{document.id}+needles", title=document.title, source=document.source)
 
 
 def filler_sentences(rng: random.Random, n_words: int) -> list[str]:
@@ -53,28 +93,18 @@ def filler_sentences(rng: random.Random, n_words: int) -> list[str]:
 
 def needle_document(
     n_words: int = 2000,
-    facts: tuple[PlantedFact, ...] = DEFAULT_FACTS,
+    facts: tuple[PlantedFact, ...] = DEFAULT_FACTS[:2],
     passkey: int | None = None,
     seed: int = 0,
 ) -> tuple[Document, list[PlantedFact]]:
     """A document of about ``n_words`` filler words with ``facts`` and a passkey planted at spread-out depths.
 
-    Returns the document and the facts with their questions and answers (the passkey fact last).
+    Returns the document and the planted facts with their questions and answers (the passkey last).
     """
     rng = random.Random(seed)
-    passkey = passkey if passkey is not None else rng.randint(10000, 99999)
-    needles = [
-        *facts,
-        PlantedFact(
-            f"The pass key is {passkey}. Remember it. {passkey} is the pass key.",
-            "What is the pass key?",
-            str(passkey),
-        ),
-    ]
+    needles = [*facts, passkey_fact(passkey if passkey is not None else rng.randint(10000, 99999))]
     sentences = filler_sentences(rng, n_words)
-    # Depths spread through the document (first at ~20%, last at ~80%), deterministic for a seed.
-    for i, needle in enumerate(needles):
-        depth = 0.2 + 0.6 * i / max(1, len(needles) - 1)
+    for needle, depth in zip(needles, depths(len(needles))):
         sentences.insert(int(len(sentences) * depth), needle.sentence)
     paragraphs = [" ".join(sentences[i : i + 6]) for i in range(0, len(sentences), 6)]
     text = "\n\n".join(paragraphs) + "\n"

@@ -99,3 +99,37 @@ def test_concurrent_requests_keep_order(server_for):
     requests = [([{"role": "user", "content": str(i)}], GenerationParams()) for i in range(12)]
     out = complete_many(reader, requests, max_concurrency=4)
     assert [c.text for c in out] == [f"echo: {i}" for i in range(12)]
+
+
+def test_openai_embedder_orders_and_normalises(tmp_path):
+    import numpy as np
+
+    from lcrag.retrieval import OpenAIEmbedder
+
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            # answer out of order, unnormalised: the client must sort by index and normalise
+            data = [{"index": i, "embedding": [float(len(t)), 0.0, 3.0]} for i, t in enumerate(body["input"])][::-1]
+            payload = json.dumps({"data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        emb = OpenAIEmbedder("e5", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", batch_size=2)
+        v = emb.embed(["aaaa", "", "a"])
+    finally:
+        server.shutdown()
+    assert [b["input"] for b in seen] == [["aaaa", ""], ["a"]] and seen[0]["model"] == "e5"
+    assert v.shape == (3, 3) and emb.dimension == 3
+    assert np.allclose(v[0], [0.8, 0, 0.6]) and np.allclose(v[1], [0, 0, 1])

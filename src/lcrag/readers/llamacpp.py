@@ -32,7 +32,7 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         context_window: int = 0,
         threads: int | None = None,
         parallel: int = 1,
-        cache_ram_mib: int = 2048,
+        cache_ram_mib: int = 1024,
         verbose: bool = False,
     ):
         # Spinning OpenMP workers starve each other on a busy small machine; passive waits keep generation steady.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -98,6 +99,7 @@ class DocumentIndex:
         bm25_dir = self.dir / "bm25"
         if (bm25_dir / "meta.json").exists() and (self.dir / "bm25.done").exists():
             return BM25Retriever(self.chunks, bm25_dir)
+        shutil.rmtree(bm25_dir, ignore_errors=True)  # a build that died half-way leaves files tantivy won't reopen
         retriever = BM25Retriever.build(self.chunks, bm25_dir)
         (self.dir / "bm25.done").touch()
         return retriever
