@@ -28,11 +28,11 @@ from pathlib import Path
 
 from lcrag import Pipeline, Settings
 from lcrag.assembly import ContextAssembler
+from lcrag.chunking import WordChunker
 from lcrag.documents import load_document
 from lcrag.evaluation import contains_answer
 from lcrag.readers.llamacpp import EmbeddedLlamaReader
 from lcrag.retrieval import DocumentIndex, OnnxMiniLMEmbedder
-from lcrag.chunking import WordChunker
 from lcrag.synthetic import DEFAULT_FACTS, passkey_fact, plant
 from lcrag.types import Document
 

@@ -7,7 +7,6 @@ import logging
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -11,7 +11,13 @@ from lcrag.chunking import Chunker, make_chunker
 from lcrag.documents import load_document
 from lcrag.errors import InputError
 from lcrag.paths import default_cache_dir
-from lcrag.readers import CachedReader, CompletionCache, GenerationParams, Reader, make_reader
+from lcrag.readers import (
+    CachedReader,
+    CompletionCache,
+    GenerationParams,
+    Reader,
+    make_reader,
+)
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory
 from lcrag.strategies import PromptSet, QueryContext, make_strategy

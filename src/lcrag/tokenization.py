@@ -124,7 +124,7 @@ class HFTokenizer:
         offsets = self._tok.encode(text, add_special_tokens=False).offsets
         # Offsets may leave gaps (stripped whitespace); stretch each token to the next one's start.
         spans: list[tuple[int, int]] = []
-        for i, (start, _end) in enumerate(offsets):
+        for i in range(len(offsets)):
             begin = 0 if i == 0 else spans[-1][1]
             stop = offsets[i + 1][0] if i + 1 < len(offsets) else len(text)
             spans.append((begin, max(begin, stop)))

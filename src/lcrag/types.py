@@ -49,6 +49,11 @@ class LLMCall:
     seconds: float = 0.0
     from_cache: bool = False
 
+    @classmethod
+    def from_completion(cls, stage: str, completion: Any) -> LLMCall:
+        """The accounting part of a reader's ``Completion`` (everything but the text)."""
+        return cls(stage=stage, **{f: getattr(completion, f) for f in cls.__dataclass_fields__ if f != "stage"})
+
 
 @dataclass
 class ChunkUsed:

@@ -51,3 +51,21 @@ def test_token_spans_tile_the_text(reader):
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     assert len(spans) == len(reader.tokenizer.encode(text))
+
+
+def test_hf_tokenizer_json_spans_and_counts():
+    from lcrag import models
+    from lcrag.chunking import TokenChunker
+    from lcrag.tokenization import HFTokenizer
+    from lcrag.types import Document
+
+    tok = HFTokenizer(models.minilm_tokenizer())
+    text = "The pass key is 12345.  Remember   it!\n\nÜnïcödé too."
+    spans = tok.token_spans(text)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert len(spans) == len(tok.encode(text))
+    doc = Document(text * 20)
+    chunks = TokenChunker(tok, size=16).run(doc)
+    assert all(doc.text[c.start : c.end] == c.text for c in chunks)
+    assert sum(len(tok.encode(c.text)) for c in chunks) >= len(tok.encode(doc.text)) - len(chunks)

@@ -3,7 +3,12 @@ import pytest
 
 from lcrag.chunking import WordChunker
 from lcrag.errors import InputError
-from lcrag.retrieval import BM25Retriever, DenseRetriever, DocumentIndex, HybridRetriever
+from lcrag.retrieval import (
+    BM25Retriever,
+    DenseRetriever,
+    DocumentIndex,
+    HybridRetriever,
+)
 from lcrag.retrieval.bm25 import query_terms
 from lcrag.types import Chunk, Document, ScoredChunk
 

@@ -48,9 +48,8 @@ class ContextAssembler:
 
     def select(self, ranked: list[ScoredChunk], token_counts: Callable[[list[Chunk]], list[int]] | None) -> list[ChunkUsed]:
         if self.budget is None:
-            picked = ranked[: self.k]
-            counts = token_counts([s.chunk for s in picked]) if token_counts else [None] * len(picked)
-            return [ChunkUsed(s.chunk.index, s.chunk.start, s.chunk.end, s.score, n) for s, n in zip(picked, counts)]
+            # Top-k needs no token counts (the reader reports the prompt's); readers without a tokenizer still work.
+            return [ChunkUsed(s.chunk.index, s.chunk.start, s.chunk.end, s.score) for s in ranked[: self.k]]
         if token_counts is None:
             raise InputError("a token budget needs the reader's tokenizer")
         chosen: list[ChunkUsed] = []

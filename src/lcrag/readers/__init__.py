@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from lcrag.errors import InputError
-from lcrag.readers.base import Completion, GenerationParams, Message, Reader, complete_many
+from lcrag.readers.base import (
+    Completion,
+    GenerationParams,
+    Message,
+    Reader,
+    complete_many,
+)
 from lcrag.readers.cache import CachedReader, CompletionCache
 from lcrag.readers.openai_compat import OpenAIChatReader
 

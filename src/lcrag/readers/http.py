@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 
 import httpx
 
-from lcrag.errors import ReaderError
+from lcrag.errors import InputError, ReaderError
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def resolve_endpoint(base_url: str | None, api_key: str | None, what: str) -> tuple[str, str | None]:
+    """Base URL and key from the arguments, else LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY."""
+    base_url = base_url or os.environ.get("LCRAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        raise InputError(f"an OpenAI-compatible {what} needs a base URL (--base-url, LCRAG_BASE_URL or OPENAI_BASE_URL)")
+    api_key = api_key or os.environ.get("LCRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return base_url.rstrip("/"), api_key
 
 
 class HttpClient:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 from lcrag.errors import InputError, ReaderError
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.readers.http import HttpClient
+from lcrag.readers.http import HttpClient, resolve_endpoint
 from lcrag.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
 
 # Chat templates add a few tokens per message; used only when the server cannot render its template for us.
@@ -33,11 +32,7 @@ class OpenAIChatReader:
         max_retries: int = 5,
         max_concurrency: int = 4,
     ):
-        base_url = base_url or os.environ.get("LCRAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-        if not base_url:
-            raise InputError("an OpenAI-compatible reader needs a base URL (--base-url, LCRAG_BASE_URL or OPENAI_BASE_URL)")
-        api_key = api_key or os.environ.get("LCRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        base_url = base_url.rstrip("/")
+        base_url, api_key = resolve_endpoint(base_url, api_key, "reader")
         if not base_url.endswith("/v1"):
             base_url += "/v1"
         self.model = model

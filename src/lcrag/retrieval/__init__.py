@@ -1,7 +1,13 @@
 from lcrag.retrieval.base import Retriever
 from lcrag.retrieval.bm25 import BM25Retriever
 from lcrag.retrieval.dense import DenseRetriever
-from lcrag.retrieval.embedders import Embedder, OnnxMiniLMEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder, make_embedder
+from lcrag.retrieval.embedders import (
+    Embedder,
+    OnnxMiniLMEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    make_embedder,
+)
 from lcrag.retrieval.hybrid import HybridRetriever
 from lcrag.retrieval.index import RETRIEVERS, DocumentIndex
 

@@ -124,12 +124,9 @@ class OpenAIEmbedder:
         timeout: float = 60.0,
         max_retries: int = 5,
     ):
-        from lcrag.readers.http import HttpClient
+        from lcrag.readers.http import HttpClient, resolve_endpoint
 
-        base_url = base_url or os.environ.get("LCRAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-        if not base_url:
-            raise InputError("an OpenAI-compatible embedder needs a base URL (--base-url or LCRAG_BASE_URL)")
-        api_key = api_key or os.environ.get("LCRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        base_url, api_key = resolve_endpoint(base_url, api_key, "embedder")
         self._http = HttpClient(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
         self.model = model
         self.batch_size = batch_size

@@ -7,7 +7,12 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from lcrag.assembly import AssembledContext, ContextAssembler, TruncatedText, truncate_middle
+from lcrag.assembly import (
+    AssembledContext,
+    ContextAssembler,
+    TruncatedText,
+    truncate_middle,
+)
 from lcrag.errors import InputError
 from lcrag.readers.base import GenerationParams, Reader
 from lcrag.retrieval.index import DocumentIndex
@@ -46,16 +51,7 @@ class Timer:
 def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer) -> tuple[str, LLMCall]:
     with timer.stage(f"llm:{stage}"):
         completion = ctx.reader.complete(messages, ctx.params)
-    call = LLMCall(
-        stage=stage,
-        model=completion.model,
-        prompt_tokens=completion.prompt_tokens,
-        completion_tokens=completion.completion_tokens,
-        cached_prompt_tokens=completion.cached_prompt_tokens,
-        seconds=completion.seconds,
-        from_cache=completion.from_cache,
-    )
-    return completion.text.strip(), call
+    return completion.text.strip(), LLMCall.from_completion(stage, completion)
 
 
 def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembler, timer: Timer) -> AssembledContext:

@@ -7,7 +7,14 @@ from dataclasses import replace
 
 from lcrag.errors import InputError
 from lcrag.evaluation.metrics import normalize_answer
-from lcrag.strategies.base import QueryContext, Strategy, Timer, call_reader, long_context, retrieve_context
+from lcrag.strategies.base import (
+    QueryContext,
+    Strategy,
+    Timer,
+    call_reader,
+    long_context,
+    retrieve_context,
+)
 from lcrag.types import Answer
 
 log = logging.getLogger(__name__)
