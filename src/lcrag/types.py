@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -16,7 +17,7 @@ class Document:
     title: str = ""
     source: str = ""
 
-    @property
+    @cached_property  # a frozen dataclass still allows it: the value goes straight into __dict__
     def content_hash(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 

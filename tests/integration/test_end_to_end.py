@@ -77,7 +77,8 @@ def test_lc_truncates_when_window_is_small(tmp_path, needles, embedder):
         small.close()
     assert answer.truncated_tokens > 0
     assert answer.prompt_tokens <= 1024 - 16
-    assert answer.prompt_tokens >= 1024 - 16 - 2  # the window is filled, not wasted
+    # the window is filled up to the rounding step (at most 1/16 of it), not wasted
+    assert answer.prompt_tokens >= 1024 - 16 - 1024 // 16
 
 
 @pytest.mark.slow

@@ -83,3 +83,28 @@ def test_index_persists_and_rejects_unknown_retriever(tmp_path):
         first.retriever("tfidf")
     with pytest.raises(InputError, match="needs an embedder"):
         other.retriever("dense")
+
+
+def test_interrupted_embedding_resumes(tmp_path):
+    from lcrag.retrieval.dense import embed_chunks
+
+    chunks = [Chunk(i, 0, 1, f"cat {i} " + "mat " * (i % 3)) for i in range(10)]
+
+    class Failing(KeywordEmbedder):
+        def __init__(self, fail_after):
+            self.calls, self.fail_after = [], fail_after
+
+        def embed(self, texts):
+            if len(self.calls) == self.fail_after:
+                raise KeyboardInterrupt
+            self.calls.append(len(texts))
+            return super().embed(texts)
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_chunks(chunks, Failing(2), tmp_path / "e.npy", batch=3)
+    assert not (tmp_path / "e.npy").exists()
+    resumed = Failing(99)
+    vectors = embed_chunks(chunks, resumed, tmp_path / "e.npy", batch=3)
+    assert resumed.calls == [3, 1]  # rows 6..9 only
+    assert np.allclose(vectors, KeywordEmbedder().embed([c.text for c in chunks]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npy"]

@@ -7,6 +7,7 @@ from lcrag.chunking import WordChunker
 from lcrag.readers.base import GenerationParams
 from lcrag.retrieval import DocumentIndex
 from lcrag.strategies import PromptSet, QueryContext, is_unanswerable, make_strategy
+from lcrag.strategies.base import lc_document_limit
 from lcrag.types import Document
 
 DOC = Document(
@@ -72,8 +73,17 @@ def test_lc_cuts_the_middle_to_fit_the_window(tmp_path, scripted_reader):
     assert sent <= 200 - 16
     # exactly as much as fits was kept (an even number of tokens, LongBench's rule)
     overhead = reader.count_prompt_tokens(ctx.prompts.messages(ctx.prompts.lc, "Where is the treasure buried?", ""))
-    limit = 200 - 16 - overhead
+    limit = lc_document_limit(200, 16, overhead)
+    assert 0 <= 200 - 16 - overhead - limit < max(1, (200 - 16 - overhead) // 16)
     assert doc_tokens - answer.truncated_tokens == 2 * (limit // 2)
+
+
+def test_lc_limit_is_shared_by_questions_of_similar_length():
+    assert lc_document_limit(8192, 64, 70) == lc_document_limit(8192, 64, 90) == 7936
+    assert lc_document_limit(8192, 64, 70) % 256 == 0
+    assert lc_document_limit(100, 10, 20) == 68  # step 4 for a small room
+    with pytest.raises(Exception, match="fills"):
+        lc_document_limit(100, 50, 60)
 
 
 def test_op_rag_orders_by_position_and_rag_by_score(tmp_path, scripted_reader):

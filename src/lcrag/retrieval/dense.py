@@ -16,15 +16,31 @@ ProgressFn = Callable[[int], None]
 def embed_chunks(
     chunks: list[Chunk], embedder: Embedder, path: str | Path, batch: int = 64, progress: ProgressFn | None = None
 ) -> np.ndarray:
-    """Embed chunks into ``path`` (.npy), writing batch by batch so memory stays bounded; returns a memmap."""
+    """Embed chunks into ``path`` (.npy) batch by batch, so memory stays bounded, and return a memmap.
+
+    Rows are written to ``*.partial.npy`` with a count of finished rows beside it: an interrupted build resumes
+    at the first unfinished batch instead of embedding everything again.
+    """
     path = Path(path)
     tmp = path.with_suffix(".partial.npy")
+    done_file = path.with_suffix(".partial.rows")
     out: np.memmap | None = None
-    for start in range(0, len(chunks), batch):
+    first = 0
+    if tmp.exists() and done_file.exists():
+        out = np.load(tmp, mmap_mode="r+")
+        if out.shape[0] == len(chunks):
+            first = int(done_file.read_text() or 0)
+        else:
+            out = None
+    if progress and first:
+        progress(first)
+    for start in range(first, len(chunks), batch):
         vectors = embedder.embed([c.text for c in chunks[start : start + batch]])
         if out is None:
             out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(chunks), vectors.shape[1]))
         out[start : start + len(vectors)] = vectors
+        out.flush()
+        done_file.write_text(str(start + len(vectors)))
         if progress:
             progress(len(vectors))
     if out is None:
@@ -32,6 +48,7 @@ def embed_chunks(
     out.flush()
     del out
     tmp.replace(path)  # atomic: a crash never leaves a half-written index that looks complete
+    done_file.unlink(missing_ok=True)
     return np.load(path, mmap_mode="r")
 
 

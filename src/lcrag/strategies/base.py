@@ -65,13 +65,25 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
         return assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
 
 
+def lc_document_limit(window: int, max_tokens: int, overhead: int) -> int:
+    """Reader tokens left for the document in an LC prompt, rounded down to a step of up to 256 tokens.
+
+    Rounding makes questions of slightly different lengths cut the document at the same place, so their prompts
+    share the whole document as a prefix and the server reuses its KV cache (measured with SmolLM2 on a
+    36K-token text: 48 s without rounding, ~2 s with it, for a second question); it costs at most 1/16 of the room.
+    """
+    limit = window - max_tokens - overhead
+    if limit <= 0:
+        raise InputError(f"the prompt alone fills the reader's {window}-token window")
+    step = min(256, 1 << (max(1, limit // 16).bit_length() - 1))  # a power of two, about 1/16 of the room
+    return limit - limit % step
+
+
 def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) -> tuple[list[dict[str, str]], TruncatedText]:
     """The LC prompt for ``question``, the document cut in the middle (by reader tokens) if it exceeds the window."""
     with timer.stage("truncation"):
         overhead = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, context=""))
-        limit = ctx.reader.context_window - ctx.params.max_tokens - overhead
-        if limit <= 0:
-            raise InputError(f"the prompt alone fills the reader's {ctx.reader.context_window}-token window")
+        limit = lc_document_limit(ctx.reader.context_window, ctx.params.max_tokens, overhead)
         key = (ctx.document.content_hash, ctx.reader.tokenizer.name, limit)
         kept = ctx._lc_text.get(key)
         if kept is None:
