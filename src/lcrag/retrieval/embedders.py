@@ -40,7 +40,7 @@ class OnnxMiniLMEmbedder:
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_length: int = 256,
-        batch_size: int = 32,
+        max_batch_tokens: int = 1024,
         threads: int | None = None,
     ):
         import onnxruntime as ort
@@ -57,16 +57,18 @@ class OnnxMiniLMEmbedder:
         self._input_names = {i.name for i in self._session.get_inputs()}
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(max_length=max_length)
+        self._tokenizer.no_padding()
         self.max_length = max_length
-        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.name = f"onnx:all-MiniLM-L6-v2-int8:max{max_length}"
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        # Sort-free batches padded to their longest member: cheap, and keeps the output order.
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _embed_batch(self, encodings: list) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
@@ -76,14 +78,21 @@ class OnnxMiniLMEmbedder:
         return _normalise(pooled)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        # Batching texts of similar length wastes less padding; restore the caller's order after.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s : s + self.batch_size]
-            out[idx] = self._embed_batch([texts[i] for i in idx])
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(texts)
+        # Batches of similar length, at most max_batch_tokens padded tokens each. Small batches of long texts are
+        # both faster and far lighter here (300-word chunks on 2 cores: 4 per batch 16.3 chunks/s and 379 MiB peak,
+        # 32 per batch 12.0 chunks/s and 1454 MiB), while short texts (questions, sentences) still batch widely.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        batch: list[int] = []
+        for i in [*order, None]:
+            if batch and (i is None or (len(batch) + 1) * len(encodings[i].ids) > self.max_batch_tokens):
+                out[batch] = self._embed_batch([encodings[j] for j in batch])
+                batch = []
+            if i is not None:
+                batch.append(i)
         return out
 
 
