@@ -183,6 +183,88 @@ def demo(
     stdout.print(summary)
 
 
+def _csv(value: str, name: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise LcragError(f"--{name} is empty")
+    return items
+
+
+def _ints(value: str | None, name: str) -> list[int]:
+    if not value:
+        return []
+    try:
+        return [int(v) for v in _csv(value, name)]
+    except ValueError:
+        raise LcragError(f"--{name} takes whole numbers separated by commas") from None
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Annotated[Path, typer.Option("--dataset", help="A dataset file or directory (LongBench, InfiniteBench, L-Eval, HotpotQA, MuSiQue, generic JSONL).")],
+    out: Annotated[Path, typer.Option("--out", help="Run directory: rows.jsonl, manifest.json, cache/; re-run to resume.")],
+    strategies: Annotated[str, typer.Option("--strategies", help="Comma-separated strategies.")] = "lc,rag,self-route",
+    retriever: Annotated[str, typer.Option("--retriever", help="Comma-separated retrievers.")] = "bm25",
+    k: Annotated[str, typer.Option("-k", help="Comma-separated k values.")] = "5",
+    budget: Annotated[Optional[str], typer.Option("--budget", help="Comma-separated retrieved-token budgets (added to the k values).")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="Dataset format (default: from the path).")] = None,
+    chunking: Chunking = None,
+    llm: LLM = "smollm2",
+    embedder: Embedder = "minilm",
+    base_url: BaseURL = None,
+    context_window: Annotated[Optional[int], typer.Option("--context-window")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="First N questions of each dataset file.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Parallel requests (HTTP readers).")] = 1,
+    filter_closed_book: Annotated[bool, typer.Option("--filter-closed-book", help="Mark questions answered without context.")] = False,
+    drop_closed_book: Annotated[bool, typer.Option("--drop-closed-book", help="...and leave them out.")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
+    threads: Annotated[Optional[int], typer.Option("--threads")] = None,
+) -> None:
+    """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
+    from lcrag.evaluation.datasets import load_dataset
+    from lcrag.evaluation.runner import EvalRunner, expand_configs
+
+    names = _csv(strategies, "strategies")
+    for name in names:
+        _check("strategy", name, STRATEGY_NAMES)
+    retrievers = _csv(retriever, "retriever")
+    for name in retrievers:
+        _check("retriever", name, RETRIEVERS)
+    ks, budgets = _ints(k, "k"), _ints(budget, "budget")
+    loaded = load_dataset(dataset, fmt, skip_bad=skip_bad, limit=limit)
+    if loaded.skipped:
+        stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
+    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking, threads=threads)
+    runner = EvalRunner(loaded.items, expand_configs(names, retrievers, ks, budgets), out, settings, dataset_path=dataset,
+                        concurrency=concurrency, filter_closed_book=filter_closed_book, drop_closed_book=drop_closed_book)
+    tokens = {"prompt": 0, "completion": 0}
+    with progress_factory() as progress:
+        bar = None
+
+        def on_row(done: int, total: int, row: dict) -> None:
+            nonlocal bar
+            tokens["prompt"] += row["prompt_tokens"]
+            tokens["completion"] += row["completion_tokens"]
+            if bar is None:
+                bar = progress("evaluating", total)
+                bar(done - 1)
+            bar(1)
+
+        rows = runner.run(on_row)
+    stdout.print(f"{len(rows)} rows in {out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
+                 f"{tokens['completion']} completion tokens · report: lcrag report {out}", highlight=False)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A directory written by lcrag eval.")]) -> None:
+    """Write report.md, CSV tables and PNG plots for a run directory."""
+    from lcrag.evaluation.report import write_report
+
+    path = write_report(run_dir)
+    stdout.print(path.read_text(encoding="utf-8"), markup=False, highlight=False)
+    stderr.print(f"written to {path.parent}")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="lcrag: %(levelname)s: %(message)s")
     try:

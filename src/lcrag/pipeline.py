@@ -133,12 +133,25 @@ class Pipeline:
             )
         return self._contexts[key]
 
-    def ask(self, document: Document | str | Path, question: str, strategy: str | None = None) -> Answer:
+    def ask(
+        self,
+        document: Document | str | Path,
+        question: str,
+        strategy: str | None = None,
+        prompts: PromptSet | None = None,
+        max_tokens: int | None = None,
+    ) -> Answer:
+        """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts)."""
         if not question.strip():
             raise InputError("the question is empty")
         strategy = strategy or self.settings.strategy
         runner = make_strategy(strategy, self.settings.order)
-        return runner.run(self.context(as_document(document), strategy), question)
+        ctx = self.context(as_document(document), strategy)
+        if prompts is not None or max_tokens is not None:
+            # A shallow copy: the truncated-document memo stays shared with the cached context.
+            ctx = replace(ctx, prompts=prompts or ctx.prompts,
+                          params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
+        return runner.run(ctx, question)
 
     def close(self) -> None:
         close = getattr(self._reader, "close", None)

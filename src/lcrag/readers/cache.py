@@ -52,11 +52,14 @@ class CompletionCache:
 class CachedReader:
     """Wraps a reader: a completion seen before is returned from disk, marked ``from_cache``, with its original counts."""
 
-    def __init__(self, reader: Reader, cache: CompletionCache):
+    def __init__(self, reader: Reader, cache: CompletionCache, miss_log: str | Path | None = None):
         self.inner = reader
         self.cache = cache
         self.hits = 0
         self.misses = 0
+        # One line per real LLM call (its cache key): lets a resumed run prove it repeated none.
+        self.miss_log = Path(miss_log) if miss_log else None
+        self._log_lock = threading.Lock()
 
     @property
     def model(self) -> str:
@@ -81,9 +84,13 @@ class CachedReader:
             hit.from_cache = True
             hit.seconds = 0.0
             return hit
-        self.misses += 1
         completion = self.inner.complete(messages, params)
         self.cache.put(key, completion)
+        with self._log_lock:
+            self.misses += 1
+            if self.miss_log:
+                with self.miss_log.open("a", encoding="utf-8") as f:
+                    f.write(key + "\n")
         return completion
 
     def close(self) -> None:

@@ -1,0 +1,199 @@
+"""Reports from a run directory: Markdown, CSV and PNG plots.
+
+a. Self-Route's Table 1: score per dataset for LC, RAG and Self-Route, answerable %, token % of LC;
+b. LC/RAG prediction overlap and the histogram of their score differences;
+c. k ablation (score and token ratio against k, RAG and Self-Route);
+d. OP-RAG against score-ordered RAG across the context budget;
+e. LC-vs-RAG win–lose (strict: EM-like score = 1; loose: higher score), by dataset and by question type.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from lcrag.errors import InputError
+from lcrag.evaluation.metrics import normalize_answer
+
+
+def load_rows(run_dir: str | Path) -> list[dict]:
+    path = Path(run_dir) / "rows.jsonl"
+    if not path.exists():
+        raise InputError(f"{run_dir} holds no rows.jsonl: not a run directory")
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a last line cut by a kill; the runner drops it on resume
+    return rows
+
+
+def _pick(rows: list[dict], strategy: str, retriever: str | None = None, k: int | None = None) -> dict[str, dict]:
+    """item_id -> row for one strategy (first config of that strategy when several)."""
+    configs = sorted({r["config"] for r in rows if r["strategy"] == strategy
+                      and (retriever is None or r["retriever"] == retriever) and (k is None or r["k"] == k)})
+    if not configs:
+        return {}
+    return {r["item_id"]: r for r in rows if r["config"] == configs[0]}
+
+
+def _md_table(header: list[str], body: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _write_csv(path: Path, header: list[str], body: list[list]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(body)
+
+
+def table1(rows: list[dict]) -> tuple[list[str], list[list]]:
+    lc, rag, sr = _pick(rows, "lc"), _pick(rows, "rag"), _pick(rows, "self-route")
+    header = ["dataset", "metric", "n", "LC", "RAG", "Self-Route", "answerable %", "token % of LC"]
+    body = []
+    datasets = sorted({r["dataset"] for r in rows})
+    for ds in [*datasets, "average"]:
+        ids = [i for i in lc if (ds == "average" or lc[i]["dataset"] == ds) and i in rag and i in sr]
+        if not ids:
+            continue
+
+        def mean(table, field="score"):
+            return statistics.mean(table[i][field] for i in ids)
+
+        lc_tokens = sum(lc[i]["prompt_tokens"] for i in ids) or 1
+        metric = lc[ids[0]]["metric"] if ds != "average" else "mixed"
+        body.append([ds, metric, len(ids), f"{100 * mean(lc):.2f}", f"{100 * mean(rag):.2f}", f"{100 * mean(sr):.2f}",
+                     f"{100 * sum(sr[i]['route'] == 'rag' for i in ids) / len(ids):.1f}",
+                     f"{100 * sum(sr[i]['prompt_tokens'] for i in ids) / lc_tokens:.1f}"])
+    return header, body
+
+
+def overlap(rows: list[dict]) -> tuple[list[str], list[list], list[float]]:
+    lc, rag = _pick(rows, "lc"), _pick(rows, "rag")
+    ids = [i for i in lc if i in rag]
+    header = ["dataset", "n", "identical LC/RAG predictions %", "mean score LC − RAG"]
+    body, diffs = [], []
+    for ds in sorted({lc[i]["dataset"] for i in ids}):
+        sub = [i for i in ids if lc[i]["dataset"] == ds]
+        same = sum(normalize_answer(lc[i]["prediction"]) == normalize_answer(rag[i]["prediction"]) for i in sub)
+        d = [lc[i]["score"] - rag[i]["score"] for i in sub]
+        diffs += d
+        body.append([ds, len(sub), f"{100 * same / len(sub):.1f}", f"{100 * statistics.mean(d):+.2f}"])
+    return header, body, diffs
+
+
+def win_lose(rows: list[dict], by: str) -> tuple[list[str], list[list]]:
+    """Strict: correct = exact match (LongRAG/SQuAD normalisation); loose: among both-wrong pairs, the side with the
+    higher LongBench F1 is "better" (the LC-vs-RAG study's strict/loose split)."""
+    lc, rag = _pick(rows, "lc"), _pick(rows, "rag")
+    ids = [i for i in lc if i in rag]
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for i in ids:
+        group = lc[i][by]
+        a, b = lc[i]["f1"], rag[i]["f1"]
+        ca, cb = lc[i]["em"], rag[i]["em"]
+        label = ("both correct" if ca and cb else "LC only" if ca else "RAG only" if cb
+                 else "LC better" if a > b else "RAG better" if b > a else "both wrong, tie")
+        counts[group][label] += 1
+        counts["all"][label] += 1
+    labels = ["both correct", "LC only", "RAG only", "LC better", "RAG better", "both wrong, tie"]
+    header = [by, "n", *labels]
+    body = [[g, sum(c.values()), *(c[x] for x in labels)] for g, c in sorted(counts.items(), key=lambda kv: kv[0] == "all")]
+    return header, body
+
+
+def _sweep(rows: list[dict], strategies: tuple[str, ...], field: str) -> tuple[list[str], list[list]]:
+    lc = _pick(rows, "lc")
+    header = ["strategy", field, "n", "score", "token % of LC"]
+    body = []
+    for strategy in strategies:
+        values = sorted({r[field] for r in rows if r["strategy"] == strategy and r[field] is not None})
+        for v in values:
+            sub = [r for r in rows if r["strategy"] == strategy and r[field] == v]
+            lc_tokens = sum(lc[r["item_id"]]["prompt_tokens"] for r in sub if r["item_id"] in lc)
+            ratio = f"{100 * sum(r['prompt_tokens'] for r in sub) / lc_tokens:.1f}" if lc_tokens else "—"
+            body.append([strategy, v, len(sub), f"{100 * statistics.mean(r['score'] for r in sub):.2f}", ratio])
+    return header, body
+
+
+def _plots(out: Path, diffs: list[float], k_body: list[list], budget_body: list[list]) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    if diffs:
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ax.hist(diffs, bins=21, range=(-1, 1))
+        ax.set_xlabel("score(LC) − score(RAG)")
+        ax.set_ylabel("questions")
+        fig.tight_layout()
+        fig.savefig(out / "overlap_hist.png", dpi=120)
+        plt.close(fig)
+        made.append("overlap_hist.png")
+    for name, body, xlabel in (("k_ablation.png", k_body, "k"), ("budget_curve.png", budget_body, "retrieved-token budget")):
+        series = defaultdict(list)
+        for strategy, x, _n, score, _ratio in body:
+            series[strategy].append((x, float(score)))
+        if not any(len(v) > 1 for v in series.values()):
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3))
+        for strategy, points in series.items():
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=strategy)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("score")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        made.append(name)
+    return made
+
+
+def write_report(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    rows = load_rows(run_dir)
+    if not rows:
+        raise InputError(f"{run_dir} has no finished rows yet")
+    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    out = run_dir / "report"
+    out.mkdir(exist_ok=True)
+    sections = []
+    t1 = table1(rows)
+    ov_header, ov_body, diffs = overlap(rows)
+    wl_ds, wl_qt = win_lose(rows, "dataset"), win_lose(rows, "question_type")
+    k_ab = _sweep([r for r in rows if r["budget"] is None], ("rag", "self-route"), "k")
+    budget = _sweep(rows, ("rag", "op-rag"), "budget")
+    tables = {"table1": t1, "overlap": (ov_header, ov_body), "win_lose_by_dataset": wl_ds,
+              "win_lose_by_question_type": wl_qt, "k_ablation": k_ab, "budget_curve": budget}
+    for name, (header, body) in tables.items():
+        _write_csv(out / f"{name}.csv", header, body)
+    plots = _plots(out, diffs, k_ab[1], budget[1])
+    metrics = "; ".join(f"`{k}` = {v}" for k, v in manifest.get("metrics", {}).items())
+    sections.append(f"# Evaluation report\n\nRun: `{run_dir}` · reader `{manifest.get('reader')}` · "
+                    f"prompts `{manifest.get('prompt_version')}` · {len(rows)} rows.\n\nMetrics: {metrics or 'see rows'}.\n"
+                    "Scores are ×100 means over questions; token % = Self-Route's (or the strategy's) prompt tokens "
+                    "over LC's on the same questions.")
+    titles = {"table1": "a. LC, RAG and Self-Route (Self-Route paper, Table 1 layout)",
+              "overlap": "b. LC/RAG prediction overlap", "k_ablation": "c. k ablation",
+              "budget_curve": "d. OP-RAG vs score-ordered RAG across the budget",
+              "win_lose_by_dataset": "e. LC vs RAG win–lose, by dataset",
+              "win_lose_by_question_type": "e. LC vs RAG win–lose, by question type"}
+    for name, (header, body) in tables.items():
+        sections.append(f"## {titles[name]}\n\n" + (_md_table(header, body) if body else "(no rows for this analysis in this run)"))
+    if plots:
+        sections.append("## Plots\n\n" + "\n".join(f"![{p}]({p})" for p in plots))
+    path = out / "report.md"
+    path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+    return path

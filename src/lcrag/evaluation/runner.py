@@ -1,0 +1,249 @@
+"""The evaluation runner: strategies × retrievers × k/budget over a dataset, one JSONL row per (question, config).
+
+Rows are appended and fsync'ed as they finish; completions go to the run's own cache as each call returns. Killed at
+any moment and started again on the same run directory, the runner skips finished rows, drops a half-written last
+line, and answers the rest from the cache where a call was already made: no LLM call is repeated, no row lost or
+written twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from lcrag.errors import InputError
+from lcrag.evaluation.datasets import EvalItem, file_hash
+from lcrag.evaluation.metrics import METRICS, exact_match
+from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.readers import CachedReader, CompletionCache, Reader
+from lcrag.types import Document
+
+QUESTION_WORDS = ("who", "what", "where", "when", "which", "how", "why")
+
+
+def question_type(question: str) -> str:
+    """who/what/where/when/which/how/why, yes-no (starts with an auxiliary verb), or other."""
+    words = question.lower().replace("?", " ").split()
+    for w in words[:3]:
+        if w in QUESTION_WORDS:
+            return w
+    if words and words[0] in {"is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had",
+                              "will", "would", "should"}:
+        return "yes-no"
+    return "other"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    strategy: str
+    retriever: str = "bm25"
+    k: int = 5
+    budget: int | None = None
+
+    @property
+    def id(self) -> str:
+        size = f"budget{self.budget}" if self.budget else f"k{self.k}"
+        if self.strategy in ("lc", "closed-book"):
+            return self.strategy
+        return f"{self.strategy}|{self.retriever}|{size}"
+
+
+def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], budgets: list[int]) -> list[RunConfig]:
+    """The matrix, without duplicates: LC and closed-book do not depend on retrieval, so they appear once."""
+    configs: dict[str, RunConfig] = {}
+    for strategy in strategies:
+        for retriever in retrievers:
+            for size in [("k", k) for k in ks] + [("budget", b) for b in budgets]:
+                config = RunConfig(strategy, retriever, **({"k": size[1]} if size[0] == "k" else {"budget": size[1]}))
+                configs.setdefault(config.id, config)
+    return list(configs.values())
+
+
+def _package_versions() -> dict[str, str]:
+    out = {}
+    for name in ("lcrag", "xllamacpp", "tantivy", "onnxruntime", "tokenizers", "numpy", "rouge", "httpx"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+class RowLog:
+    """Append-only JSONL of finished rows, safe against a kill in the middle of a write."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self.done: dict[tuple[str, str], dict] = {}
+        if path.exists():
+            data = path.read_bytes()
+            complete = data[: data.rfind(b"\n") + 1]  # a kill mid-write leaves a partial last line: drop it
+            if len(complete) != len(data):
+                path.write_bytes(complete)
+            for line in complete.decode("utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.done[(row["item_id"], row["config"])] = row
+
+    def append(self, row: dict) -> None:
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        with self._lock:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            self.done[(row["item_id"], row["config"])] = row
+
+
+class EvalRunner:
+    def __init__(
+        self,
+        items: list[EvalItem],
+        configs: list[RunConfig],
+        out_dir: str | Path,
+        settings: Settings | None = None,
+        reader: Reader | None = None,
+        dataset_path: str | Path | None = None,
+        concurrency: int = 1,
+        filter_closed_book: bool = False,
+        drop_closed_book: bool = False,
+    ):
+        if not items:
+            raise InputError("the dataset has no questions")
+        missing = [i.id for i in items if i.context is None]
+        if missing:
+            raise InputError(f"{len(missing)} question(s) have no context (corpus-backed datasets need a corpus index)")
+        self.items = items
+        self.configs = configs
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.settings = replace(settings or Settings(), cache=False, cache_dir=self.out / "cache")
+        self.dataset_path = dataset_path
+        self.concurrency = max(1, concurrency)
+        self.filter_closed_book = filter_closed_book or drop_closed_book
+        self.drop_closed_book = drop_closed_book
+        self._own_reader = reader is None
+        self._reader = reader
+        self.rows = RowLog(self.out / "rows.jsonl")
+
+    # -- manifest --------------------------------------------------------------------------------------------------
+    def manifest(self) -> dict:
+        s = self.settings
+        return {
+            "configs": [asdict(c) | {"id": c.id} for c in self.configs],
+            "reader": s.llm, "embedder": s.embedder, "chunking": s.chunking or "strategy default",
+            "dataset": str(self.dataset_path) if self.dataset_path else None,
+            "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
+            "items": len(self.items),
+            "items_sha256": hashlib.sha256("\n".join(i.id for i in self.items).encode()).hexdigest(),
+            "prompt_version": PROMPT_VERSION,
+            "metrics": {m: METRICS[m].variant for m in sorted({i.metric for i in self.items})},
+            "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
+            "packages": _package_versions(),
+            "python": platform.python_version(),
+        }
+
+    def _check_manifest(self) -> None:
+        path = self.out / "manifest.json"
+        manifest = self.manifest()
+        if path.exists():
+            old = json.loads(path.read_text())
+            keys = ("configs", "reader", "dataset_sha256", "items_sha256", "prompt_version", "closed_book_filter")
+            changed = [k for k in keys if old.get(k) != manifest.get(k)]
+            if changed:
+                raise InputError(f"{self.out} holds a different run ({', '.join(changed)} differ); use a new --out")
+            manifest["started"] = old.get("started")
+        else:
+            manifest["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        path.write_text(json.dumps(manifest, indent=1))
+
+    # -- running ---------------------------------------------------------------------------------------------------
+    def _pipelines(self, configs: list[RunConfig]) -> dict[str, Pipeline]:
+        """One pipeline per configuration, all sharing one cached reader (and one embedder when any needs it)."""
+        base = Pipeline(self.settings, reader=self._reader)
+        cache = CompletionCache(self.out / "cache" / "completions.sqlite")
+        reader = CachedReader(base.reader, cache, miss_log=self.out / "llm_calls.log")
+        self._base = base
+        embedder = base.embedder if any(c.retriever in ("dense", "hybrid") for c in configs) else None
+        return {
+            c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget), reader=reader,
+                           embedder=embedder)
+            for c in configs
+        }
+
+    def _row(self, item: EvalItem, config: RunConfig, answer, closed_book_correct: bool | None) -> dict:
+        metric = METRICS[item.metric]
+        return {
+            "item_id": item.id, "dataset": item.dataset, "config": config.id, "strategy": config.strategy,
+            "retriever": config.retriever, "k": config.k, "budget": config.budget,
+            "question": item.question, "question_type": question_type(item.question), "answers": item.answers,
+            "prediction": answer.text, "metric": metric.name, "metric_variant": metric.variant,
+            "score": metric.score(answer.text, item.answers),
+            # strict and loose correctness for the win-lose analysis, whatever the task metric is
+            "em": exact_match(answer.text, item.answers), "f1": METRICS["qa_f1"].score(answer.text, item.answers),
+            "route": answer.route,
+            "raw_route_answer": answer.raw_route_answer,
+            "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+            "calls": [asdict(c) for c in answer.calls], "chunks": [c.index for c in answer.chunks],
+            "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
+            "closed_book_correct": closed_book_correct,
+        }
+
+    def run(self, progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
+        """Run what is not done yet; returns the rows of this run. ``progress(done, total, row)`` after each row."""
+        self._check_manifest()
+        closed_book = RunConfig("closed-book")
+        pipelines = self._pipelines([*self.configs, closed_book])
+        documents: dict[str, Document] = {}
+
+        def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
+            document = documents.setdefault(item.id, Document(item.context, id=item.id))
+            prompts, max_tokens = prompts_for(item, self.settings.prompts)
+            answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts, max_tokens=max_tokens)
+            row = self._row(item, config, answer, closed_book_correct)
+            self.rows.append(row)
+            return row
+
+        try:
+            closed: dict[str, bool] = {}
+            if self.filter_closed_book:
+                # Question filtering (LC-vs-RAG revisited): a question the reader answers with no context at all.
+                for item in self.items:
+                    row = self.rows.done.get((item.id, closed_book.id)) or answer_row(item, closed_book, None)
+                    closed[item.id] = row["score"] >= 0.999
+            items = [i for i in self.items if not (self.drop_closed_book and closed.get(i.id))]
+            todo = [(i, c) for i in items for c in self.configs if (i.id, c.id) not in self.rows.done]
+            total = len(items) * len(self.configs)
+            finished = total - len(todo)
+
+            def work(pair: tuple[EvalItem, RunConfig]) -> dict:
+                return answer_row(pair[0], pair[1], closed.get(pair[0].id))
+
+            if self.concurrency == 1:
+                results = map(work, todo)
+                for row in results:
+                    finished += 1
+                    if progress:
+                        progress(finished, total, row)
+            else:
+                with ThreadPoolExecutor(self.concurrency) as pool:
+                    for row in pool.map(work, todo):
+                        finished += 1
+                        if progress:
+                            progress(finished, total, row)
+        finally:
+            if self._reader is None:
+                self._base.close()
+        keep = {(i.id, c.id) for i in items for c in self.configs}
+        return [r for key, r in self.rows.done.items() if key in keep]

@@ -1,0 +1,139 @@
+"""Kill `lcrag eval` at a random moment, run it again: no finished LLM call repeated, no row lost or doubled, same
+scores.
+
+The reader is a deterministic OpenAI-compatible stub on loopback that counts the requests it serves, so the test
+sees every real call; the runner, cache, CLI and HTTP client are the real ones.
+"""
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+class Stub:
+    def __init__(self):
+        self.chat_requests = []
+        self.lock = threading.Lock()
+
+    def answer(self, prompt: str) -> str:
+        # deterministic: the last word of the context line that shares most words with the question
+        question = prompt.rsplit("Question:", 1)[-1].split("\n")[0].lower()
+        lines = [line for line in prompt.split("\n") if line.strip() and "Question:" not in line]
+        best = max(lines, key=lambda line: len(set(line.lower().split()) & set(question.split())))
+        return best.split()[-1].strip(".")
+
+
+def serve(stub):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, data, status=200):
+            payload = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self):
+            if self.path == "/props":
+                return self._send({"default_generation_settings": {"n_ctx": 4096}})
+            self._send({}, 404)
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/tokenize":
+                words = body["content"].split(" ")
+                return self._send({"tokens": [hash(w) % 50000 for w in words]})
+            if self.path == "/v1/chat/completions":
+                prompt = body["messages"][-1]["content"]
+                with stub.lock:
+                    stub.chat_requests.append(prompt)
+                time.sleep(0.05)
+                text = stub.answer(prompt)
+                return self._send({"choices": [{"message": {"content": text}}],
+                                   "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 1}})
+            self._send({}, 404)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    rng = random.Random(5)
+    path = tmp_path / "data.jsonl"
+    with path.open("w") as f:
+        for i in range(8):
+            filler = " ".join(rng.choice(["river", "stone", "field", "cloud", "lamp"]) for _ in range(40))
+            context = f"{filler}.\nThe code for vault {i} is K{i}{i * 7}.\n{filler}."
+            f.write(json.dumps({"id": f"q{i}", "question": f"What is the code for vault {i}?", "answers": [f"K{i}{i * 7}"],
+                                "context": context}) + "\n")
+    return path
+
+
+def run_eval(dataset, out, url, wait=True):
+    cmd = [sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--out", str(out),
+           "--strategies", "lc,rag,self-route,op-rag", "-k", "1,2", "--chunking", "words:20",
+           "--llm", f"openai:stub@{url}/v1"]
+    if wait:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def scores(out):
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    return rows, {(r["item_id"], r["config"]): (r["prediction"], r["score"]) for r in rows}
+
+
+@pytest.mark.parametrize("kill_after_rows", [1, 9, 23])
+def test_kill_and_resume(tmp_path, dataset, kill_after_rows):
+    stub = Stub()
+    server = serve(stub)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        clean = run_eval(dataset, tmp_path / "clean", url)
+        assert clean.returncode == 0, clean.stderr
+        clean_calls = len(stub.chat_requests)
+        clean_rows, clean_scores = scores(tmp_path / "clean")
+
+        stub.chat_requests.clear()
+        proc = run_eval(dataset, tmp_path / "killed", url, wait=False)
+        rows_file = tmp_path / "killed" / "rows.jsonl"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if rows_file.exists() and rows_file.read_text().count("\n") >= kill_after_rows:
+                time.sleep(random.uniform(0, 0.08))  # land anywhere: between rows, mid-call, mid-write
+                break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done_before = rows_file.read_text().count("\n")
+        assert done_before < len(clean_rows), "the run finished before it could be killed"
+
+        resumed = run_eval(dataset, tmp_path / "killed", url)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        server.shutdown()
+
+    resumed_rows, resumed_scores = scores(tmp_path / "killed")
+    # no row lost or written twice
+    assert len(resumed_rows) == len(clean_rows) == 8 * 7
+    assert len(resumed_scores) == len(resumed_rows)
+    # No finished LLM call repeated: the runner's log of completions it received has no key twice. The server may
+    # have seen one request more than a clean run: the one in flight when the process was killed, never answered.
+    log = (tmp_path / "killed" / "llm_calls.log").read_text().split()
+    assert len(log) == len(set(log)) <= clean_calls
+    assert len(set(stub.chat_requests)) == clean_calls
+    assert clean_calls <= len(stub.chat_requests) <= clean_calls + 1
+    # identical final scores
+    assert resumed_scores == clean_scores
