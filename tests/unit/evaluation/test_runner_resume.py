@@ -137,3 +137,27 @@ def test_kill_and_resume(tmp_path, dataset, kill_after_rows):
     assert clean_calls <= len(stub.chat_requests) <= clean_calls + 1
     # identical final scores
     assert resumed_scores == clean_scores
+
+
+def test_closed_book_filter_marks_and_drops(tmp_path, dataset):
+    with dataset.open("a") as f:
+        f.write(json.dumps({"id": "easy", "question": "Repeat the word banana", "answers": ["banana"],
+                            "context": "Nothing relevant here."}) + "\n")
+    stub = Stub()
+    server = serve(stub)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        base = [sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--strategies", "rag",
+                "--llm", f"openai:stub@{url}/v1", "--chunking", "words:20"]
+        marked = subprocess.run([*base, "--out", str(tmp_path / "mark"), "--filter-closed-book"], capture_output=True, text=True)
+        dropped = subprocess.run([*base, "--out", str(tmp_path / "drop"), "--drop-closed-book"], capture_output=True, text=True)
+    finally:
+        server.shutdown()
+    assert marked.returncode == 0 and dropped.returncode == 0, marked.stderr + dropped.stderr
+    rows, _ = scores(tmp_path / "mark")
+    rag = {r["item_id"]: r for r in rows if r["strategy"] == "rag"}
+    assert rag["easy"]["closed_book_correct"] is True and rag["q0"]["closed_book_correct"] is False
+    assert any(r["strategy"] == "closed-book" for r in rows)
+    dropped_rows, _ = scores(tmp_path / "drop")
+    assert "easy" not in {r["item_id"] for r in dropped_rows if r["strategy"] == "rag"}
+    assert len([r for r in dropped_rows if r["strategy"] == "rag"]) == 8

@@ -1,0 +1,41 @@
+import json
+
+from lcrag.evaluation.report import table1, win_lose, write_report
+from lcrag.evaluation.runner import expand_configs, question_type
+
+
+def row(item, strategy, score, tokens, route=None, pred="x", em=False, f1=0.0, k=5, budget=None, dataset="d1"):
+    config = strategy if strategy == "lc" else f"{strategy}|bm25|k{k}"
+    return {"item_id": item, "dataset": dataset, "config": config, "strategy": strategy, "retriever": "bm25", "k": k,
+            "budget": budget, "question": "Who is it?", "question_type": "who", "answers": ["a"], "prediction": pred,
+            "metric": "qa_f1", "score": score, "em": em, "f1": f1, "route": route or ("lc" if strategy == "lc" else "rag"),
+            "prompt_tokens": tokens, "completion_tokens": 1}
+
+
+def test_table1_and_win_lose():
+    rows = [
+        row("q1", "lc", 1.0, 1000, em=True, f1=1.0), row("q1", "rag", 0.0, 100), row("q1", "self-route", 1.0, 1100, route="lc"),
+        row("q2", "lc", 0.0, 1000, f1=0.2), row("q2", "rag", 0.5, 100, f1=0.5), row("q2", "self-route", 0.5, 100),
+    ]
+    header, body = table1(rows)
+    assert body[0] == ["d1", "qa_f1", 2, "50.00", "25.00", "75.00", "50.0", "60.0"]
+    _, wl = win_lose(rows, "dataset")
+    assert wl[-1] == ["all", 2, 0, 1, 0, 0, 1, 0]  # q1: LC only; q2: both wrong, RAG has the higher F1
+
+
+def test_write_report_files(tmp_path):
+    rows = [row(f"q{i}", s, i % 2, 100 * (i + 1)) for i in range(4) for s in ("lc", "rag", "self-route")]
+    rows += [row(f"q{i}", "rag", 0.5, 50 * k, k=k) for i in range(4) for k in (1, 10)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"cut": ')
+    (tmp_path / "manifest.json").write_text(json.dumps({"reader": "r", "metrics": {"qa_f1": "LongBench"}}))
+    path = write_report(tmp_path)
+    text = path.read_text()
+    assert "Table 1" in text and "win–lose" in text and "k ablation" in text
+    for name in ("table1.csv", "overlap.csv", "win_lose_by_question_type.csv", "overlap_hist.png", "k_ablation.png"):
+        assert (path.parent / name).stat().st_size > 0
+
+
+def test_config_matrix_and_question_types():
+    ids = [c.id for c in expand_configs(["lc", "rag", "op-rag"], ["bm25", "dense"], [5, 10], [1024])]
+    assert ids.count("lc") == 1 and "op-rag|dense|budget1024" in ids and len(ids) == 1 + 2 * 2 * 3
+    assert [question_type(q) for q in ("Who wrote it?", "Is it red?", "In which year?", "Name it.")] == ["who", "yes-no", "which", "other"]
