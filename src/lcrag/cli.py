@@ -30,6 +30,8 @@ LLM = Annotated[str, typer.Option("--llm", help="smollm2 (bundled), PATH.gguf, o
 Chunking = Annotated[Optional[str], typer.Option("--chunking", help="words:300, tokens:128 or sentences:300 (default: the strategy's own).")]
 Embedder = Annotated[str, typer.Option("--embedder", help="minilm (bundled ONNX), st:NAME_OR_PATH, or openai:MODEL.")]
 BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible server, e.g. http://localhost:8000/v1.")]
+ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
+Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
 
 
@@ -51,13 +53,13 @@ def ask(
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseURL = None,
-    context_window: Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")] = None,
+    context_window: ContextWindow = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Answer length limit.")] = 64,
     prompts: Annotated[Optional[Path], typer.Option("--prompts", help="JSON file replacing prompt templates.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the completion cache.")] = False,
     cache_dir: CacheDir = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")] = None,
+    threads: Threads = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
 ) -> None:
     """Answer QUESTION about DOC."""
@@ -212,13 +214,13 @@ def evaluate(
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseURL = None,
-    context_window: Annotated[Optional[int], typer.Option("--context-window")] = None,
+    context_window: ContextWindow = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="First N questions of each dataset file.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Parallel requests (HTTP readers).")] = 1,
     filter_closed_book: Annotated[bool, typer.Option("--filter-closed-book", help="Mark questions answered without context.")] = False,
     drop_closed_book: Annotated[bool, typer.Option("--drop-closed-book", help="...and leave them out.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
-    threads: Annotated[Optional[int], typer.Option("--threads")] = None,
+    threads: Threads = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
     from lcrag.evaluation.datasets import load_dataset

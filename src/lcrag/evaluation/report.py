@@ -65,8 +65,8 @@ def table1(rows: list[dict]) -> tuple[list[str], list[list]]:
         if not ids:
             continue
 
-        def mean(table, field="score"):
-            return statistics.mean(table[i][field] for i in ids)
+        def mean(table, ids=ids):
+            return statistics.mean(table[i]["score"] for i in ids)
 
         lc_tokens = sum(lc[i]["prompt_tokens"] for i in ids) or 1
         metric = lc[ids[0]]["metric"] if ds != "average" else "mixed"
