@@ -180,11 +180,20 @@ def write_report(run_dir: str | Path) -> Path:
     for name, (header, body) in tables.items():
         _write_csv(out / f"{name}.csv", header, body)
     plots = _plots(out, diffs, k_ab[1], budget[1])
+    overhead = ""
+    sessions_path = run_dir / "sessions.jsonl"
+    if sessions_path.exists():
+        sessions = [json.loads(line) for line in sessions_path.read_text().splitlines() if line.strip()]
+        wall = sum(x["wall_seconds"] for x in sessions if x["rows"])
+        llm = sum(x["llm_seconds"] for x in sessions if x["rows"])
+        if wall and all(x.get("concurrency", 1) == 1 for x in sessions):
+            overhead = (f"\n\nHarness overhead (wall time not spent waiting on the reader, sequential sessions): "
+                        f"{100 * (wall - llm) / wall:.1f}% of {wall:.0f} s.")
     metrics = "; ".join(f"`{k}` = {v}" for k, v in manifest.get("metrics", {}).items())
     sections.append(f"# Evaluation report\n\nRun: `{run_dir}` · reader `{manifest.get('reader')}` · "
                     f"prompts `{manifest.get('prompt_version')}` · {len(rows)} rows.\n\nMetrics: {metrics or 'see rows'}.\n"
                     "Scores are ×100 means over questions; token % = Self-Route's (or the strategy's) prompt tokens "
-                    "over LC's on the same questions.")
+                    "over LC's on the same questions." + overhead)
     titles = {"table1": "a. LC, RAG and Self-Route (Self-Route paper, Table 1 layout)",
               "overlap": "b. LC/RAG prediction overlap", "k_ablation": "c. k ablation",
               "budget_curve": "d. OP-RAG vs score-ordered RAG across the budget",

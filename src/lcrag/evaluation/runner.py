@@ -168,6 +168,14 @@ class EvalRunner:
             manifest["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         path.write_text(json.dumps(manifest, indent=1))
 
+    def _log_session(self, wall: float, rows: list[dict]) -> None:
+        """Wall time of this process's share of the run against time spent waiting on the reader (harness overhead)."""
+        llm = sum(c["seconds"] for r in rows for c in r["calls"] if not c["from_cache"])
+        with (self.out / "sessions.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"ended": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "rows": len(rows),
+                                "wall_seconds": round(wall, 3), "llm_seconds": round(llm, 3),
+                                "concurrency": self.concurrency}) + "\n")
+
     # -- running ---------------------------------------------------------------------------------------------------
     def _pipelines(self, configs: list[RunConfig]) -> dict[str, Pipeline]:
         """One pipeline per configuration, all sharing one cached reader (and one embedder when any needs it)."""
@@ -215,6 +223,8 @@ class EvalRunner:
             self.rows.append(row)
             return row
 
+        started = time.perf_counter()
+        session_rows: list[dict] = []
         try:
             closed: dict[str, bool] = {}
             if self.filter_closed_book:
@@ -228,7 +238,9 @@ class EvalRunner:
             finished = total - len(todo)
 
             def work(pair: tuple[EvalItem, RunConfig]) -> dict:
-                return answer_row(pair[0], pair[1], closed.get(pair[0].id))
+                row = answer_row(pair[0], pair[1], closed.get(pair[0].id))
+                session_rows.append(row)
+                return row
 
             if self.concurrency == 1:
                 results = map(work, todo)
@@ -245,5 +257,6 @@ class EvalRunner:
         finally:
             if self._reader is None:
                 self._base.close()
+            self._log_session(time.perf_counter() - started, session_rows)
         keep = {(i.id, c.id) for i in items for c in self.configs}
         return [r for key, r in self.rows.done.items() if key in keep]
