@@ -175,8 +175,8 @@ def write_report(run_dir: str | Path) -> Path:
     wl_ds, wl_qt = win_lose(rows, "dataset"), win_lose(rows, "question_type")
     k_ab = _sweep([r for r in rows if r["budget"] is None], ("rag", "self-route"), "k")
     budget = _sweep(rows, ("rag", "op-rag"), "budget")
-    tables = {"table1": t1, "overlap": (ov_header, ov_body), "win_lose_by_dataset": wl_ds,
-              "win_lose_by_question_type": wl_qt, "k_ablation": k_ab, "budget_curve": budget}
+    tables = {"table1": t1, "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
+              "win_lose_by_dataset": wl_ds, "win_lose_by_question_type": wl_qt}
     for name, (header, body) in tables.items():
         _write_csv(out / f"{name}.csv", header, body)
     plots = _plots(out, diffs, k_ab[1], budget[1])
@@ -189,6 +189,10 @@ def write_report(run_dir: str | Path) -> Path:
         if wall and all(x.get("concurrency", 1) == 1 for x in sessions):
             overhead = (f"\n\nHarness overhead (wall time not spent waiting on the reader, sequential sessions): "
                         f"{100 * (wall - llm) / wall:.1f}% of {wall:.0f} s.")
+    closed = [r for r in rows if r["strategy"] == "closed-book"]
+    if closed:
+        overhead += (f"\n\nQuestion filter (closed-book stage): {sum(r['score'] >= 0.999 for r in closed)} of "
+                     f"{len(closed)} questions answered correctly without any context.")
     metrics = "; ".join(f"`{k}` = {v}" for k, v in manifest.get("metrics", {}).items())
     sections.append(f"# Evaluation report\n\nRun: `{run_dir}` · reader `{manifest.get('reader')}` · "
                     f"prompts `{manifest.get('prompt_version')}` · {len(rows)} rows.\n\nMetrics: {metrics or 'see rows'}.\n"
