@@ -250,7 +250,7 @@ def evaluate(
             if bar is None:
                 bar = progress("evaluating", total)
                 bar(done - 1)
-            bar(1)
+            bar(1, f"evaluating · {tokens['prompt']:,} prompt + {tokens['completion']:,} completion tokens")
 
         rows = runner.run(on_row)
     stdout.print(f"{len(rows)} rows in {out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "

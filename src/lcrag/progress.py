@@ -31,9 +31,13 @@ def progress_factory(console: Console = stderr) -> Iterator[Callable[[str, int],
         transient=True,
     ) as progress:
 
-        def make(description: str, total: int) -> Callable[[int], None]:
+        def make(description: str, total: int) -> Callable[..., None]:
             task = progress.add_task(description, total=total)
-            return lambda n=1: progress.advance(task, n)
+
+            def advance(n: int = 1, description: str | None = None) -> None:
+                progress.update(task, advance=n, **({"description": description} if description else {}))
+
+            return advance
 
         yield make
 

@@ -216,7 +216,7 @@ class EvalRunner:
         documents: dict[str, Document] = {}
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
-            document = documents.setdefault(item.id, Document(item.context, id=item.id))
+            document = documents.setdefault(item.context, Document(item.context, id=item.id))
             prompts, max_tokens = prompts_for(item, self.settings.prompts)
             answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts, max_tokens=max_tokens)
             row = self._row(item, config, answer, closed_book_correct)
