@@ -159,7 +159,9 @@ class EvalRunner:
         manifest = self.manifest()
         if path.exists():
             old = json.loads(path.read_text())
-            keys = ("configs", "reader", "dataset_sha256", "items_sha256", "prompt_version", "closed_book_filter")
+            # The question list may change (a larger --limit extends a run: only new questions are asked); what
+            # produces an answer may not.
+            keys = ("configs", "reader", "dataset_sha256", "prompt_version", "closed_book_filter")
             changed = [k for k in keys if old.get(k) != manifest.get(k)]
             if changed:
                 raise InputError(f"{self.out} holds a different run ({', '.join(changed)} differ); use a new --out")

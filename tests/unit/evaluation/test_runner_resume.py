@@ -161,3 +161,23 @@ def test_closed_book_filter_marks_and_drops(tmp_path, dataset):
     dropped_rows, _ = scores(tmp_path / "drop")
     assert "easy" not in {r["item_id"] for r in dropped_rows if r["strategy"] == "rag"}
     assert len([r for r in dropped_rows if r["strategy"] == "rag"]) == 8
+
+
+def test_concurrent_run_and_extension_with_a_larger_limit(tmp_path, dataset):
+    stub = Stub()
+    server = serve(stub)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    base = [sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--out", str(tmp_path / "run"),
+            "--strategies", "lc,rag", "--llm", f"openai:stub@{url}/v1", "--chunking", "words:20", "--concurrency", "4"]
+    try:
+        first = subprocess.run([*base, "--limit", "3"], capture_output=True, text=True)
+        calls_first = len(stub.chat_requests)
+        second = subprocess.run([*base, "--limit", "8"], capture_output=True, text=True)
+        other = subprocess.run([*base, "--limit", "8", "--strategies", "lc"], capture_output=True, text=True)
+    finally:
+        server.shutdown()
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    rows, keyed = scores(tmp_path / "run")
+    assert len(rows) == len(keyed) == 8 * 2
+    assert calls_first == 3 * 2 and len(stub.chat_requests) == 8 * 2  # the extension asked only the new questions
+    assert other.returncode == 2 and "holds a different run (configs differ)" in other.stderr
