@@ -146,8 +146,10 @@ def _leval(record: dict, path: Path, n: int) -> list[EvalItem]:
         metric = "qa_f1"
         if exam:
             # Multiple-choice exams answer with letters ("C", "(B) ...", "ABD"); true/false ones with a word.
-            letters = gold.strip().lstrip("(")[:4]
-            metric = "choice_acc" if letters[:1] in OPTION_LETTERS else "contains"
+            letters = gold.strip().lstrip("(")
+            metric = "choice_acc" if letters[:1] and letters[:1] in OPTION_LETTERS else "contains"
+            if metric == "choice_acc" and len(gold.strip()) > 1 and set(gold.strip()) <= set(OPTION_LETTERS):
+                metric = "choice_set"  # Coursera: several correct options, e.g. "ABD"
             if metric == "contains":
                 gold = gold.split("[")[0].strip()  # sci_fi: "True [fact: False]" -> "True" (the in-story answer)
         items.append(EvalItem(id=f"{path.stem}-{n}-{i}", dataset=f"leval/{path.stem}", question=str(q), answers=[gold],

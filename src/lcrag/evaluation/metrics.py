@@ -166,6 +166,21 @@ def choice_accuracy(prediction: str, answers: list[str]) -> bool:
     return bool(m) and m.group(1) in {a.strip().upper()[:1] for a in answers}
 
 
+_LETTER_RUN = re.compile(r"^\s*([A-D](?:[\s,&]*[A-D])*)\b")
+
+
+def choice_set_accuracy(prediction: str, answers: list[str]) -> bool:
+    """Multiple-answer choice (L-Eval Coursera): the option letters the prediction opens with equal the gold set.
+
+    "ABD", "A, B and D" and "(A)(B)" style openings are read; anything else scores 0.
+    """
+    text = prediction.upper().replace(" AND ", " ").replace("(", " ").replace(")", " ")
+    m = _LETTER_RUN.match(text)
+    predicted = set(re.findall(r"[A-D]", m.group(1))) if m else set()
+    gold = {ch for a in answers for ch in re.sub(r"[^A-D]", "", a.upper())}
+    return bool(predicted) and predicted == gold
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
@@ -189,5 +204,7 @@ METRICS: dict[str, Metric] = {
         Metric("refined_em", "LongRAG paper §6.2 refined EM", lambda p, g: float(refined_exact_match(p, g))),
         Metric("contains", "normalised gold substring of normalised prediction", lambda p, g: float(contains_answer(p, g))),
         Metric("choice_acc", "first standalone A-D letter equals the gold letter", lambda p, g: float(choice_accuracy(p, g))),
+        Metric("choice_set", "set of leading A-D letters equals the gold set (multiple-answer choice)",
+               lambda p, g: float(choice_set_accuracy(p, g))),
     ]
 }

@@ -91,3 +91,13 @@ def test_dpr_has_answer():
 
 def test_every_metric_names_its_variant():
     assert all(m.variant and m.name for m in METRICS.values())
+
+
+@pytest.mark.parametrize("pred, gold, ok", [
+    ("ABD", "ABD", True), ("A, B and D", "ABD", True), ("(A)(B)(D)", "ABD", True), ("AB", "ABD", False),
+    ("B", "B", True), ("The answer is B", "B", False), ("", "A", False),
+])
+def test_choice_set(pred, gold, ok):
+    from lcrag.evaluation.metrics import choice_set_accuracy
+
+    assert choice_set_accuracy(pred, [gold]) is ok
