@@ -44,7 +44,7 @@ def _pick(rows: list[dict], strategy: str, retriever: str | None = None, k: int 
 
 def _md_table(header: list[str], body: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
     return "\n".join(lines)
 
 
@@ -73,6 +73,20 @@ def table1(rows: list[dict]) -> tuple[list[str], list[list]]:
         body.append([ds, metric, len(ids), f"{100 * mean(lc):.2f}", f"{100 * mean(rag):.2f}", f"{100 * mean(sr):.2f}",
                      f"{100 * sum(sr[i]['route'] == 'rag' for i in ids) / len(ids):.1f}",
                      f"{100 * sum(sr[i]['prompt_tokens'] for i in ids) / lc_tokens:.1f}"])
+    return header, body
+
+
+def by_config(rows: list[dict]) -> tuple[list[str], list[list]]:
+    """Every configuration of the run (OP-RAG included) per dataset: score, prompt tokens, routes."""
+    header = ["dataset", "config", "n", "score", "mean prompt tokens", "routed to LC %"]
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        if r["strategy"] != "closed-book":
+            groups[(r["dataset"], r["config"])].append(r)
+    body = [[ds, cfg, len(g), f"{100 * statistics.mean(r['score'] for r in g):.2f}",
+             f"{statistics.mean(r['prompt_tokens'] for r in g):.0f}",
+             f"{100 * sum(r['route'] == 'lc' for r in g) / len(g):.0f}" if g[0]["strategy"] == "self-route" else ""]
+            for (ds, cfg), g in sorted(groups.items())]
     return header, body
 
 
@@ -175,7 +189,7 @@ def write_report(run_dir: str | Path) -> Path:
     wl_ds, wl_qt = win_lose(rows, "dataset"), win_lose(rows, "question_type")
     k_ab = _sweep([r for r in rows if r["budget"] is None], ("rag", "self-route"), "k")
     budget = _sweep(rows, ("rag", "op-rag"), "budget")
-    tables = {"table1": t1, "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
+    tables = {"table1": t1, "by_config": by_config(rows), "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
               "win_lose_by_dataset": wl_ds, "win_lose_by_question_type": wl_qt}
     for name, (header, body) in tables.items():
         _write_csv(out / f"{name}.csv", header, body)
@@ -199,6 +213,7 @@ def write_report(run_dir: str | Path) -> Path:
                     "Scores are ×100 means over questions; token % = Self-Route's (or the strategy's) prompt tokens "
                     "over LC's on the same questions." + overhead)
     titles = {"table1": "a. LC, RAG and Self-Route (Self-Route paper, Table 1 layout)",
+              "by_config": "Every configuration, per dataset",
               "overlap": "b. LC/RAG prediction overlap", "k_ablation": "c. k ablation",
               "budget_curve": "d. OP-RAG vs score-ordered RAG across the budget",
               "win_lose_by_dataset": "e. LC vs RAG win–lose, by dataset",
