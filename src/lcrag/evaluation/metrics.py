@@ -160,10 +160,17 @@ def contains_answer(prediction: str, answers: list[str]) -> bool:
 _LETTER = re.compile(r"\b([A-D])\b")
 
 
+_GOLD_LETTER = re.compile(r"^\W*([A-D])\b")
+
+
 def choice_accuracy(prediction: str, answers: list[str]) -> bool:
-    """Multiple choice: the first standalone letter A–D in the prediction is the gold letter."""
+    """Multiple choice: the first standalone letter A–D in the prediction is the gold letter.
+
+    Gold answers may be a bare letter ("B") or an option with its text ("(B) Their subconscious…", L-Eval QuALITY).
+    """
     m = _LETTER.search(prediction.strip())
-    return bool(m) and m.group(1) in {a.strip().upper()[:1] for a in answers}
+    gold = {g.group(1) for a in answers if (g := _GOLD_LETTER.match(a.strip()))}
+    return bool(m) and m.group(1) in gold
 
 
 _LETTER_RUN = re.compile(r"^\s*([A-D](?:[\s,&]*[A-D])*)\b")

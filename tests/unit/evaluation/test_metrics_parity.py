@@ -101,3 +101,13 @@ def test_choice_set(pred, gold, ok):
     from lcrag.evaluation.metrics import choice_set_accuracy
 
     assert choice_set_accuracy(pred, [gold]) is ok
+
+
+@pytest.mark.parametrize("pred, gold, ok", [
+    ("B", "(B) Their subconscious knew", True), ("The answer is (B).", "(B) text", True),
+    ("A", "(B) text", False), ("b", "B", False), ("C. because", "C", True),
+])
+def test_choice_accuracy_reads_gold_with_option_text(pred, gold, ok):
+    from lcrag.evaluation.metrics import choice_accuracy
+
+    assert choice_accuracy(pred, [gold]) is ok
