@@ -34,12 +34,15 @@ def load_rows(run_dir: str | Path) -> list[dict]:
 
 
 def _pick(rows: list[dict], strategy: str, retriever: str | None = None, k: int | None = None) -> dict[str, dict]:
-    """item_id -> row for one strategy (first config of that strategy when several)."""
-    configs = sorted({r["config"] for r in rows if r["strategy"] == strategy
-                      and (retriever is None or r["retriever"] == retriever) and (k is None or r["k"] == k)})
-    if not configs:
+    """item_id -> row for one strategy; with several configs, the papers' default: top-k nearest 5, then BM25."""
+    order = {"bm25": 0, "dense": 1, "hybrid": 2}
+    candidates = {(r["budget"] is not None, abs((r["k"] or 0) - 5), order.get(r["retriever"], 9), r["config"])
+                  for r in rows if r["strategy"] == strategy
+                  and (retriever is None or r["retriever"] == retriever) and (k is None or r["k"] == k)}
+    if not candidates:
         return {}
-    return {r["item_id"]: r for r in rows if r["config"] == configs[0]}
+    chosen = min(candidates)[-1]
+    return {r["item_id"]: r for r in rows if r["config"] == chosen}
 
 
 def _md_table(header: list[str], body: list[list]) -> str:
