@@ -17,9 +17,26 @@ from bench_core import machine  # noqa: E402
 from lcrag.evaluation.report import write_report  # noqa: E402
 
 
+CAVEATS = """What these numbers mean and don't mean:
+
+- They are samples sized to a 2-core CPU session (1–10 questions per task), so a single question moves a score by
+  tens of points; read them as a check that the harness, the scorers and the routing work end to end, not as a
+  model comparison. The run directories are resumable and extendable: a larger `--limit` asks only new questions.
+- The readers are a 135M-parameter model (SmolLM2) and a 0.5B coder model (Qwen2.5-Coder-0.5B), both with an
+  8K window, greedy decoding: nothing like the GPT-4o/Gemini readers of the papers. Long documents are cut in the
+  middle for LC (LongBench's rule), so LC sees at most 8K tokens of them.
+- Self-Route's answerable % depends on the reader declining: SmolLM2 never wrote "unanswerable" (100%
+  answerable, Self-Route = RAG), Qwen 0.5B declined 30% of HotpotQA questions and Self-Route moved between RAG and
+  LC as the paper describes. On HotpotQA-distractor the whole context is ~1.7K tokens, so 5 × 300-word chunks are
+  nearly all of it and Self-Route's token % exceeds 100%: RAG saves nothing on short contexts.
+- Scores use the official scorers' definitions (see each report's metric line); the win–lose tables use strict EM
+  and loose F1 as in the LC-vs-RAG study.
+"""
+
+
 def main() -> None:
     out = Path("benchmarks/results/eval.md")
-    parts = [f"# Recorded evaluation runs\n\nMachine: {machine()}.\n"]
+    parts = [f"# Recorded evaluation runs\n\nMachine: {machine()}.\n", CAVEATS]
     for run_root in map(Path, sys.argv[1:]):
         for run in sorted(p for p in run_root.iterdir() if (p / "rows.jsonl").exists()):
             report = write_report(run)
