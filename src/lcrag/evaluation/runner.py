@@ -244,18 +244,12 @@ class EvalRunner:
                 session_rows.append(row)
                 return row
 
-            if self.concurrency == 1:
-                results = map(work, todo)
-                for row in results:
+            # One worker is a plain in-order loop; more send concurrent requests (HTTP readers). Rows come back in order.
+            with ThreadPoolExecutor(self.concurrency) as pool:
+                for row in pool.map(work, todo):
                     finished += 1
                     if progress:
                         progress(finished, total, row)
-            else:
-                with ThreadPoolExecutor(self.concurrency) as pool:
-                    for row in pool.map(work, todo):
-                        finished += 1
-                        if progress:
-                            progress(finished, total, row)
         finally:
             if self._reader is None:
                 self._base.close()
