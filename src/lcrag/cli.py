@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lcrag.cli_corpus import corpus_app
 from lcrag.errors import LcragError
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
@@ -21,6 +22,7 @@ from lcrag.retrieval import RETRIEVERS
 from lcrag.strategies import STRATEGY_NAMES, PromptSet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
+app.add_typer(corpus_app, name="corpus")
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 

@@ -129,3 +129,31 @@ class HFTokenizer:
             stop = offsets[i + 1][0] if i + 1 < len(offsets) else len(text)
             spans.append((begin, max(begin, stop)))
         return spans
+
+
+class WordCounter:
+    """Whitespace words as "tokens": a fast, reader-independent size for corpora too large to tokenize (sizes only;
+    budgets that must match a reader use the reader's own tokenizer)."""
+
+    name = "words"
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * len(text.split())
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError("word counts cannot be decoded")
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        raise NotImplementedError("word counts have no spans")
+
+
+def count_many(tokenizer: Tokenizer, texts: list[str], threads: int = 4) -> list[int]:
+    """Token counts of many texts; a tokenizer behind HTTP is asked by a few threads at once."""
+    if isinstance(tokenizer, LlamaServerTokenizer) and len(texts) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(lambda t: count_tokens(tokenizer, t), texts))
+    if isinstance(tokenizer, HFTokenizer):
+        return [len(e.ids) for e in tokenizer._tok.encode_batch(texts, add_special_tokens=False)]
+    return [count_tokens(tokenizer, t) for t in texts]

@@ -78,6 +78,9 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     truncated_tokens: int = 0
     raw_route_answer: str | None = None
+    long_answer: str | None = None  # LongRAG's turn-1 answer, before short-answer extraction
+    context_tokens: int | None = None  # reader tokens of the retrieved context, when a strategy measures it
+    context: str | None = field(default=None, repr=False)  # the text the reader saw (kept out of to_dict: long)
 
     @property
     def prompt_tokens(self) -> int:
@@ -93,6 +96,7 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("context")
         data["prompt_tokens"] = self.prompt_tokens
         data["completion_tokens"] = self.completion_tokens
         data["seconds"] = round(self.seconds, 4)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +13,26 @@ from lcrag.types import Chunk, ScoredChunk
 ProgressFn = Callable[[int], None]
 
 
-def embed_chunks(
-    chunks: list[Chunk], embedder: Embedder, path: str | Path, batch: int = 64, progress: ProgressFn | None = None
+EmbedBatches = Callable[[Iterator[list[str]]], Iterator[np.ndarray]]
+
+
+def local_batches(embedder: Embedder) -> EmbedBatches:
+    """Embed text batches one after another in this process."""
+    return lambda batches: (embedder.embed(texts) for texts in batches)
+
+
+def embed_rows(
+    n: int,
+    texts: Callable[[int, int], list[str]],
+    embed_batches: EmbedBatches,
+    path: str | Path,
+    dimension: int = 0,
+    batch: int = 64,
+    progress: ProgressFn | None = None,
 ) -> np.ndarray:
-    """Embed chunks into ``path`` (.npy) batch by batch, so memory stays bounded, and return a memmap.
+    """Embed rows ``0..n-1`` (``texts(lo, hi)`` gives rows lo..hi-1) into ``path`` (.npy) batch by batch, so memory
+    stays bounded, and return a memmap. ``embed_batches`` maps batches of texts to vectors in order, in this process
+    or on a cluster (:mod:`lcrag.retrieval.executors`); the batches are the same either way, so are the vectors.
 
     Rows are written to ``*.partial.npy`` with a count of finished rows beside it: an interrupted build resumes
     at the first unfinished batch instead of embedding everything again.
@@ -28,28 +44,37 @@ def embed_chunks(
     first = 0
     if tmp.exists() and done_file.exists():
         out = np.load(tmp, mmap_mode="r+")
-        if out.shape[0] == len(chunks):
+        if out.shape[0] == n:
             first = int(done_file.read_text() or 0)
+            first -= first % batch  # batches are aligned, so a resumed run embeds the very same batches
         else:
             out = None
     if progress and first:
         progress(first)
-    for start in range(first, len(chunks), batch):
-        vectors = embedder.embed([c.text for c in chunks[start : start + batch]])
+    starts = range(first, n, batch)
+    for lo, vectors in zip(starts, embed_batches(texts(lo, min(lo + batch, n)) for lo in starts)):
         if out is None:
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(chunks), vectors.shape[1]))
-        out[start : start + len(vectors)] = vectors
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, vectors.shape[1]))
+        out[lo : lo + len(vectors)] = vectors
         out.flush()
-        done_file.write_text(str(start + len(vectors)))
+        done_file.write_text(str(lo + len(vectors)))
         if progress:
             progress(len(vectors))
     if out is None:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(0, getattr(embedder, "dimension", 0)))
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(0, dimension))
     out.flush()
     del out
     tmp.replace(path)  # atomic: a crash never leaves a half-written index that looks complete
     done_file.unlink(missing_ok=True)
     return np.load(path, mmap_mode="r")
+
+
+def embed_chunks(
+    chunks: list[Chunk], embedder: Embedder, path: str | Path, batch: int = 64, progress: ProgressFn | None = None
+) -> np.ndarray:
+    """A document's chunk embeddings (see :func:`embed_rows`)."""
+    return embed_rows(len(chunks), lambda lo, hi: [c.text for c in chunks[lo:hi]], local_batches(embedder), path,
+                      dimension=getattr(embedder, "dimension", 0), batch=batch, progress=progress)
 
 
 class DenseRetriever:

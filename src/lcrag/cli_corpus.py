@@ -1,0 +1,131 @@
+"""``lcrag corpus build|ask``: LongRAG over a document collection."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from lcrag.errors import LcragError
+from lcrag.progress import progress_factory, spinner, stderr
+
+corpus_app = typer.Typer(no_args_is_help=True, help="Answer over a document collection with long retrieval units (LongRAG).")
+
+
+def _tokenizer(spec: str, stack: ExitStack):
+    """words, a tokenizer.json path, or a reader spec (whose own tokenizer counts)."""
+    from lcrag.readers import make_reader
+    from lcrag.tokenization import HFTokenizer, WordCounter
+
+    if spec == "words":
+        return WordCounter()
+    if spec.endswith(".json") or Path(spec).is_dir():
+        return HFTokenizer(spec)
+    reader = make_reader(spec)
+    stack.callback(reader.close)
+    return reader.tokenizer
+
+
+@corpus_app.command("build")
+def build(
+    corpus: Annotated[Path, typer.Argument(help="JSONL (or .jsonl.gz): id, title, text, optional links.")],
+    out: Annotated[Path, typer.Option("--out", help="Index directory (re-run to resume an interrupted build).")],
+    unit: Annotated[str, typer.Option("--unit", help="passage, document, grouped, or several, comma-separated.")] = "grouped",
+    grouping: Annotated[str, typer.Option("--grouping", help="auto (links if present, else title mentions), links, mentions, neighbours.")] = "auto",
+    group_tokens: Annotated[int, typer.Option("--group-tokens", help="Largest group, in tokens.")] = 4096,
+    piece_words: Annotated[int, typer.Option("--piece-words", help="Words per passage / MaxP piece.")] = 100,
+    embedder: Annotated[str, typer.Option("--embedder", help="minilm, st:NAME_OR_PATH, openai:MODEL, or none (BM25 only).")] = "minilm",
+    bm25: Annotated[bool, typer.Option("--bm25/--no-bm25", help="Build BM25 over the units.")] = True,
+    faiss: Annotated[Optional[str], typer.Option("--faiss", help="Also build a faiss index: flat, ivf or hnsw.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local, or ray (embedding on a Ray cluster).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster address (default: start a local one).")] = None,
+    tokenizer: Annotated[str, typer.Option("--tokenizer", help="Sizes in: a reader's tokens (smollm2, PATH.gguf), a tokenizer.json, or words.")] = "smollm2",
+    batch: Annotated[int, typer.Option("--batch", help="Pieces per embedding batch.")] = 256,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
+) -> None:
+    """Ingest CORPUS and build retrieval units, piece embeddings and BM25 into OUT."""
+    from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+    from lcrag.retrieval.embedders import make_embedder
+    from lcrag.retrieval.executors import EXECUTORS, make_batches
+
+    if executor not in EXECUTORS:
+        raise LcragError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    use_embedder = embedder.lower() != "none"
+    config = CorpusBuildConfig(
+        units=tuple(u.strip() for u in unit.split(",") if u.strip()), piece_words=piece_words, grouping=grouping,
+        group_tokens=group_tokens, embedder=embedder if use_embedder else None, bm25=bm25, faiss=faiss,
+        executor=executor, batch=batch,
+    )
+    config.check()
+    if not corpus.is_file():
+        raise LcragError(f"corpus file not found: {corpus}")
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        tok = _tokenizer(tokenizer, stack)
+        emb = make_embedder(embedder) if use_embedder else None
+        batches = make_batches(executor, embedder, emb, ray_address) if use_embedder and executor != "local" else None
+        progress = stack.enter_context(progress_factory())
+        index, report = CorpusIndex.build(corpus, out, config, tok, embedder=emb, embed_batches=batches,
+                                          progress=progress, skip_bad=skip_bad)
+    meta = index.meta
+    units = ", ".join(f"{k}: {v['count']:,}" for k, v in meta.get("units", {}).items())
+    steps = " · ".join(f"{k} {v:.1f}s" for k, v in report.seconds.items()) or "nothing left to build"
+    typer.echo(f"{meta['documents']:,} documents, {meta['pieces']:,} pieces; units {units}\n{steps}\n"
+               f"total {time.perf_counter() - started:.1f}s → {out}")
+    if meta.get("skipped_records"):
+        stderr.print(f"[yellow]skipped {meta['skipped_records']} malformed record(s)[/yellow]")
+
+
+@corpus_app.command("ask")
+def ask(
+    index_dir: Annotated[Path, typer.Argument(help="A directory written by `lcrag corpus build`.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    unit: Annotated[Optional[str], typer.Option("--unit", help="Which built units to retrieve (default: grouped, else the first built).")] = None,
+    scorer: Annotated[str, typer.Option("--scorer", help="dense (MaxP) or bm25.")] = "dense",
+    k: Annotated[int, typer.Option("-k", help="Units to retrieve (as many as fit the reader's window are read).")] = 4,
+    faiss: Annotated[Optional[str], typer.Option("--faiss", help="Search the faiss index of this kind instead of exact MaxP.")] = None,
+    context_tokens: Annotated[Optional[int], typer.Option("--context-tokens", help="Most reader tokens of context.")] = None,
+    prompt: Annotated[str, typer.Option("--prompt", help="Turn-1 prompt: nq or hotpotqa.")] = "nq",
+    llm: Annotated[str, typer.Option("--llm", help="smollm2 (bundled), PATH.gguf, or openai:MODEL[@BASE_URL].")] = "smollm2",
+    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
+    context_window: Annotated[Optional[int], typer.Option("--context-window")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer, long answer, units, tokens and timings as JSON.")] = False,
+) -> None:
+    """Answer QUESTION from the corpus: retrieve long units, read them, extract a short answer (two turns)."""
+    from lcrag.readers import make_reader
+    from lcrag.retrieval.corpus_index import CorpusIndex
+    from lcrag.retrieval.embedders import make_embedder
+    from lcrag.strategies.longrag import LongRAG
+
+    index = CorpusIndex(index_dir)
+    kinds = index.unit_kinds
+    unit = unit or ("grouped" if "grouped" in kinds else kinds[0])
+    embedder = None
+    if scorer == "dense":
+        spec = index.meta.get("build", {}).get("embedder")
+        if not spec:
+            raise LcragError(f"{index_dir} was built without an embedder; use --scorer bm25")
+        embedder = make_embedder(spec)
+    index = CorpusIndex(index_dir, embedder=embedder)
+    reader = make_reader(llm, base_url=base_url, context_window=context_window, tokenizer=tokenizer)
+    try:
+        strategy = LongRAG(index, reader, unit=unit, scorer=scorer, k=k, context_tokens=context_tokens, task=prompt,
+                           faiss=faiss)
+        with spinner("retrieving and reading…"):
+            answer = strategy.run(question)
+    finally:
+        reader.close()
+    if as_json:
+        data = answer.to_dict()
+        data["titles"] = [index.unit_titles(unit, c.index) for c in answer.chunks]
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=1))
+        return
+    units = ", ".join(f"#{c.index} ({c.tokens} tok, {c.score:.3f})" for c in answer.chunks)
+    typer.echo(f"{answer.text}\n\nlong answer: {answer.long_answer}\nunits ({unit}, {scorer}): {units}\n"
+               f"reader: {answer.prompt_tokens} prompt + {answer.completion_tokens} completion tokens "
+               f"({answer.context_tokens} of context) · {answer.seconds:.1f}s")

@@ -1,0 +1,172 @@
+"""LongRAG's long reader over a corpus index: the top-k retrieval units in one prompt, then two turns.
+
+Turn 1 asks for a (possibly long) answer from the concatenated units; turn 2 extracts the short answer from that
+long answer with few-shot examples (LongRAG §3.3 and Appendix 6.1). Prompts are the paper's (anchors §4.4); the
+turn-2 examples are our own eight, because the paper's come from a dataset hub this toolkit does not reach.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lcrag.assembly import truncate_middle
+from lcrag.errors import InputError
+from lcrag.readers.base import GenerationParams, Reader
+from lcrag.retrieval.corpus_index import CorpusIndex, UnitHit
+from lcrag.strategies.base import Timer
+from lcrag.types import Answer, ChunkUsed, LLMCall
+
+TURN1 = {
+    "nq": (
+        "Go through the following context and then extract the answer of the question from the context. Answer the "
+        "question directly. Your answer should be very concise. The context is a list of Wikipedia documents, ordered "
+        "by title: {titles}. Each Wikipedia document contains a 'title' field and a 'text' field. The context is: "
+        "{context}. The question: {question}. "
+    ),
+    # Missing spaces are the original's.
+    "hotpotqa": (
+        "Go through the following context and then answer the question The context is a list of Wikipedia documents "
+        "titled: {titles}. There are two types of questions: comparison questions, which require a yes or no answer "
+        "or a selection from two candidates, and general questions, which demand a concise response. The context is: "
+        "{context}. Find the useful documents from the context, then answer the question: {question}.For general "
+        "questions, you should use the exact words from the context as the answer to avoid ambiguity. Answer the "
+        "question directly and don't output other thing.  "
+    ),
+}
+TURN2 = (
+    "As an AI assistant, you have been provided with a question and its long answer. Your task is to derive a very "
+    "concise short answer, extracting a substring from the given long answer. Short answer is typically an entity "
+    "without any other redundant words.It's important to ensure that the output short answer remains as simple as "
+    "possible.\n\nHere are some examples: {examples}Question: {question}\nLong Answer: {long_answer}\nShort Answer: "
+)
+EXAMPLES = (
+    ("who wrote the novel pride and prejudice",
+     "Pride and Prejudice was written by the English novelist Jane Austen and published in 1813.", "Jane Austen"),
+    ("when did the berlin wall fall",
+     "The Berlin Wall fell on 9 November 1989, when East Germany opened its border crossings.", "9 November 1989"),
+    ("what is the capital city of australia",
+     "The capital of Australia is Canberra, not Sydney as is often assumed.", "Canberra"),
+    ("how many players does a soccer team have on the field",
+     "Each soccer team has eleven players on the field, including the goalkeeper.", "eleven"),
+    ("which element has the chemical symbol fe",
+     "Fe is the chemical symbol of iron, from the Latin word ferrum.", "iron"),
+    ("Are the Danube and the Rhine both rivers in Europe?",
+     "Yes, both the Danube and the Rhine are major rivers in Europe.", "yes"),
+    ("who was the first person to walk on the moon",
+     "Neil Armstrong was the first person to walk on the Moon, on 20 July 1969, during Apollo 11.", "Neil Armstrong"),
+    ("Which is taller, the Eiffel Tower or the Statue of Liberty?",
+     "The Eiffel Tower, at about 330 metres, is taller than the Statue of Liberty.", "the Eiffel Tower"),
+)
+_AFTER_ANSWER = re.compile(r"(?i)(?<=\banswer:\s).*")
+
+
+def after_answer(text: str) -> str:
+    """LongRAG's post-processing: keep what follows "answer: " when the reply has it."""
+    match = _AFTER_ANSWER.search(text)
+    return (match.group(0) if match else text).strip()
+
+
+def turn2_prompt(question: str, long_answer: str) -> str:
+    examples = "".join(f"Question: {q}\nLong Answer: {a}\nShort Answer: {s}\n\n" for q, a, s in EXAMPLES)
+    return TURN2.format(examples=examples, question=question, long_answer=long_answer)
+
+
+@dataclass
+class Context:
+    text: str
+    titles: list[str]
+    units: list[ChunkUsed]
+    tokens: int
+    truncated_tokens: int = 0
+
+
+@dataclass
+class LongRAG:
+    """Answer questions over a corpus index with a long reader."""
+
+    index: CorpusIndex
+    reader: Reader
+    unit: str = "grouped"
+    scorer: str = "dense"
+    k: int = 4
+    context_tokens: int | None = None  # default: whatever the reader's window leaves
+    task: str = "nq"  # turn-1 prompt: nq or hotpotqa
+    faiss: str | None = None
+    long_params: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=128))
+    short_params: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=32))
+    name: str = "longrag"
+
+    def __post_init__(self) -> None:
+        if self.task not in TURN1:
+            raise InputError(f"unknown LongRAG prompt {self.task!r}; choose one of {', '.join(TURN1)}")
+        if self.k <= 0:
+            raise InputError("k must be positive")
+
+    def retrieve(self, question: str) -> list[UnitHit]:
+        return self.index.search(question, self.unit, self.scorer, self.k, faiss=self.faiss)
+
+    def _room(self, question: str) -> int:
+        """Reader tokens left for the context."""
+        empty = [{"role": "user", "content": TURN1[self.task].format(titles="", context="", question=question)}]
+        room = self.reader.context_window - self.long_params.max_tokens - self.reader.count_prompt_tokens(empty)
+        if self.context_tokens is not None:
+            room = min(room, self.context_tokens)
+        if room <= 0:
+            raise InputError(f"the prompt alone fills the reader's {self.reader.context_window}-token window")
+        return room
+
+    def assemble(self, question: str, hits: list[UnitHit]) -> Context:
+        """Whole units, best first, while they fit the room (units are counted with the index's tokenizer, then the
+        joined text with the reader's); a first unit too long on its own is cut in the middle to fit."""
+        room = self._room(question)
+        sizes = self.index.unit_tokens(self.unit)
+        chosen: list[UnitHit] = []
+        used = 0
+        for hit in hits:
+            need = int(sizes[hit.unit]) + (2 if chosen else 0)
+            if used + need > room and chosen:
+                break
+            chosen.append(hit)
+            used += need
+        texts = self.index.unit_texts(self.unit, [h.unit for h in chosen])
+        text = "\n\n".join(texts)
+        tokenizer = self.reader.tokenizer
+        n_tokens = len(tokenizer.encode(text))
+        # The index may count with another tokenizer than the reader's: drop trailing units, then cut, until it fits.
+        while n_tokens > room and len(chosen) > 1:
+            chosen.pop()
+            texts.pop()
+            text = "\n\n".join(texts)
+            n_tokens = len(tokenizer.encode(text))
+        cut = 0
+        if n_tokens > room:
+            kept = truncate_middle(text, tokenizer, room)
+            text, cut, n_tokens = kept.text, kept.cut_tokens, kept.kept_tokens
+        titles: list[str] = []
+        for h in chosen:
+            titles.extend(d.title for d in self.index.unit_documents(self.unit, h.unit))
+        units = [ChunkUsed(h.unit, 0, 0, h.score, int(sizes[h.unit])) for h in chosen]
+        return Context(text, titles, units, n_tokens, cut)
+
+    def run(self, question: str) -> Answer:
+        timer = Timer()
+        with timer.stage("retrieval"):
+            hits = self.retrieve(question)
+        with timer.stage("assembly"):
+            ctx = self.assemble(question, hits)
+        titles = ", ".join(f'"{t}"' for t in ctx.titles)
+        turn1 = TURN1[self.task].format(titles=titles, context=ctx.text, question=question)
+        with timer.stage("llm:long_answer"):
+            first = self.reader.complete([{"role": "user", "content": turn1}], self.long_params)
+        long_answer = after_answer(first.text)
+        with timer.stage("llm:short_answer"):
+            second = self.reader.complete([{"role": "user", "content": turn2_prompt(question, long_answer)}],
+                                          self.short_params)
+        short = after_answer(second.text).splitlines()[0].strip() if second.text.strip() else ""
+        return Answer(
+            text=short, question=question, strategy=self.name, route=f"{self.unit}:{self.scorer}",
+            calls=[LLMCall.from_completion("long_answer", first), LLMCall.from_completion("short_answer", second)],
+            chunks=ctx.units, timings=timer.timings, truncated_tokens=ctx.truncated_tokens, long_answer=long_answer,
+            context_tokens=ctx.tokens, context=ctx.text,
+        )
