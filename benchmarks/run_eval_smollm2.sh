@@ -10,4 +10,4 @@ run() {  # name, dataset path, questions per file
 }
 run hotpotqa hotpotqa/hotpot_dev_distractor.jsonl.gz 10
 run leval leval 2
-run longbench longbench 3
+run longbench longbench 13

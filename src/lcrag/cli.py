@@ -223,24 +223,32 @@ def evaluate(
     drop_closed_book: Annotated[bool, typer.Option("--drop-closed-book", help="...and leave them out.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
     threads: Threads = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
+    unit: Annotated[str, typer.Option("--unit", help="longrag: comma-separated units (passage, document, grouped).")] = "grouped",
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
+    from lcrag.chunking.units import UNIT_KINDS
     from lcrag.evaluation.datasets import load_dataset
-    from lcrag.evaluation.runner import EvalRunner, expand_configs
+    from lcrag.evaluation.runner import CORPUS_STRATEGIES, EvalRunner, expand_configs
+    from lcrag.retrieval.corpus_index import SCORERS
 
     names = _csv(strategies, "strategies")
     for name in names:
-        _check("strategy", name, STRATEGY_NAMES)
+        _check("strategy", name, STRATEGY_NAMES + CORPUS_STRATEGIES)
     retrievers = _csv(retriever, "retriever")
     for name in retrievers:
-        _check("retriever", name, RETRIEVERS)
+        _check("retriever", name, SCORERS if any(n in CORPUS_STRATEGIES for n in names) else RETRIEVERS)
+    units = _csv(unit, "unit")
+    for name in units:
+        _check("unit", name, UNIT_KINDS)
     ks, budgets = _ints(k, "k"), _ints(budget, "budget")
     loaded = load_dataset(dataset, fmt, skip_bad=skip_bad, limit=limit)
     if loaded.skipped:
         stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
     settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking, threads=threads)
-    runner = EvalRunner(loaded.items, expand_configs(names, retrievers, ks, budgets), out, settings, dataset_path=dataset,
-                        concurrency=concurrency, filter_closed_book=filter_closed_book, drop_closed_book=drop_closed_book)
+    runner = EvalRunner(loaded.items, expand_configs(names, retrievers, ks, budgets, units), out, settings,
+                        dataset_path=dataset, concurrency=concurrency, filter_closed_book=filter_closed_book,
+                        drop_closed_book=drop_closed_book, corpus=corpus)
     tokens = {"prompt": 0, "completion": 0}
     with progress_factory() as progress:
         bar = None

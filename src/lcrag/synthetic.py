@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lcrag.types import Document
@@ -109,3 +110,19 @@ def needle_document(
     paragraphs = [" ".join(sentences[i : i + 6]) for i in range(0, len(sentences), 6)]
     text = "\n\n".join(paragraphs) + "\n"
     return Document(text=text, id=f"needles-{seed}", title="Synthetic needle document", source="lcrag.synthetic"), needles
+
+
+def corpus_records(
+    n_docs: int, words_per_doc: int = 100, facts: tuple[PlantedFact, ...] = (), seed: int = 0
+) -> Iterator[dict]:
+    """A synthetic corpus, one record at a time (``id``, ``title``, ``text``): filler documents, each naming one
+    other document's title (so mention-based grouping has something to link), with ``facts`` planted one per
+    document at spread-out positions. Generated lazily: a million records never sit in memory."""
+    rng = random.Random(seed)
+    planted = {int(n_docs * d): fact for d, fact in zip(depths(len(facts), 0.1, 0.9), facts)} if facts else {}
+    for i in range(n_docs):
+        sentences = filler_sentences(rng, words_per_doc)
+        sentences.insert(rng.randrange(len(sentences) + 1), f"It is often compared with Record {rng.randrange(n_docs)}.")
+        if i in planted:
+            sentences.insert(rng.randrange(len(sentences) + 1), planted[i].sentence)
+        yield {"id": f"r{i}", "title": f"Record {i}", "text": " ".join(sentences)}

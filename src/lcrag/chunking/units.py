@@ -36,7 +36,7 @@ def passage_spans(text: str, words: int) -> list[tuple[int, int]]:
     spans = [m.span() for m in _WORD.finditer(text)]
     if not spans:
         return []
-    n = max(1, round(len(spans) / words))
+    n = max(1, int(len(spans) / words + 0.5))  # half up: 150 words make two passages of 75
     bounds = np.linspace(0, len(spans), n + 1).round().astype(int)
     return [(spans[a][0], spans[b - 1][1]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lcrag.errors import InputError
 from lcrag.evaluation.datasets import EvalItem, file_hash
-from lcrag.evaluation.metrics import METRICS, exact_match
+from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
 from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader
@@ -43,29 +43,39 @@ def question_type(question: str) -> str:
     return "other"
 
 
+CORPUS_STRATEGIES = ("longrag",)  # strategies that read a corpus index instead of the item's own context
+
+
 @dataclass(frozen=True)
 class RunConfig:
     strategy: str
     retriever: str = "bm25"
     k: int = 5
     budget: int | None = None
+    unit: str | None = None  # corpus strategies: passage, document or grouped
 
     @property
     def id(self) -> str:
         size = f"budget{self.budget}" if self.budget else f"k{self.k}"
         if self.strategy in ("lc", "closed-book"):
             return self.strategy
+        if self.unit:
+            return f"{self.strategy}|{self.unit}|{self.retriever}|{size}"
         return f"{self.strategy}|{self.retriever}|{size}"
 
 
-def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], budgets: list[int]) -> list[RunConfig]:
-    """The matrix, without duplicates: LC and closed-book do not depend on retrieval, so they appear once."""
+def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], budgets: list[int],
+                   units: list[str] | None = None) -> list[RunConfig]:
+    """The matrix, without duplicates: LC and closed-book do not depend on retrieval, so they appear once; corpus
+    strategies also run over each unit kind (budgets are context-token limits for them)."""
     configs: dict[str, RunConfig] = {}
     for strategy in strategies:
-        for retriever in retrievers:
-            for size in [("k", k) for k in ks] + [("budget", b) for b in budgets]:
-                config = RunConfig(strategy, retriever, **({"k": size[1]} if size[0] == "k" else {"budget": size[1]}))
-                configs.setdefault(config.id, config)
+        for unit in (units or ["grouped"]) if strategy in CORPUS_STRATEGIES else [None]:
+            for retriever in retrievers:
+                for size in [("k", k) for k in ks] + [("budget", b) for b in budgets]:
+                    kw = {"k": size[1]} if size[0] == "k" else {"budget": size[1]}
+                    config = RunConfig(strategy, retriever, unit=unit, **kw)
+                    configs.setdefault(config.id, config)
     return list(configs.values())
 
 
@@ -118,12 +128,18 @@ class EvalRunner:
         concurrency: int = 1,
         filter_closed_book: bool = False,
         drop_closed_book: bool = False,
+        corpus: str | Path | None = None,
     ):
         if not items:
             raise InputError("the dataset has no questions")
+        self.corpus_dir = Path(corpus) if corpus else None
+        needs_context = [c.id for c in configs if c.strategy not in CORPUS_STRATEGIES + ("closed-book",)]
+        if any(c.strategy in CORPUS_STRATEGIES for c in configs) and self.corpus_dir is None:
+            raise InputError("longrag reads a corpus: pass --corpus INDEX (built with `lcrag corpus build`)")
         missing = [i.id for i in items if i.context is None]
-        if missing:
-            raise InputError(f"{len(missing)} question(s) have no context (corpus-backed datasets need a corpus index)")
+        if missing and needs_context:
+            raise InputError(f"{len(missing)} question(s) have no context: with a corpus-backed dataset use "
+                             f"--strategies longrag --corpus INDEX (not {', '.join(needs_context)})")
         self.items = items
         self.configs = configs
         self.out = Path(out_dir)
@@ -143,6 +159,7 @@ class EvalRunner:
         return {
             "configs": [asdict(c) | {"id": c.id} for c in self.configs],
             "reader": s.llm, "embedder": s.embedder, "chunking": s.chunking or "strategy default",
+            "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             "dataset": str(self.dataset_path) if self.dataset_path else None,
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "items": len(self.items),
@@ -161,7 +178,7 @@ class EvalRunner:
             old = json.loads(path.read_text())
             # The question list may change (a larger --limit extends a run: only new questions are asked); what
             # produces an answer may not.
-            keys = ("configs", "reader", "dataset_sha256", "prompt_version", "closed_book_filter")
+            keys = ("configs", "reader", "dataset_sha256", "prompt_version", "closed_book_filter", "corpus")
             changed = [k for k in keys if old.get(k) != manifest.get(k)]
             if changed:
                 raise InputError(f"{self.out} holds a different run ({', '.join(changed)} differ); use a new --out")
@@ -185,7 +202,12 @@ class EvalRunner:
         cache = CompletionCache(self.out / "cache" / "completions.sqlite")
         reader = CachedReader(base.reader, cache, miss_log=self.out / "llm_calls.log")
         self._base = base
+        self._cached_reader = reader
         embedder = base.embedder if any(c.retriever in ("dense", "hybrid") for c in configs) else None
+        if self.corpus_dir is not None:
+            from lcrag.retrieval.corpus_index import CorpusIndex
+
+            self._corpus = CorpusIndex(self.corpus_dir, embedder=embedder)
         return {
             c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget), reader=reader,
                            embedder=embedder)
@@ -208,7 +230,26 @@ class EvalRunner:
             "calls": [asdict(c) for c in answer.calls], "chunks": [c.index for c in answer.chunks],
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
             "closed_book_correct": closed_book_correct,
+            **(self._corpus_fields(item, config, answer) if config.strategy in CORPUS_STRATEGIES else {}),
         }
+
+    def _corpus_fields(self, item: EvalItem, config: RunConfig, answer) -> dict:
+        """LongRAG's measures: refined EM, answer recall of the context the reader saw, gold-document recall."""
+        titles = {t for c in answer.chunks for t in self._corpus.unit_titles(config.unit, c.index)}
+        gold = item.meta.get("supporting_titles") or []
+        return {
+            "refined_em": refined_exact_match(answer.text, item.answers),
+            "answer_recall": has_answer(answer.context or "", item.answers),
+            "gold_recall": all(t in titles for t in gold) if gold else None,
+            "unit": config.unit, "units": len(answer.chunks), "context_tokens": answer.context_tokens,
+            "long_answer": answer.long_answer,
+        }
+
+    def _longrag(self, item: EvalItem, config: RunConfig):
+        from lcrag.strategies.longrag import TURN1, LongRAG
+
+        return LongRAG(self._corpus, self._cached_reader, unit=config.unit, scorer=config.retriever, k=config.k,
+                       context_tokens=config.budget, task=item.task if item.task in TURN1 else "nq")
 
     def run(self, progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
         """Run what is not done yet; returns the rows of this run. ``progress(done, total, row)`` after each row."""
@@ -218,9 +259,15 @@ class EvalRunner:
         documents: dict[str, Document] = {}
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
-            document = documents.setdefault(item.context, Document(item.context, id=item.id))
-            prompts, max_tokens = prompts_for(item, self.settings.prompts)
-            answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts, max_tokens=max_tokens)
+            if config.strategy in CORPUS_STRATEGIES:
+                answer = self._longrag(item, config).run(item.question)
+            else:
+                # Closed-book never reads the document, so corpus-backed questions stand in with the question.
+                text = item.context if item.context is not None else item.question
+                document = documents.setdefault(text, Document(text, id=item.id))
+                prompts, max_tokens = prompts_for(item, self.settings.prompts)
+                answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts,
+                                                  max_tokens=max_tokens)
             row = self._row(item, config, answer, closed_book_correct)
             self.rows.append(row)
             return row

@@ -1,0 +1,134 @@
+"""LongRAG over a corpus with the real parts: bundled MiniLM embedder, tantivy BM25, SmolLM2 reader, Ray."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lcrag.evaluation import contains_answer
+from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+from lcrag.retrieval.executors import ray_batches
+from lcrag.strategies.longrag import LongRAG
+from lcrag.synthetic import DEFAULT_FACTS, corpus_records, passkey_fact
+from lcrag.tokenization import WordCounter
+
+FACTS = (*DEFAULT_FACTS[:3], passkey_fact(48213))
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for record in corpus_records(80, 90, FACTS, seed=5):
+            f.write(json.dumps(record) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(corpus_file, tmp_path_factory, embedder, reader):
+    out = tmp_path_factory.mktemp("index")
+    index, _ = CorpusIndex.build(corpus_file, out, CorpusBuildConfig(group_tokens=1500, batch=32), reader.tokenizer,
+                                 embedder=embedder)
+    return index
+
+
+@pytest.mark.parametrize("kind", ["passage", "document", "grouped"])
+@pytest.mark.parametrize("scorer", ["dense", "bm25"])
+def test_planted_facts_are_in_the_top_unit(built, kind, scorer):
+    for fact in FACTS[:3]:
+        top = built.search(fact.question, kind, scorer, 1)[0]
+        assert fact.sentence in built.unit_texts(kind, [top.unit])[0], (kind, scorer, fact.question)
+
+
+def test_grouping_by_mentions_links_named_records(built):
+    info = built.meta["units"]["grouped"]
+    assert info["grouping"] == "mentions" and info["edges"] >= 60  # every record names another one
+    grouped = built.units("grouped")
+    assert 1 < len(grouped) < 80
+    # groups stay within the limit, in the reader's tokens
+    assert built.unit_tokens("grouped").max() <= 1500
+
+
+def test_ray_and_local_builds_agree(corpus_file, tmp_path, embedder):
+    pytest.importorskip("ray")
+    import ray
+
+    config = CorpusBuildConfig(units=("grouped",), batch=16, bm25=False)
+    local, _ = CorpusIndex.build(corpus_file, tmp_path / "local", config, WordCounter(), embedder=embedder)
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        distributed, report = CorpusIndex.build(corpus_file, tmp_path / "ray", config, WordCounter(), embedder=embedder,
+                                                embed_batches=ray_batches("minilm"))
+    finally:
+        ray.shutdown()
+    assert report.embedded_pieces == len(local.pieces)
+    a, b = local.vectors(), distributed.vectors()
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    for name in ("ptr", "docs", "piece_unit"):
+        assert np.array_equal(getattr(local.units("grouped"), name), getattr(distributed.units("grouped"), name))
+    for fact in FACTS:
+        assert [h.unit for h in local.search(fact.question, "grouped", "dense", 3)] == \
+               [h.unit for h in distributed.search(fact.question, "grouped", "dense", 3)]
+
+
+def test_long_reader_answers_in_two_turns(built, reader):
+    passkey = FACTS[-1]
+    # passages keep the context short enough for the 135M test reader to find the key
+    answer = LongRAG(built, reader, unit="passage", scorer="bm25", k=2).run(passkey.question)
+    assert [c.stage for c in answer.calls] == ["long_answer", "short_answer"]
+    assert passkey.sentence in answer.context
+    assert answer.calls[0].prompt_tokens > answer.context_tokens > 0  # the server's count, context included
+    assert contains_answer(answer.long_answer, [passkey.answer]), answer.long_answer
+    # a context limit below one unit cuts it in the middle, and says how much
+    short = LongRAG(built, reader, unit="grouped", scorer="bm25", k=2, context_tokens=200).run(passkey.question)
+    assert short.context_tokens <= 200 and short.truncated_tokens > 0
+
+
+def lcrag(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "lcrag.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_cli_build_ask_and_eval(corpus_file, tmp_path):
+    out = tmp_path / "idx"
+    built = lcrag("corpus", "build", corpus_file, "--out", out, "--unit", "passage,grouped", "--group-tokens", "1500")
+    assert built.returncode == 0, built.stderr
+    assert "units passage" in built.stdout
+    asked = lcrag("corpus", "ask", out, "What is the pass key?", "--scorer", "bm25", "-k", "1", "--json")
+    assert asked.returncode == 0, asked.stderr
+    data = json.loads(asked.stdout)
+    assert data["strategy"] == "longrag" and len(data["calls"]) == 2 and data["chunks"]
+
+    questions = tmp_path / "hotpot_open_sample.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f.question, "answers": [f.answer]}) + "\n"
+                                 for i, f in enumerate(FACTS[2:])))
+    run = tmp_path / "run"
+    evaluated = lcrag("eval", "--dataset", questions, "--corpus", out, "--strategies", "longrag", "--unit", "passage,grouped",
+                      "--retriever", "bm25", "-k", "1", "--out", run)
+    assert evaluated.returncode == 0, evaluated.stderr
+    rows = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {r["unit"] for r in rows} == {"passage", "grouped"}
+    assert all(r["answer_recall"] for r in rows)  # BM25 finds both planted facts at k=1
+    assert all(r["metric"] == "em" and "refined_em" in r for r in rows)
+    reported = lcrag("report", run)
+    assert reported.returncode == 0 and "LongRAG over a corpus" in reported.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["corpus", "build", "missing.jsonl", "--out", "x"], "corpus file not found"),
+    (["corpus", "build", "{corpus}", "--out", "x", "--unit", "chapter"], "unknown unit"),
+    (["corpus", "ask", "nowhere", "q"], "not a corpus index"),
+    (["eval", "--dataset", "{questions}", "--out", "r", "--strategies", "longrag"], "pass --corpus"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, corpus_file, args, message):
+    questions = tmp_path / "hotpot_open_q.jsonl"
+    questions.write_text(json.dumps({"id": "q", "question": "?", "answers": ["a"]}) + "\n")
+    args = [a.format(corpus=corpus_file, questions=questions) for a in args]
+    result = lcrag(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
