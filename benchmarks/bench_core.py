@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -24,6 +22,8 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from common import log, machine
 
 from lcrag import Pipeline, Settings
 from lcrag.assembly import ContextAssembler
@@ -36,23 +36,6 @@ from lcrag.synthetic import DEFAULT_FACTS, passkey_fact, plant
 from lcrag.types import Document
 
 STRATEGIES = ("closed-book", "lc", "rag", "op-rag", "self-route")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        mem = int(Path("/proc/meminfo").read_text().split()[1]) / 1024**2
-    except OSError:
-        mem = 0
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}"
 
 
 def prefix_words(doc: Document, n_words: int) -> Document:

@@ -248,8 +248,10 @@ class EvalRunner:
     def _longrag(self, item: EvalItem, config: RunConfig):
         from lcrag.strategies.longrag import TURN1, LongRAG
 
-        return LongRAG(self._corpus, self._cached_reader, unit=config.unit, scorer=config.retriever, k=config.k,
-                       context_tokens=config.budget, task=item.task if item.task in TURN1 else "nq")
+        # With a budget, units are read best first until it is full (at most 200 of them), whatever k says.
+        return LongRAG(self._corpus, self._cached_reader, unit=config.unit, scorer=config.retriever,
+                       k=config.k if config.budget is None else 200, context_tokens=config.budget,
+                       task=item.task if item.task in TURN1 else "nq")
 
     def run(self, progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
         """Run what is not done yet; returns the rows of this run. ``progress(done, total, row)`` after each row."""

@@ -120,7 +120,7 @@ class CorpusIndex:
         self._units: dict[str, Units] = {}
         self._bm25: dict[str, object] = {}
         self._faiss: dict[str, object] = {}
-        self._vectors: np.ndarray | None = None
+        self._vectors: dict[str, np.ndarray] = {}
 
     # -- building --------------------------------------------------------------------------------------------------
     @classmethod
@@ -384,19 +384,17 @@ class CorpusIndex:
         return self.dir / f"embeddings-{_key(embedder_name)}.npy"
 
     def vectors(self, embedder_name: str | None = None) -> np.ndarray:
+        """The piece embeddings (memory-mapped) of ``embedder_name``, by default the query embedder's."""
         name = embedder_name or (self._embedder.name if self._embedder else self.meta.get("embedder"))
         if not name or not self._embeddings_path(name).exists():
             raise InputError(f"{self.dir} has no embeddings for {name or 'any embedder'}; build with an embedder")
-        if self._vectors is None or embedder_name:
-            vectors = np.load(self._embeddings_path(name), mmap_mode="r")
-            if embedder_name:
-                return vectors
-            self._vectors = vectors
-        return self._vectors
+        if name not in self._vectors:
+            self._vectors[name] = np.load(self._embeddings_path(name), mmap_mode="r")
+        return self._vectors[name]
 
     def document_vectors(self) -> np.ndarray:
         """One unit-norm vector per document: the mean of its pieces' (pieces of a document are consecutive)."""
-        vectors = self.vectors(self.meta.get("embedder") or (self._embedder.name if self._embedder else None))
+        vectors = self.vectors()
         starts = np.searchsorted(self.pieces.doc, np.arange(len(self.store)))
         sums = np.add.reduceat(np.asarray(vectors, dtype=np.float32), starts, axis=0)
         return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
