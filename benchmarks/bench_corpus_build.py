@@ -1,9 +1,9 @@
 """Corpus indexing benchmark: throughput against the bare embedder, the 66K-paragraph build, and a scaling run.
 
-    /usr/bin/time -v -o /tmp/corpus/build.time lcrag corpus build ../shared/data/hotpotqa/wiki_paragraphs.jsonl.gz \
-        --out /tmp/corpus/hotpot --unit passage,document,grouped --tokenizer smollm2
+    /usr/bin/time -v lcrag corpus build ../shared/data/hotpotqa/wiki_paragraphs.jsonl.gz \
+        --out /tmp/corpus/hotpot --unit passage,document,grouped --tokenizer smollm2 > /tmp/corpus/build.log 2>&1
     python benchmarks/bench_corpus_build.py --corpus ../shared/data/hotpotqa/wiki_paragraphs.jsonl.gz \
-        --full-index /tmp/corpus/hotpot --full-time /tmp/corpus/build.time --out benchmarks/results/corpus_build.md
+        --full-index /tmp/corpus/hotpot --full-time /tmp/corpus/build.log --out benchmarks/results/corpus_build.md
 
 A. Dense indexing throughput: `lcrag corpus build` (all three unit kinds, dense + BM25, SmolLM2 token counts) on the
    first --sample paragraphs, against the bare embedder on the very same piece texts, same batches, same process
@@ -14,6 +14,11 @@ C. Scaling: synthetic ~100-word passages (lcrag.synthetic.corpus_records, each n
    sizes up to --scale-max, built BM25-only with word counts (`--embedder none --tokenizer words`): wall time per
    step and peak RSS of the whole build process, and of ingestion alone. Dense embedding is not run at 1M on two
    cores (it would take hours at the throughput measured in A); its cost is linear in pieces, see A.
+D. Dense search at 1M pieces: exact MaxP over a memory-mapped 1M x 384 matrix, and faiss IVF, on random unit
+   vectors (speed and memory of the search machinery only; retrieval quality is measured in corpus_recall.md).
+   Run in its own process (`--sections d`) so its peak RSS is its own.
+
+Sections run separately are merged into the same report (the JSON beside it keeps every section's raw figures).
 """
 
 from __future__ import annotations
@@ -105,6 +110,53 @@ def section_c(sizes: list[int], work: Path) -> list[dict]:
     return rows
 
 
+def section_d(n: int, work: Path, queries: int = 50) -> dict:
+    import resource
+
+    import numpy as np
+
+    from lcrag.retrieval.corpus_index import maxp_search
+
+    log(f"D: {n:,} random unit vectors")
+    rng = np.random.default_rng(0)
+    path = work / "vectors.npy"
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, 384))
+    for lo in range(0, n, 100_000):
+        block = rng.standard_normal((min(100_000, n - lo), 384), dtype=np.float32)
+        out[lo : lo + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    out.flush()
+    del out
+    vectors = np.load(path, mmap_mode="r")
+    # 4 pieces per unit, like ~400-word documents: MaxP has to reduce
+    piece_unit = (np.arange(n) // 4).astype(np.int32)
+    q = rng.standard_normal((queries, 384), dtype=np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    started = time.perf_counter()
+    for row in q:
+        maxp_search(vectors, piece_unit, row[None, :], 10)
+    exact_ms = 1000 * (time.perf_counter() - started) / queries
+    import faiss
+
+    faiss.omp_set_num_threads(2)
+    started = time.perf_counter()
+    nlist = int(4 * np.sqrt(n))
+    ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(384), 384, nlist, faiss.METRIC_INNER_PRODUCT)
+    ivf.train(np.ascontiguousarray(vectors[np.sort(rng.choice(n, 64 * nlist, replace=False))]))
+    for lo in range(0, n, 65536):
+        ivf.add(np.ascontiguousarray(vectors[lo : lo + 65536]))
+    ivf_build = time.perf_counter() - started
+    ivf.nprobe = 16
+    faiss.omp_set_num_threads(1)
+    started = time.perf_counter()
+    for row in q:
+        ivf.search(row[None, :], 200)
+    ivf_ms = 1000 * (time.perf_counter() - started) / queries
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    path.unlink()
+    return {"pieces": n, "exact_ms": exact_ms, "ivf_build": ivf_build, "ivf_ms": ivf_ms, "nlist": nlist, "rss": rss,
+            "matrix_mib": n * 384 * 4 / 2**20}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, required=True)
@@ -114,13 +166,19 @@ def main() -> None:
     parser.add_argument("--scale", default="100000,300000,1000000")
     parser.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
     parser.add_argument("--sections", default="a,b,c")
+    parser.add_argument("--dense-pieces", type=int, default=1_000_000)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     sections = args.sections.split(",")
     work = args.work or Path(tempfile.mkdtemp(prefix="lcrag-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    raw = {"command": " ".join(["python", *sys.argv]), "machine": machine(),
-           "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    previous = args.out.with_suffix(".json")
+    raw = json.loads(previous.read_text()) if previous.exists() else {}
+    command = " ".join(["python", *sys.argv])
+    raw["commands"] = [c for c in raw.get("commands", [raw["command"]] if "command" in raw else []) if c != command]
+    raw["commands"].append(command)
+    raw.pop("command", None)
+    raw.update(machine=machine(), date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     if "a" in sections:
         raw["a"] = section_a(args.corpus, args.sample, work)
     if "b" in sections and args.full_index:
@@ -129,14 +187,17 @@ def main() -> None:
         raw["b"] = {"meta": meta, "wall": wall, "rss": rss}
     if "c" in sections:
         raw["c"] = section_c([int(x) for x in args.scale.split(",")], work)
+    if "d" in sections:
+        raw["d"] = section_d(args.dense_pieces, work)
     args.out.with_suffix(".json").write_text(json.dumps(raw, indent=1))
     args.out.write_text(render(raw))
     print(render(raw))
 
 
 def render(raw: dict) -> str:
+    commands = "\n".join(f"    {c}" for c in raw["commands"])
     parts = [f"# Corpus indexing: throughput, the 66K-paragraph build, scaling to 1M passages\n\n"
-             f"Command: `{raw['command']}`\n\nMachine: {raw['machine']} · {raw['date']}"]
+             f"Commands (sections merged into this report):\n\n{commands}\n\nMachine: {raw['machine']} · {raw['date']}"]
     a = raw.get("a")
     if a:
         build_rate, bare_rate = a["pieces"] / a["build_wall"], a["pieces"] / a["bare"]
@@ -173,6 +234,16 @@ def render(raw: dict) -> str:
               "as the corpus grows. The whole build keeps a few compact numeric arrays per piece (4 bytes each), "
               "and the grouping graph and title automaton, which grow with the corpus, not with the text. "
               "Targets: BM25 build of 1M passages ≤ 60 s; ingestion memory flat.")
+    d = raw.get("d")
+    if d:
+        parts.append(f"## D. Dense search at {d['pieces']:,} pieces (random unit vectors: speed and memory only)\n\n" + md_table(
+            ["search", "build s", "ms per query", "note"],
+            [["exact MaxP, memory-mapped matrix (the default)", "0 (the embeddings file)", f"{d['exact_ms']:.0f}",
+              f"{d['matrix_mib']:.0f} MiB matrix streamed in 32K-row blocks"],
+             [f"faiss IVF-Flat, nlist {d['nlist']}, nprobe 16, top-200 pieces", f"{d['ivf_build']:.0f}",
+              f"{d['ivf_ms']:.1f}", "approximate; MaxP over the pieces it returns"]])
+            + f"\n\nPeak RSS of this section's process: {d['rss']:.0f} MiB (the faiss index holds the vectors in RAM; "
+              "exact search pages the memory-mapped file).")
     return "\n\n".join(parts) + "\n"
 
 

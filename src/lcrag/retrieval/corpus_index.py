@@ -235,15 +235,24 @@ class CorpusIndex:
         batch: list[CorpusDocument] = []
 
         def flush() -> None:
-            texts, slots = [], []
+            texts: list[str] = []
+            slots: list[tuple[int, int, int]] = []  # (document, first piece, last piece) counted by texts[i]
             for d in batch:
+                first, last = int(bounds[d.idx]), int(bounds[d.idx + 1])
+                if last - first == 1 and self.pieces.start[first] == 0 and self.pieces.end[first] == len(d.text):
+                    # a one-piece document: piece text == document text, count it once
+                    texts.append(render_document(d))
+                    slots.append((d.idx, first, last))
+                    continue
                 texts.append(render_document(d))
-                slots.append(("doc", d.idx))
-                for p in range(bounds[d.idx], bounds[d.idx + 1]):
+                slots.append((d.idx, 0, 0))
+                for p in range(first, last):
                     texts.append(render_document(d, int(self.pieces.start[p]), int(self.pieces.end[p])))
-                    slots.append(("piece", p))
-            for (what, i), n in zip(slots, count_many(tokenizer, texts)):
-                (doc_tokens if what == "doc" else piece_tokens)[i] = n
+                    slots.append((-1, p, p + 1))
+            for (doc, first, last), n in zip(slots, count_many(tokenizer, texts)):
+                if doc >= 0:
+                    doc_tokens[doc] = n
+                piece_tokens[first:last] = n
             bar(len(batch))
             batch.clear()
 
@@ -417,26 +426,7 @@ class CorpusIndex:
         qv = self._embedder.embed(queries)
         if faiss:
             return self._faiss_search(qv, kind, k, faiss)
-        return self._maxp_exact(qv, units, k)
-
-    def _maxp_exact(self, qv: np.ndarray, units: Units, k: int, block: int = 32768) -> list[list[UnitHit]]:
-        """MaxP: a unit's score is the best score of its pieces. Exact, streaming the memory-mapped piece matrix in
-        blocks; pieces of a unit that sit next to each other are reduced together first."""
-        vectors = self.vectors()
-        n_units = len(units)
-        out: list[list[UnitHit]] = []
-        per_call = max(1, min(len(qv), (1 << 25) // max(1, n_units)))  # unit score matrix <= 128 MB
-        for q0 in range(0, len(qv), per_call):
-            q = qv[q0 : q0 + per_call]
-            best = np.full((n_units, len(q)), -np.inf, dtype=np.float32)
-            for lo in range(0, len(vectors), block):
-                scores = np.asarray(vectors[lo : lo + block]) @ q.T  # (pieces, queries)
-                pu = units.piece_unit[lo : lo + block]
-                starts = np.concatenate([[0], np.flatnonzero(np.diff(pu)) + 1])
-                np.maximum.at(best, pu[starts], np.maximum.reduceat(scores, starts, axis=0))
-            for j in range(len(q)):
-                out.append(_top(best[:, j], k))
-        return out
+        return maxp_search(self.vectors(), units.piece_unit, qv, k)
 
     def _faiss_index(self, kind: str, faiss_kind: str):
         key = f"{kind}:{faiss_kind}"
@@ -487,6 +477,26 @@ class CorpusIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+def maxp_search(vectors: np.ndarray, piece_unit: np.ndarray, qv: np.ndarray, k: int,
+                block: int = 32768) -> list[list[UnitHit]]:
+    """MaxP: a unit's score is the best score of its pieces. Exact, streaming the (memory-mapped) piece matrix in
+    blocks; pieces of a unit that sit next to each other are reduced together first. One list of hits per query."""
+    n_units = int(piece_unit.max()) + 1 if len(piece_unit) else 0
+    out: list[list[UnitHit]] = []
+    per_call = max(1, min(len(qv), (1 << 25) // max(1, n_units)))  # unit score matrix <= 128 MB
+    for q0 in range(0, len(qv), per_call):
+        q = qv[q0 : q0 + per_call]
+        best = np.full((n_units, len(q)), -np.inf, dtype=np.float32)
+        for lo in range(0, len(vectors), block):
+            scores = np.asarray(vectors[lo : lo + block]) @ q.T  # (pieces, queries)
+            pu = piece_unit[lo : lo + block]
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(pu)) + 1])
+            np.maximum.at(best, pu[starts], np.maximum.reduceat(scores, starts, axis=0))
+        for j in range(len(q)):
+            out.append(_top(best[:, j], k))
+    return out
 
 
 def _top(scores: np.ndarray, k: int) -> list[UnitHit]:
