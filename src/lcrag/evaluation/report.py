@@ -195,7 +195,7 @@ def corpus_table(rows: list[dict]) -> tuple[list[str], list[list]]:
             return f"{100 * sum(values) / len(values):.1f}" if values else "–"
 
         body.append([dataset, config, len(rs), pct(r["em"] for r in rs), pct(r["refined_em"] for r in rs),
-                     f"{sum(r['f1'] for r in rs) / len(rs):.1f}", pct(r["answer_recall"] for r in rs), pct(gold),
+                     f"{100 * sum(r['f1'] for r in rs) / len(rs):.1f}", pct(r["answer_recall"] for r in rs), pct(gold),
                      f"{sum(r['units'] for r in rs) / len(rs):.1f}",
                      f"{sum(r['context_tokens'] or 0 for r in rs) / len(rs):.0f}",
                      f"{sum(r['prompt_tokens'] for r in rs) / len(rs):.0f}"])
