@@ -121,6 +121,7 @@ class CorpusIndex:
         self._bm25: dict[str, object] = {}
         self._faiss: dict[str, object] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._layouts: dict[str, tuple] = {}
 
     # -- building --------------------------------------------------------------------------------------------------
     @classmethod
@@ -426,7 +427,9 @@ class CorpusIndex:
         qv = self._embedder.embed(queries)
         if faiss:
             return self._faiss_search(qv, kind, k, faiss)
-        return maxp_search(self.vectors(), units.piece_unit, qv, k)
+        if kind not in self._layouts:
+            self._layouts[kind] = piece_layout(units.piece_unit)
+        return maxp_search(self.vectors(), units.piece_unit, qv, k, layout=self._layouts[kind])
 
     def _faiss_index(self, kind: str, faiss_kind: str):
         key = f"{kind}:{faiss_kind}"
@@ -479,23 +482,34 @@ class CorpusIndex:
         self.store.close()
 
 
-def maxp_search(vectors: np.ndarray, piece_unit: np.ndarray, qv: np.ndarray, k: int,
-                block: int = 32768) -> list[list[UnitHit]]:
-    """MaxP: a unit's score is the best score of its pieces. Exact, streaming the (memory-mapped) piece matrix in
-    blocks; pieces of a unit that sit next to each other are reduced together first. One list of hits per query."""
-    n_units = int(piece_unit.max()) + 1 if len(piece_unit) else 0
+def piece_layout(piece_unit: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """How to reduce piece scores to unit scores: an order that puts each unit's pieces together (None when they
+    already are, as for passages and documents), where each unit's run starts in that order, and the run's unit."""
+    order = None if np.all(piece_unit[1:] >= piece_unit[:-1]) else np.argsort(piece_unit, kind="stable")
+    ordered = piece_unit if order is None else piece_unit[order]
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) else ordered
+    return order, starts, ordered[starts]
+
+
+def maxp_search(vectors: np.ndarray, piece_unit: np.ndarray, qv: np.ndarray, k: int, block: int = 32768,
+                layout: tuple | None = None) -> list[list[UnitHit]]:
+    """MaxP: a unit's score is the best score of its pieces. Exact: piece scores are computed streaming the
+    (memory-mapped) matrix in blocks, then each unit's maximum is one ``reduceat`` over its run of pieces.
+    One list of hits per query. ``layout`` (from :func:`piece_layout`) saves re-deriving the runs per call."""
+    order, starts, unit_ids = layout if layout is not None else piece_layout(piece_unit)
+    n = len(vectors)
     out: list[list[UnitHit]] = []
-    per_call = max(1, min(len(qv), (1 << 25) // max(1, n_units)))  # unit score matrix <= 128 MB
+    per_call = max(1, min(len(qv), (1 << 25) // max(1, n)))  # the piece score matrix stays <= 128 MB
     for q0 in range(0, len(qv), per_call):
-        q = qv[q0 : q0 + per_call]
-        best = np.full((n_units, len(q)), -np.inf, dtype=np.float32)
-        for lo in range(0, len(vectors), block):
-            scores = np.asarray(vectors[lo : lo + block]) @ q.T  # (pieces, queries)
-            pu = piece_unit[lo : lo + block]
-            starts = np.concatenate([[0], np.flatnonzero(np.diff(pu)) + 1])
-            np.maximum.at(best, pu[starts], np.maximum.reduceat(scores, starts, axis=0))
+        q = np.asarray(qv[q0 : q0 + per_call], dtype=np.float32)
+        scores = np.empty((n, len(q)), dtype=np.float32)
+        for lo in range(0, n, block):
+            scores[lo : lo + block] = np.asarray(vectors[lo : lo + block]) @ q.T
+        if order is not None:
+            scores = scores[order]
+        best = np.maximum.reduceat(scores, starts, axis=0) if n else scores  # (units, queries)
         for j in range(len(q)):
-            out.append(_top(best[:, j], k))
+            out.append([UnitHit(int(unit_ids[h.unit]), h.score) for h in _top(best[:, j], k)])
     return out
 
 
