@@ -45,8 +45,9 @@ def main() -> None:
             with (report.parent / "table1.csv").open() as f:
                 table = list(csv.reader(f))
             sessions = [json.loads(x) for x in (run / "sessions.jsonl").read_text().splitlines()] if (run / "sessions.jsonl").exists() else []
-            wall = sum(s["wall_seconds"] for s in sessions if s["rows"])
-            llm = sum(s["llm_seconds"] for s in sessions if s["rows"])
+            measured = [s for s in sessions if s["rows"] and s["llm_seconds"] > 0]  # all-from-cache sessions measure nothing
+            wall = sum(s["wall_seconds"] for s in measured)
+            llm = sum(s["llm_seconds"] for s in measured)
             questions = len({r["item_id"] for r in rows})
             parts.append(f"## {run.relative_to(run_root.parent)}\n\nReader `{manifest['reader']}`, dataset "
                          f"`{manifest['dataset']}` (sha256 {manifest['dataset_sha256'][:12]}…), {questions} questions, "

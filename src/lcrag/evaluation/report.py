@@ -233,9 +233,10 @@ def write_report(run_dir: str | Path) -> Path:
     sessions_path = run_dir / "sessions.jsonl"
     if sessions_path.exists():
         sessions = [json.loads(line) for line in sessions_path.read_text().splitlines() if line.strip()]
-        wall = sum(x["wall_seconds"] for x in sessions if x["rows"])
-        llm = sum(x["llm_seconds"] for x in sessions if x["rows"])
-        if wall and all(x.get("concurrency", 1) == 1 for x in sessions):
+        measured = [x for x in sessions if x["rows"] and x["llm_seconds"] > 0]  # all-from-cache sessions measure nothing
+        wall = sum(x["wall_seconds"] for x in measured)
+        llm = sum(x["llm_seconds"] for x in measured)
+        if wall and all(x.get("concurrency", 1) == 1 for x in measured):
             overhead = (f"\n\nHarness overhead (wall time not spent waiting on the reader, sequential sessions): "
                         f"{100 * (wall - llm) / wall:.1f}% of {wall:.0f} s.")
     closed = [r for r in rows if r["strategy"] == "closed-book"]
