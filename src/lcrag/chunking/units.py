@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -244,14 +244,3 @@ def make_units(kind: str, pieces: Pieces, n_docs: int, groups: list[list[int]] |
         doc_unit[docs] = np.repeat(np.arange(len(groups), dtype=np.int32), lengths)
         return Units(kind, ptr, docs, doc_unit[pieces.doc])
     raise InputError(f"unknown unit {kind!r}; choose one of {', '.join(UNIT_KINDS)}")
-
-
-def iter_batches(values: Iterable, size: int) -> Iterator[list]:
-    batch: list = []
-    for v in values:
-        batch.append(v)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
