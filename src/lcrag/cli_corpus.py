@@ -102,12 +102,14 @@ def ask(
     from lcrag.retrieval.embedders import make_embedder
     from lcrag.strategies.longrag import LongRAG
 
-    index = CorpusIndex(index_dir)
-    kinds = index.unit_kinds
+    probe = CorpusIndex(index_dir)  # what was built, and with which embedder
+    kinds, spec = probe.unit_kinds, probe.meta.get("build", {}).get("embedder")
+    probe.close()
+    if not kinds:
+        raise LcragError(f"{index_dir} has no retrieval units yet; finish it with `lcrag corpus build`")
     unit = unit or ("grouped" if "grouped" in kinds else kinds[0])
     embedder = None
     if scorer == "dense":
-        spec = index.meta.get("build", {}).get("embedder")
         if not spec:
             raise LcragError(f"{index_dir} was built without an embedder; use --scorer bm25")
         embedder = make_embedder(spec)
