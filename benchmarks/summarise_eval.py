@@ -19,8 +19,8 @@ from lcrag.evaluation.report import write_report  # noqa: E402
 
 CAVEATS = """What these numbers mean and don't mean:
 
-- They are samples sized to a 2-core CPU session (1–10 questions per task), so a single question moves a score by
-  tens of points; read them as a check that the harness, the scorers and the routing work end to end, not as a
+- They are samples sized to 2-core CPU sessions (1–13 questions per task; the SmolLM2 LongBench run is the
+  largest, see its question count below), so a single question moves a score by several points; read them as a check that the harness, the scorers and the routing work end to end, not as a
   model comparison. The run directories are resumable and extendable: a larger `--limit` asks only new questions.
 - The readers are a 135M-parameter model (SmolLM2) and a 0.5B coder model (Qwen2.5-Coder-0.5B), both with an
   8K window, greedy decoding: nothing like the GPT-4o/Gemini readers of the papers. Long documents are cut in the

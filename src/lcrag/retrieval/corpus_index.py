@@ -23,6 +23,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -151,16 +152,11 @@ class CorpusIndex:
         if meta and {k: meta.get(k) for k in settings} != settings:
             raise InputError(f"{out} holds an index built with other settings; use a new --out")
 
+        @contextmanager
         def step(name: str):
-            class _Step:
-                def __enter__(self):
-                    self.t = time.perf_counter()
-
-                def __exit__(self, *exc):
-                    if exc[0] is None:
-                        report.seconds[name] = round(time.perf_counter() - self.t, 3)
-
-            return _Step()
+            started = time.perf_counter()
+            yield  # a step that raises records no time
+            report.seconds[name] = round(time.perf_counter() - started, 3)
 
         # 1. documents
         db = out / "corpus.sqlite"
