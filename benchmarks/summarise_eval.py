@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_core import machine  # noqa: E402
 
-from lcrag.evaluation.report import write_report  # noqa: E402
+from lcrag.evaluation.report import session_times, write_report  # noqa: E402
 
 
 CAVEATS = """What these numbers mean and don't mean:
@@ -44,10 +44,7 @@ def main() -> None:
             rows = [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines() if x.strip()]
             with (report.parent / "table1.csv").open() as f:
                 table = list(csv.reader(f))
-            sessions = [json.loads(x) for x in (run / "sessions.jsonl").read_text().splitlines()] if (run / "sessions.jsonl").exists() else []
-            measured = [s for s in sessions if s["rows"] and s["llm_seconds"] > 0]  # all-from-cache sessions measure nothing
-            wall = sum(s["wall_seconds"] for s in measured)
-            llm = sum(s["llm_seconds"] for s in measured)
+            wall, llm, _ = session_times(run)
             questions = len({r["item_id"] for r in rows})
             parts.append(f"## {run.relative_to(run_root.parent)}\n\nReader `{manifest['reader']}`, dataset "
                          f"`{manifest['dataset']}` (sha256 {manifest['dataset_sha256'][:12]}…), {questions} questions, "

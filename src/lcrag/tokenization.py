@@ -118,6 +118,9 @@ class HFTokenizer:
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=True) if ids else ""
 
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         if not text:
             return []
@@ -155,5 +158,5 @@ def count_many(tokenizer: Tokenizer, texts: list[str], threads: int = 4) -> list
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(lambda t: count_tokens(tokenizer, t), texts))
     if isinstance(tokenizer, HFTokenizer):
-        return [len(e.ids) for e in tokenizer._tok.encode_batch(texts, add_special_tokens=False)]
+        return tokenizer.count_many(texts)
     return [count_tokens(tokenizer, t) for t in texts]

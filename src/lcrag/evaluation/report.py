@@ -207,6 +207,16 @@ def corpus_table(rows: list[dict]) -> tuple[list[str], list[list]]:
     return header, body
 
 
+def session_times(run_dir: Path) -> tuple[float, float, bool]:
+    """(wall seconds, seconds waiting on the reader, all sequential) over the run's sessions that called the reader;
+    sessions answered wholly from the cache measure nothing and are left out."""
+    path = run_dir / "sessions.jsonl"
+    sessions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    measured = [x for x in sessions if x["rows"] and x["llm_seconds"] > 0]
+    return (sum(x["wall_seconds"] for x in measured), sum(x["llm_seconds"] for x in measured),
+            all(x.get("concurrency", 1) == 1 for x in measured))
+
+
 def write_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     rows = load_rows(run_dir)
@@ -230,15 +240,10 @@ def write_report(run_dir: str | Path) -> Path:
         _write_csv(out / f"{name}.csv", header, body)
     plots = _plots(out, diffs, k_ab[1], budget[1])
     overhead = ""
-    sessions_path = run_dir / "sessions.jsonl"
-    if sessions_path.exists():
-        sessions = [json.loads(line) for line in sessions_path.read_text().splitlines() if line.strip()]
-        measured = [x for x in sessions if x["rows"] and x["llm_seconds"] > 0]  # all-from-cache sessions measure nothing
-        wall = sum(x["wall_seconds"] for x in measured)
-        llm = sum(x["llm_seconds"] for x in measured)
-        if wall and all(x.get("concurrency", 1) == 1 for x in measured):
-            overhead = (f"\n\nHarness overhead (wall time not spent waiting on the reader, sequential sessions): "
-                        f"{100 * (wall - llm) / wall:.1f}% of {wall:.0f} s.")
+    wall, llm, sequential = session_times(run_dir)
+    if wall and sequential:
+        overhead = (f"\n\nHarness overhead (wall time not spent waiting on the reader, sequential sessions): "
+                    f"{100 * (wall - llm) / wall:.1f}% of {wall:.0f} s.")
     closed = [r for r in rows if r["strategy"] == "closed-book"]
     if closed:
         overhead += (f"\n\nQuestion filter (closed-book stage): {sum(r['score'] >= 0.999 for r in closed)} of "

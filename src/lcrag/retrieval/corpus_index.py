@@ -46,7 +46,7 @@ from lcrag.chunking.units import (
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
 from lcrag.errors import InputError
 from lcrag.retrieval.bm25 import query_terms
-from lcrag.retrieval.dense import EmbedBatches, embed_rows
+from lcrag.retrieval.dense import EmbedBatches, embed_rows, local_batches
 from lcrag.retrieval.embedders import Embedder
 from lcrag.tokenization import Tokenizer, count_many
 
@@ -194,7 +194,7 @@ class CorpusIndex:
             if not path.exists():
                 with step("embed"):
                     bar = tick("embedding pieces", len(index.pieces))
-                    embed_rows(len(index.pieces), index.piece_texts, embed_batches or (lambda bs: (embedder.embed(b) for b in bs)),
+                    embed_rows(len(index.pieces), index.piece_texts, embed_batches or local_batches(embedder),
                                path, dimension=embedder.dimension, batch=config.batch, progress=bar)
                 report.embedded_pieces = len(index.pieces)
             meta["embedder"] = embedder.name
