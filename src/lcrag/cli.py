@@ -19,6 +19,7 @@ from lcrag.errors import LcragError
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.retrieval import RETRIEVERS
+from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import STRATEGY_NAMES, PromptSet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
@@ -34,6 +35,8 @@ Embedder = Annotated[str, typer.Option("--embedder", help="minilm (bundled ONNX)
 BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible server, e.g. http://localhost:8000/v1.")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
+Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit.")]
+TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help="tree retriever: embedding or llm (the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
 
 
@@ -63,17 +66,21 @@ def ask(
     cache_dir: CacheDir = None,
     threads: Threads = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
+    window: Window = 3,
+    tree_navigation: TreeNavigation = "embedding",
 ) -> None:
     """Answer QUESTION about DOC."""
     _check("strategy", strategy, STRATEGY_NAMES)
     _check("retriever", retriever, RETRIEVERS)
+    _check("tree navigation", tree_navigation, NAVIGATIONS)
     if order is not None:
         _check("order", order, ("score", "document"))
     settings = Settings(
         strategy=strategy, retriever=retriever, k=k, budget=budget, order=order, chunking=chunking, llm=llm,
         embedder=embedder, base_url=base_url, context_window=context_window, tokenizer=tokenizer,
         max_tokens=max_tokens, cache=not no_cache, cache_dir=cache_dir, threads=threads,
-        prompts=PromptSet.from_file(prompts) if prompts else PromptSet(),
+        prompts=PromptSet.from_file(prompts) if prompts else PromptSet(), window=window,
+        tree_navigation=tree_navigation,
     )
     document = as_document(doc)
     with progress_factory() as progress:
@@ -92,8 +99,15 @@ def ask(
         f"[dim]{answer.strategy} → {answer.route} · prompt {answer.prompt_tokens} + completion "
         f"{answer.completion_tokens} tokens · {answer.seconds:.2f}s{cached}"
         + (f" · {answer.truncated_tokens} tokens cut from the middle" if answer.truncated_tokens else "")
+        + (_index_cost_line(answer.index_cost) if answer.index_cost else "")
         + "[/dim]"
     )
+
+
+def _index_cost_line(cost: dict) -> str:
+    state = "built now" if cost["built_now"] else "built before"
+    return (f"\n{cost['retriever']} index ({state}, one-off): {cost['calls']} summary calls, "
+            f"{cost['prompt_tokens']} prompt + {cost['completion_tokens']} completion tokens")
 
 
 @app.command()
@@ -225,6 +239,8 @@ def evaluate(
     threads: Threads = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
     unit: Annotated[str, typer.Option("--unit", help="longrag: comma-separated units (passage, document, grouped).")] = "grouped",
+    window: Window = 3,
+    tree_navigation: TreeNavigation = "embedding",
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
     from lcrag.chunking.units import UNIT_KINDS
@@ -245,7 +261,9 @@ def evaluate(
     loaded = load_dataset(dataset, fmt, skip_bad=skip_bad, limit=limit)
     if loaded.skipped:
         stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
-    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking, threads=threads)
+    _check("tree navigation", tree_navigation, NAVIGATIONS)
+    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking,
+                        threads=threads, window=window, tree_navigation=tree_navigation)
     runner = EvalRunner(loaded.items, expand_configs(names, retrievers, ks, budgets, units), out, settings,
                         dataset_path=dataset, concurrency=concurrency, filter_closed_book=filter_closed_book,
                         drop_closed_book=drop_closed_book, corpus=corpus)

@@ -19,7 +19,7 @@ from lcrag.readers import (
     make_reader,
 )
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
-from lcrag.retrieval.index import ProgressFactory
+from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, make_strategy
 from lcrag.types import Answer, Document
 
@@ -38,6 +38,8 @@ class Settings:
     chunking: str | None = None  # words:300 | tokens:128 | sentences:300; None: the strategy's own
     llm: str = "smollm2"
     embedder: str = "minilm"
+    window: int = 3  # sentence-window retriever: sentences either side of a hit
+    tree_navigation: str = "embedding"  # tree retriever: embedding | llm
     base_url: str | None = None
     api_key: str | None = None
     context_window: int | None = None
@@ -112,8 +114,10 @@ class Pipeline:
         key = (document.content_hash, chunking)
         with self._lock:
             if key not in self._indexes:
+                options = RetrieverOptions(window=self.settings.window, tree_navigation=self.settings.tree_navigation)
                 self._indexes[key] = DocumentIndex(
-                    document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress
+                    document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
+                    reader_factory=lambda: self.reader, options=options,
                 )
             return self._indexes[key]
 

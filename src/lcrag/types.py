@@ -24,12 +24,17 @@ class Document:
 
 @dataclass(frozen=True)
 class Chunk:
-    """A contiguous piece of a document: ``document.text[start:end] == text``."""
+    """A piece of a document: ``document.text[start:end] == text`` for layer 0.
+
+    Summary nodes (RAPTOR, tree index) have ``layer >= 1``: their text is generated, and ``start``/``end`` span the
+    text they summarise (so document order still means something for them).
+    """
 
     index: int
     start: int
     end: int
     text: str
+    layer: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class ChunkUsed:
     end: int
     score: float
     tokens: int | None = None
+    layer: int = 0  # 0: the document's own text; >= 1: a summary node
 
 
 @dataclass
@@ -80,6 +86,9 @@ class Answer:
     raw_route_answer: str | None = None
     long_answer: str | None = None  # LongRAG's turn-1 answer, before short-answer extraction
     context_tokens: int | None = None  # reader tokens of the retrieved context, when a strategy measures it
+    # One-off cost of building the retriever's index for this document (RAPTOR / tree-index summaries): a dict with
+    # calls, prompt_tokens, completion_tokens, seconds, document. Not part of the per-question ``calls``.
+    index_cost: dict[str, Any] | None = None
     context: str | None = field(default=None, repr=False)  # the text the reader saw (kept out of to_dict: long)
 
     @property

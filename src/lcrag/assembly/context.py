@@ -15,6 +15,7 @@ ORDERS = ("score", "document")
 class AssembledContext:
     text: str
     chunks: list[ChunkUsed] = field(default_factory=list)
+    index_cost: dict | None = None  # set by retrieve_context for retrievers that spend LLM calls on indexing
 
     @property
     def chunk_tokens(self) -> int:
@@ -49,7 +50,7 @@ class ContextAssembler:
     def select(self, ranked: list[ScoredChunk], token_counts: Callable[[list[Chunk]], list[int]] | None) -> list[ChunkUsed]:
         if self.budget is None:
             # Top-k needs no token counts (the reader reports the prompt's); readers without a tokenizer still work.
-            return [ChunkUsed(s.chunk.index, s.chunk.start, s.chunk.end, s.score) for s in ranked[: self.k]]
+            return [_used(s) for s in ranked[: self.k]]
         if token_counts is None:
             raise InputError("a token budget needs the reader's tokenizer")
         chosen: list[ChunkUsed] = []
@@ -60,7 +61,7 @@ class ContextAssembler:
             for scored, n in zip(batch, token_counts([s.chunk for s in batch])):
                 if total + n > self.budget:
                     return chosen
-                chosen.append(ChunkUsed(scored.chunk.index, scored.chunk.start, scored.chunk.end, scored.score, n))
+                chosen.append(_used(scored, n))
                 total += n
         return chosen
 
@@ -71,10 +72,19 @@ class ContextAssembler:
         token_counts: Callable[[list[Chunk]], list[int]] | None = None,
     ) -> AssembledContext:
         chosen = self.select(ranked, token_counts)
+        # Summary nodes carry generated text; the document's own pieces are cut from the document.
+        texts = {(s.chunk.index, s.chunk.layer): s.chunk.text for s in ranked if s.chunk.layer}
         if self.order == "document":
-            chosen = sorted(chosen, key=lambda c: c.start)
+            # Summaries sit at the start of the span they cover, after the text itself (higher layers later).
+            chosen = sorted(chosen, key=lambda c: (c.start, c.layer, c.end))
             label = self.document_label
         else:
             label = self.score_label
-        parts = [label.format(index=c.index) + document_text[c.start : c.end] for c in chosen]
+        parts = [label.format(index=c.index) + texts.get((c.index, c.layer), document_text[c.start : c.end])
+                 for c in chosen]
         return AssembledContext(text=self.separator.join(parts), chunks=chosen)
+
+
+def _used(scored: ScoredChunk, tokens: int | None = None) -> ChunkUsed:
+    c = scored.chunk
+    return ChunkUsed(c.index, c.start, c.end, scored.score, tokens, c.layer)

@@ -118,6 +118,44 @@ class SentenceChunker:
         return chunks
 
 
+@dataclass(frozen=True)
+class TokenSentenceChunker:
+    """Whole sentences packed into chunks of at most ``max_tokens`` reader tokens (RAPTOR's leaves: 100).
+
+    The text is tokenized once; a sentence's length is the number of tokens that start inside it. A sentence longer
+    than ``max_tokens`` is a chunk of its own (RAPTOR splits those further at commas; we keep sentences whole).
+    """
+
+    tokenizer: Tokenizer
+    max_tokens: int = 100
+
+    @property
+    def key(self) -> str:
+        return f"token-sentences:{self.tokenizer.name}:{self.max_tokens}"
+
+    def run(self, document: Document) -> list[Chunk]:
+        import bisect
+
+        if self.max_tokens <= 0:
+            raise InputError("max_tokens must be positive")
+        text = document.text
+        token_starts = [start for start, _ in self.tokenizer.token_spans(text)]
+        chunks: list[Chunk] = []
+        group_start: int | None = None
+        group_end = tokens = 0
+        for start, end in SentenceChunker.sentence_spans(text):
+            n = bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, start)
+            if group_start is not None and tokens + n > self.max_tokens:
+                chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
+                group_start, tokens = None, 0
+            if group_start is None:
+                group_start = start
+            group_end, tokens = end, tokens + n
+        if group_start is not None:
+            chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
+        return chunks
+
+
 def make_chunker(unit: str, size: int | None = None, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
     """A chunker by name: ``words`` (default 300), ``tokens`` (default 128, needs the reader's tokenizer), ``sentences``."""
     if unit == "words":

@@ -54,6 +54,11 @@ class RunConfig:
     budget: int | None = None
     unit: str | None = None  # corpus strategies: passage, document or grouped
 
+    def to_dict(self) -> dict:
+        # Fields left at None are omitted, so that adding an optional field does not make earlier run
+        # directories look like different runs.
+        return {k: v for k, v in asdict(self).items() if v is not None or k == "budget"} | {"id": self.id}
+
     @property
     def id(self) -> str:
         size = f"budget{self.budget}" if self.budget else f"k{self.k}"
@@ -157,7 +162,7 @@ class EvalRunner:
     def manifest(self) -> dict:
         s = self.settings
         return {
-            "configs": [asdict(c) | {"id": c.id} for c in self.configs],
+            "configs": [c.to_dict() for c in self.configs],
             "reader": s.llm, "embedder": s.embedder, "chunking": s.chunking or "strategy default",
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             "dataset": str(self.dataset_path) if self.dataset_path else None,
@@ -167,9 +172,20 @@ class EvalRunner:
             "prompt_version": PROMPT_VERSION,
             "metrics": {m: METRICS[m].variant for m in sorted({i.metric for i in self.items})},
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
+            "retriever_options": self._retriever_options(),
             "packages": _package_versions(),
             "python": platform.python_version(),
         }
+
+    def _retriever_options(self) -> dict | None:
+        """Settings of the retrievers that have any (None otherwise, so older run directories still match)."""
+        used = {c.retriever for c in self.configs}
+        options = {}
+        if "sentence-window" in used:
+            options["window"] = self.settings.window
+        if "tree" in used:
+            options["tree_navigation"] = self.settings.tree_navigation
+        return options or None
 
     def _check_manifest(self) -> None:
         path = self.out / "manifest.json"
@@ -178,7 +194,8 @@ class EvalRunner:
             old = json.loads(path.read_text())
             # The question list may change (a larger --limit extends a run: only new questions are asked); what
             # produces an answer may not.
-            keys = ("configs", "reader", "dataset_sha256", "prompt_version", "closed_book_filter", "corpus")
+            keys = ("configs", "reader", "dataset_sha256", "prompt_version", "closed_book_filter", "corpus",
+                    "retriever_options")
             changed = [k for k in keys if old.get(k) != manifest.get(k)]
             if changed:
                 raise InputError(f"{self.out} holds a different run ({', '.join(changed)} differ); use a new --out")
@@ -230,6 +247,8 @@ class EvalRunner:
             "calls": [asdict(c) for c in answer.calls], "chunks": [c.index for c in answer.chunks],
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
             "closed_book_correct": closed_book_correct,
+            **({"summary_chunks": sum(1 for c in answer.chunks if c.layer), "index_cost": answer.index_cost}
+               if answer.index_cost else {}),
             **(self._corpus_fields(item, config, answer) if config.strategy in CORPUS_STRATEGIES else {}),
         }
 

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,25 @@ from lcrag.retrieval.bm25 import BM25Retriever
 from lcrag.retrieval.dense import DenseRetriever, embed_chunks
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.hybrid import HybridRetriever
+from lcrag.retrieval.raptor import RaptorConfig, RaptorIndex
+from lcrag.retrieval.sentence_window import SentenceWindowRetriever
+from lcrag.retrieval.summaries import Summarizer
+from lcrag.retrieval.tree_index import TreeIndexRetriever, build_tree_index, open_tree_index, tree_key, tree_summarizer
+from lcrag.readers.base import Reader
 from lcrag.tokenization import Tokenizer, count_tokens
 from lcrag.types import Chunk, Document
 
-RETRIEVERS = ("bm25", "dense", "hybrid")
+RETRIEVERS = ("bm25", "dense", "hybrid", "sentence-window", "tree", "raptor")
+SUMMARY_RETRIEVERS = ("tree", "raptor")  # their index costs LLM calls
+
+
+@dataclass(frozen=True)
+class RetrieverOptions:
+    window: int = 3  # sentence-window: sentences either side of a hit (LlamaIndex's default)
+    tree_navigation: str = "embedding"  # tree: embedding | llm
+    tree_branch: int = 2  # tree: nodes kept per level
+    tree_children: int = 10  # tree: children per summary (LlamaIndex's num_children)
+    raptor: RaptorConfig = field(default_factory=RaptorConfig)
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 
 
@@ -51,8 +67,13 @@ class DocumentIndex:
         cache_dir: str | Path,
         embedder_factory: Callable[[], Embedder] | None = None,
         progress: ProgressFactory | None = None,
+        reader_factory: Callable[[], Reader] | None = None,
+        options: RetrieverOptions | None = None,
     ):
         self.document = document
+        self.cache_dir = Path(cache_dir)
+        self._reader_factory = reader_factory
+        self.options = options or RetrieverOptions()
         self.chunker = chunker
         self.key = _sha(f"{document.content_hash}\n{chunker.key}")
         self.dir = Path(cache_dir) / "indexes" / self.key
@@ -115,8 +136,33 @@ class DocumentIndex:
             self.embedded_chunks += len(self.chunks)
         return DenseRetriever(self.chunks, vectors, embedder)
 
+    @property
+    def reader(self) -> Reader:
+        if self._reader_factory is None:
+            raise InputError("summary-based retrievers (tree, raptor) need a reader for their summaries")
+        return self._reader_factory()
+
+    def _sentence_window(self) -> SentenceWindowRetriever:
+        return SentenceWindowRetriever.open(self.document, self.embedder, self.cache_dir, self.options.window)
+
+    def _tree(self) -> TreeIndexRetriever:
+        o = self.options
+        summarizer = tree_summarizer(self.reader)
+        dense = self._dense()  # the leaves are this index's chunks, with the embeddings dense retrieval uses
+        directory = self.dir / f"tree-{tree_key(summarizer, self.embedder, o.tree_children)}"
+        tree = open_tree_index(directory, lambda: build_tree_index(
+            self.document.content_hash, self.chunks, dense.vectors, self.embedder, summarizer, o.tree_children))
+        return TreeIndexRetriever(tree, self.embedder, self.reader, o.tree_navigation, o.tree_branch)
+
+    def _raptor(self) -> Retriever:
+        # RAPTOR has its own leaves (100-token sentence groups), so its trees live outside this chunking's folder.
+        reader = self.reader
+        forest = RaptorIndex(self.cache_dir / "raptor", reader.tokenizer, self.embedder, Summarizer(reader),
+                             self.options.raptor)
+        return forest.retriever([self.document])
+
     def retriever(self, kind: str) -> Retriever:
-        """``bm25``, ``dense`` or ``hybrid``, built on first use and loaded from disk after."""
+        """Any of :data:`RETRIEVERS`, built on first use and loaded from disk after."""
         if kind not in RETRIEVERS:
             raise InputError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
         with self._lock:
@@ -125,21 +171,32 @@ class DocumentIndex:
                     self._retrievers[kind] = self._bm25()
                 elif kind == "dense":
                     self._retrievers[kind] = self._dense()
+                elif kind == "sentence-window":
+                    self._retrievers[kind] = self._sentence_window()
+                elif kind == "tree":
+                    self._retrievers[kind] = self._tree()
+                elif kind == "raptor":
+                    self._retrievers[kind] = self._raptor()
                 else:
                     self._retrievers[kind] = HybridRetriever([self.retriever("bm25"), self.retriever("dense")])
             return self._retrievers[kind]
 
     # -- token counts for budgets -----------------------------------------------------------------------------
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]:
-        """Each chunk's length in ``tokenizer`` tokens, counted once and kept on disk."""
-        path = self.dir / f"tokens-{_sha(tokenizer.name)[:16]}.json"
+        """Each chunk's length in ``tokenizer`` tokens, counted once and kept on disk.
+
+        Keyed by the text's hash, not the chunk index: sentence windows and summary nodes number their pieces in
+        their own way, and all of them share this one table per document.
+        """
+        path = self.dir / f"tokens-text-{_sha(tokenizer.name)[:16]}.json"
         counts = self._token_counts.get(tokenizer.name)
         if counts is None:
-            counts = {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+            counts = json.loads(path.read_text()) if path.exists() else {}
             self._token_counts[tokenizer.name] = counts
-        missing = [c for c in chunks if c.index not in counts]
-        for chunk in missing:
-            counts[chunk.index] = count_tokens(tokenizer, chunk.text)
+        keys = [_sha(c.text)[:20] for c in chunks]
+        missing = [(key, c) for key, c in zip(keys, chunks) if key not in counts]
+        for key, chunk in missing:
+            counts[key] = count_tokens(tokenizer, chunk.text)
         if missing:
             _atomic_write(path, json.dumps(counts))
-        return [counts[c.index] for c in chunks]
+        return [counts[key] for key in keys]

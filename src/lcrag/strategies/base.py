@@ -54,15 +54,28 @@ def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], t
     return completion.text.strip(), LLMCall.from_completion(stage, completion)
 
 
-def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembler, timer: Timer) -> AssembledContext:
+def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembler, timer: Timer,
+                     calls: list[LLMCall] | None = None) -> AssembledContext:
+    """Retrieve and assemble; LLM calls the retriever makes per question (tree navigation) go to ``calls``."""
     with timer.stage("index"):
         index = ctx.index()
         retriever = index.retriever(ctx.retriever)
     depth = None if assembler.budget is not None else assembler.k
     with timer.stage("retrieval"):
-        ranked = retriever.run(question, depth)
+        with_calls = getattr(retriever, "run_with_calls", None)
+        if with_calls is not None:
+            ranked, used = with_calls(question, depth)
+            if calls is not None:
+                calls.extend(used)
+        else:
+            ranked = retriever.run(question, depth)
     with timer.stage("assembly"):
-        return assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+        context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+    cost = getattr(retriever, "build_cost", None)
+    if cost is not None:
+        context.index_cost = cost.to_dict() | {"retriever": retriever.name, "document": ctx.document.content_hash,
+                                               "built_now": bool(getattr(retriever, "built_now", False))}
+    return context
 
 
 def lc_document_limit(window: int, max_tokens: int, overhead: int) -> int:

@@ -15,7 +15,7 @@ from lcrag.strategies.base import (
     long_context,
     retrieve_context,
 )
-from lcrag.types import Answer
+from lcrag.types import Answer, LLMCall
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,11 @@ class RAG(Strategy):
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
         assembler = replace(ctx.assembler, order=self.order) if self.order else ctx.assembler
-        context = retrieve_context(ctx, question, assembler, timer)
+        calls: list[LLMCall] = []
+        context = retrieve_context(ctx, question, assembler, timer, calls)
         text, call = call_reader(ctx, "answer", ctx.prompts.messages(ctx.prompts.rag, question, context.text), timer)
-        return Answer(text, question, self.name, route="rag", calls=[call], chunks=context.chunks, timings=timer.timings)
+        return Answer(text, question, self.name, route="rag", calls=calls + [call], chunks=context.chunks,
+                      timings=timer.timings, index_cost=context.index_cost)
 
 
 def is_unanswerable(text: str) -> bool:
@@ -79,7 +81,8 @@ class SelfRoute(Strategy):
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
         assembler = replace(ctx.assembler, order=self.order) if self.order else ctx.assembler
-        context = retrieve_context(ctx, question, assembler, timer)
+        calls: list[LLMCall] = []
+        context = retrieve_context(ctx, question, assembler, timer, calls)
         route_text, route_call = call_reader(
             ctx, "route", ctx.prompts.messages(ctx.prompts.self_route, question, context.text), timer
         )
@@ -87,14 +90,15 @@ class SelfRoute(Strategy):
             if "unanswerable" in normalize_answer(route_text) or "cannot be answered" in route_text.lower():
                 log.info("self-route kept a near-decline as the answer: %r", route_text)
             return Answer(
-                route_text, question, self.name, route="rag", calls=[route_call], chunks=context.chunks,
-                timings=timer.timings, raw_route_answer=route_text,
+                route_text, question, self.name, route="rag", calls=calls + [route_call], chunks=context.chunks,
+                timings=timer.timings, raw_route_answer=route_text, index_cost=context.index_cost,
             )
         messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
         text, lc_call = call_reader(ctx, "answer", messages, timer)
         return Answer(
-            text, question, self.name, route="lc", calls=[route_call, lc_call], chunks=context.chunks,
+            text, question, self.name, route="lc", calls=calls + [route_call, lc_call], chunks=context.chunks,
             timings=timer.timings, truncated_tokens=kept.cut_tokens, raw_route_answer=route_text,
+            index_cost=context.index_cost,
         )
 
 

@@ -1,0 +1,148 @@
+"""Tree index (after LlamaIndex's TreeIndex): hierarchical summaries, navigated from the root down to the leaves.
+
+Build: the document's chunks are the leaves; every ``children`` (10) consecutive nodes are summarised into a parent
+(LlamaIndex's summary prompt), level after level, until at most ``children`` nodes remain: the roots.
+Unlike RAPTOR, groups are consecutive, a node has one parent, and only leaves are ever returned.
+
+Query: starting at the roots, the ``branch`` best nodes of each level are kept and only their children are looked at
+below. "Best" is chosen by the reader from the numbered summaries (``navigation="llm"``, LlamaIndex's select-leaf
+retriever and its prompt; those calls are per-question cost) or by cosine similarity to the query
+(``navigation="embedding"``, its select-leaf-embedding retriever; no LLM call). The leaves under the final beam come
+back ranked by similarity, the ones the reader picked first.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lcrag.errors import InputError
+from lcrag.readers.base import GenerationParams, Reader
+from lcrag.retrieval.embedders import Embedder
+from lcrag.retrieval.summaries import TREE_PROMPT, BuildCost, Summarizer, SummaryTree, embed_texts
+from lcrag.types import Chunk, LLMCall, ScoredChunk
+
+log = logging.getLogger(__name__)
+
+NAVIGATIONS = ("embedding", "llm")
+# LlamaIndex DEFAULT_QUERY_PROMPT_MULTIPLE, verbatim.
+SELECT_PROMPT = (
+    "Some choices are given below. It is provided in a numbered list (1 to {num_chunks}), "
+    "where each item in the list corresponds to a summary.\n"
+    "---------------------\n"
+    "{context_list}"
+    "\n---------------------\n"
+    "Using only the choices above and not prior knowledge, return the top choices "
+    "(no more than {branching_factor}, ranked by most relevant to least) that "
+    "are most relevant to the question: '{query_str}'\n"
+    "Provide choices in the following format: 'ANSWER: <numbers>' and explain why "
+    "these summaries were selected in relation to the question.\n"
+)
+
+
+def tree_summarizer(reader: Reader, max_tokens: int = 128) -> Summarizer:
+    return Summarizer(reader, template=TREE_PROMPT, system=None, max_tokens=max_tokens)
+
+
+def build_tree_index(document_hash: str, leaves: list[Chunk], leaf_vectors: np.ndarray, embedder: Embedder,
+                     summarizer: Summarizer, children: int = 10) -> SummaryTree:
+    if children < 2:
+        raise InputError("a tree index needs at least 2 children per node")
+    started = time.perf_counter()
+    nodes = [Chunk(i, c.start, c.end, c.text, 0) for i, c in enumerate(leaves)]
+    kids: list[list[int]] = [[] for _ in nodes]
+    vectors = np.asarray(leaf_vectors, dtype=np.float32)
+    cost = BuildCost()
+    level = list(range(len(nodes)))
+    layer = 0
+    while len(level) > children:
+        layer += 1
+        groups = [level[i : i + children] for i in range(0, len(level), children)]
+        log.info("tree index level %d: %d nodes -> %d summaries", layer, len(level), len(groups))
+        summaries = summarizer.run([[nodes[i].text for i in g] for g in groups], cost)
+        first = len(nodes)
+        for group, text in zip(groups, summaries):
+            nodes.append(Chunk(len(nodes), nodes[group[0]].start, nodes[group[-1]].end, text, layer))
+            kids.append(group)
+        vectors = np.vstack([vectors, embed_texts(embedder, summaries)])
+        level = list(range(first, len(nodes)))
+    return SummaryTree(document_hash, nodes, kids, vectors, cost, time.perf_counter() - started, True)
+
+
+def open_tree_index(directory: Path, build) -> SummaryTree:
+    """The tree stored in ``directory``, or ``build()`` saved there (once, under a file lock)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (directory / "meta.json").exists():
+            return SummaryTree.load(directory)
+        tree = build()
+        tree.save(directory)
+        return tree
+
+
+def tree_key(summarizer: Summarizer, embedder: Embedder, children: int) -> str:
+    return hashlib.sha256(f"{summarizer.key}\n{embedder.name}\n{children}".encode()).hexdigest()[:16]
+
+
+class TreeIndexRetriever:
+    name = "tree"
+
+    def __init__(self, tree: SummaryTree, embedder: Embedder, reader: Reader | None = None,
+                 navigation: str = "embedding", branch: int = 2):
+        if navigation not in NAVIGATIONS:
+            raise InputError(f"unknown tree navigation {navigation!r}; choose embedding or llm")
+        if navigation == "llm" and reader is None:
+            raise InputError("LLM navigation of the tree index needs a reader")
+        if branch < 1:
+            raise InputError("the tree's branch factor must be at least 1")
+        self.tree = tree
+        self.embedder = embedder
+        self.reader = reader
+        self.navigation = navigation
+        self.branch = branch
+        self.build_cost = tree.cost
+        self.built_now = tree.built_now
+        top = tree.layers
+        self.roots = [n.index for n in tree.nodes if n.layer == top]
+
+    def _rank(self, query: str, candidates: list[int], scores: np.ndarray, calls: list[LLMCall]) -> list[int]:
+        """``candidates`` best first: the reader's picks first (LLM navigation), the rest by similarity."""
+        by_score = sorted(candidates, key=lambda c: (-scores[c], c))
+        if self.navigation == "embedding":
+            return by_score
+        listing = "\n\n".join(f"({i}) {' '.join(self.tree.nodes[c].text.splitlines())}"
+                              for i, c in enumerate(candidates, start=1))
+        prompt = SELECT_PROMPT.format(num_chunks=len(candidates), context_list=listing,
+                                      branching_factor=self.branch, query_str=query)
+        completion = self.reader.complete([{"role": "user", "content": prompt}], GenerationParams(max_tokens=64))
+        calls.append(LLMCall.from_completion("navigate", completion))
+        match = re.search(r"ANSWER:\s*([\d,\s]+)", completion.text, re.IGNORECASE)
+        picked: list[int] = []
+        for number in re.findall(r"\d+", match.group(1) if match else "")[: self.branch]:
+            i = int(number) - 1
+            if 0 <= i < len(candidates) and candidates[i] not in picked:
+                picked.append(candidates[i])
+        if not picked:
+            log.info("tree navigation: no usable choice in %r; similarity decides", completion.text[:80])
+        return picked + [c for c in by_score if c not in picked]
+
+    def run_with_calls(self, query: str, k: int | None = None) -> tuple[list[ScoredChunk], list[LLMCall]]:
+        """Leaves under the beam, best first, and the navigation calls made (none with embedding navigation)."""
+        scores = self.tree.vectors @ self.embedder.embed([query])[0]
+        calls: list[LLMCall] = []
+        candidates = self.roots
+        while self.tree.nodes[candidates[0]].layer > 0:
+            beam = self._rank(query, candidates, scores, calls)[: self.branch]
+            candidates = [c for node in beam for c in self.tree.children[node]]
+        ranked = self._rank(query, candidates, scores, calls)[: k or len(candidates)]
+        return [ScoredChunk(self.tree.nodes[c], float(scores[c])) for c in ranked], calls
+
+    def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
+        return self.run_with_calls(query, k)[0]
