@@ -286,6 +286,46 @@ def evaluate(
 
 
 @app.command()
+def passkey(
+    out: Annotated[Path, typer.Argument(help="Directory for the generated JSONL files (one per variant); `lcrag eval --dataset OUT` reads it.")],
+    lengths: Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in reader tokens (up to 128K and beyond).")] = "2048,8192,32768,131072",
+    depths: Annotated[str, typer.Option("--depths", help="Comma-separated needle depths, 0 (start) to 1 (end).")] = "0.1,0.5,0.9",
+    variants: Annotated[str, typer.Option("--variants", help="passkey (∞Bench), special-token, two-passkeys (Self-Route §5.4).")] = "passkey,special-token,two-passkeys",
+    tokenizer: Annotated[str, typer.Option("--tokenizer", help="Whose tokens measure the length: a reader spec (smollm2, PATH.gguf) or tokenizer.json.")] = "smollm2",
+    seed: Annotated[int, typer.Option("--seed", help="Seed for the keys.")] = 0,
+) -> None:
+    """Generate ∞Bench-style PassKey data and the Self-Route paper's two variants, ready for `lcrag eval`."""
+    from contextlib import ExitStack
+
+    from lcrag.cli_corpus import _tokenizer
+    from lcrag.synthetic import PASSKEY_QUESTIONS, passkey_records
+
+    names = _csv(variants, "variants")
+    for name in names:
+        _check("variant", name, tuple(PASSKEY_QUESTIONS))
+    try:
+        depth_values = [float(d) for d in _csv(depths, "depths")]
+    except ValueError:
+        raise LcragError("--depths takes numbers between 0 and 1 separated by commas") from None
+    if any(not 0 <= d <= 1 for d in depth_values):
+        raise LcragError("--depths takes numbers between 0 and 1")
+    length_values = _ints(lengths, "lengths")
+    if not length_values or min(length_values) < 64:
+        raise LcragError("--lengths must be at least 64 tokens each")
+    out.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack, spinner("generating PassKey haystacks…"):
+        tok = _tokenizer(tokenizer, stack)
+        for name in names:
+            path = out / f"synthetic_{name.replace('-', '_')}.jsonl"
+            tmp = path.with_suffix(".tmp")
+            with tmp.open("w", encoding="utf-8") as f:
+                for record in passkey_records(tok, length_values, depth_values, [name], seed):
+                    f.write(json.dumps(record) + "\n")
+            tmp.replace(path)
+            stdout.print(f"{path}: {len(length_values) * len(depth_values)} questions", highlight=False)
+
+
+@app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A directory written by lcrag eval.")]) -> None:
     """Write report.md, CSV tables and PNG plots for a run directory."""
     from lcrag.evaluation.report import write_report

@@ -6,6 +6,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from lcrag.errors import InputError
+from lcrag.tokenization import Tokenizer, count_tokens
 from lcrag.types import Document
 
 _SUBJECTS = ["The old miller", "A quiet fisherman", "The baker's daughter", "The village clerk", "A travelling tinker",
@@ -126,3 +128,52 @@ def corpus_records(
         if i in planted:
             sentences.insert(rng.randrange(len(sentences) + 1), planted[i].sentence)
         yield {"id": f"r{i}", "title": f"Record {i}", "text": " ".join(sentences)}
+
+
+# -- PassKey (∞Bench) and the Self-Route paper's two variants (§5.4) ----------------------------------------------
+PASSKEY_QUESTIONS = {
+    "passkey": "What is the pass key?",  # ∞Bench
+    "special-token": "What is the special token hidden inside the texts?",  # Self-Route §5.4: RAG falls to 4.6%
+    "two-passkeys": "Which passkey is larger? First or second?",  # Self-Route §5.4: two needles, compare them
+}
+
+
+def passkey_context(tokenizer: Tokenizer, tokens: int, needles: list[tuple[float, str]]) -> str:
+    """∞Bench's haystack: the noise sentence block repeated to about ``tokens`` reader tokens, each needle inserted
+    between repetitions at its depth (0 = start, 1 = end)."""
+    noise = _FILLER
+    per = count_tokens(tokenizer, noise + " ")
+    room = tokens - sum(count_tokens(tokenizer, text + " ") for _, text in needles)
+    blocks = [noise] * max(1, room // per)
+    for depth, text in sorted(needles, key=lambda n: -n[0]):  # from the back, so earlier positions stay put
+        blocks.insert(round(len(blocks) * min(max(depth, 0.0), 1.0)), text)
+    return " ".join(blocks)
+
+
+def passkey_records(tokenizer: Tokenizer, lengths: list[int], depths_: list[float],
+                    variants: list[str] = list(PASSKEY_QUESTIONS), seed: int = 0) -> Iterator[dict]:
+    """Generic-format evaluation records (``lcrag eval`` reads them), one per variant × length × depth.
+
+    ``two-passkeys`` puts the second needle half a document after the first (wrapping round), so both depths vary;
+    its answer is "first" or "second" (metric ``first_second``); the others are scored as ∞Bench does (first
+    integer of the answer equals the key).
+    """
+    rng = random.Random(seed)
+    for variant in variants:
+        if variant not in PASSKEY_QUESTIONS:
+            raise InputError(f"unknown PassKey variant {variant!r}; choose from {', '.join(PASSKEY_QUESTIONS)}")
+        for length in lengths:
+            for depth in depths_:
+                key = rng.randint(10000, 99999)
+                needles = [(depth, passkey_fact(key).sentence)]
+                answer, metric = str(key), "passkey"
+                if variant == "two-passkeys":
+                    other = rng.choice([k for k in range(10000, 100000, 997) if k != key])
+                    second = (depth + 0.5) % 1.0
+                    needles.append((second, passkey_fact(other).sentence))
+                    first_key, second_key = (key, other) if depth <= second else (other, key)
+                    answer, metric = ("first" if first_key > second_key else "second"), "first_second"
+                yield {"id": f"{variant}-{length}-d{depth:g}", "dataset": f"passkey/{variant}", "task": "passkey",
+                       "metric": metric, "question": PASSKEY_QUESTIONS[variant], "answers": [answer],
+                       "context": passkey_context(tokenizer, length, needles),
+                       "meta": {"variant": variant, "length": length, "depth": depth}}

@@ -12,7 +12,7 @@ Formats (one record per line unless noted):
 - ``nq``: NQ-open (``question``, ``answer`` list; corpus-backed);
 - ``musique``: MuSiQue JSON list (``paragraphs``, ``question``, ``answer``, ``answer_aliases``);
 - ``generic``: JSONL with ``question``, ``answers`` (list or str), and ``context`` (text) or ``document`` (a path,
-  relative to the JSONL file); optional ``id``, ``options`` (list), ``metric``, ``task``.
+  relative to the JSONL file); optional ``id``, ``dataset``, ``options`` (list), ``metric``, ``task``, ``meta``.
 """
 
 from __future__ import annotations
@@ -190,7 +190,11 @@ def _musique(record: dict, path: Path, n: int) -> list[EvalItem]:
 
 
 def _generic(record: dict, path: Path, n: int) -> list[EvalItem]:
+    from lcrag.evaluation.metrics import METRICS
+
     _need(record, "question", "answers")
+    if record.get("metric", "qa_f1") not in METRICS:
+        raise RecordError(f"unknown metric {record['metric']!r}; choose one of {', '.join(METRICS)}")
     if "context" in record:
         context = record["context"]
     elif "document" in record:
@@ -204,7 +208,7 @@ def _generic(record: dict, path: Path, n: int) -> list[EvalItem]:
     return [EvalItem(id=str(record.get("id", f"{path.stem}-{n}")), dataset=record.get("dataset", path.stem),
                      question=record["question"], answers=[str(a) for a in _literal_list(record["answers"], "answers")],
                      context=context, task=record.get("task", "generic"), metric=record.get("metric", "qa_f1"),
-                     options=[str(o) for o in record.get("options") or []])]
+                     options=[str(o) for o in record.get("options") or []], meta=dict(record.get("meta") or {}))]
 
 
 FORMATS: dict[str, tuple[Callable[[Path], Iterator[tuple[int, Any]]], Callable[[dict, Path, int], list[EvalItem]]]] = {

@@ -195,6 +195,12 @@ class Metric:
     score: Callable[[str, list[str]], float]  # prediction, gold answers -> 0..1
 
 
+def first_or_second(prediction: str, label: str) -> bool:
+    """Two-passkey variant (Self-Route §5.4): the first "first" or "second" in the prediction equals the label."""
+    match = re.search(r"\b(first|second)\b", prediction.lower())
+    return bool(match) and match.group(1) == label.lower()
+
+
 def _max_over(fn: Callable[[str, str], float]) -> Callable[[str, list[str]], float]:
     return lambda pred, golds: max((fn(pred, g) for g in golds), default=0.0)
 
@@ -207,6 +213,8 @@ METRICS: dict[str, Metric] = {
         Metric("infbench_qa_f1", "InfiniteBench En.QA qa_f1_score", infinitebench_qa_f1),
         Metric("infbench_choice", "InfiniteBench En.MC get_score_one_longbook_choice_eng", lambda p, g: float(infinitebench_choice(p, g))),
         Metric("passkey", "InfiniteBench passkey: first integer == label", lambda p, g: float(infinitebench_passkey(p, g[0]))),
+        Metric("first_second", "first 'first'/'second' in the prediction equals the label (two passkeys)",
+               lambda p, g: float(first_or_second(p, g[0]))),
         Metric("em", "LongRAG single_ans_em (NFD + SQuAD normalisation)", lambda p, g: float(exact_match(p, g))),
         Metric("refined_em", "LongRAG paper §6.2 refined EM", lambda p, g: float(refined_exact_match(p, g))),
         Metric("contains", "normalised gold substring of normalised prediction", lambda p, g: float(contains_answer(p, g))),

@@ -246,6 +246,8 @@ class EvalRunner:
             "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
             "calls": [asdict(c) for c in answer.calls], "chunks": [c.index for c in answer.chunks],
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
+            # opening (or, the first time, building) the retriever's index for this document
+            "index_seconds": round(answer.timings.get("index", 0.0), 4),
             "closed_book_correct": closed_book_correct,
             **({"summary_chunks": sum(1 for c in answer.chunks if c.layer), "index_cost": answer.index_cost}
                if answer.index_cost else {}),

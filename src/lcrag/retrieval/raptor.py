@@ -27,6 +27,7 @@ import json
 import logging
 import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -75,12 +76,17 @@ def _reduce(vectors: np.ndarray, dim: int, seed: int) -> np.ndarray:
 
 def _gmm_soft(points: np.ndarray, threshold: float, max_clusters: int, seed: int) -> tuple[list[np.ndarray], int]:
     """Components chosen by BIC, then each point's components with probability above ``threshold``."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
-    candidates = range(1, max(2, min(max_clusters, len(points))))
-    bics = [GaussianMixture(n, random_state=seed).fit(points).bic(points) for n in candidates]
-    n = candidates[int(np.argmin(bics))]
-    probs = GaussianMixture(n, random_state=seed).fit(points).predict_proba(points)
+    # No more components than distinct points (identical summaries embed identically).
+    distinct = len(np.unique(np.round(points, 6), axis=0))
+    candidates = range(1, max(2, min(max_clusters, len(points), distinct + 1)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        bics = [GaussianMixture(n, random_state=seed).fit(points).bic(points) for n in candidates]
+        n = candidates[int(np.argmin(bics))]
+        probs = GaussianMixture(n, random_state=seed).fit(points).predict_proba(points)
     # RAPTOR drops a point that reaches no component's threshold (possible with > 10 components); we keep it in its
     # most likely one, so no text is left out of the layer above.
     return [np.flatnonzero(p > threshold) if (p > threshold).any() else np.array([int(np.argmax(p))]) for p in probs], n
@@ -230,6 +236,7 @@ class CollapsedTreeRetriever:
         self.build_cost = BuildCost()
         for tree in trees:
             self.build_cost.merge(tree.cost)
+        self.build_seconds = sum(t.build_seconds for t in trees)
         self.built_now = any(t.built_now for t in trees)
 
     def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:

@@ -108,6 +108,7 @@ class TreeIndexRetriever:
         self.navigation = navigation
         self.branch = branch
         self.build_cost = tree.cost
+        self.build_seconds = tree.build_seconds
         self.built_now = tree.built_now
         top = tree.layers
         self.roots = [n.index for n in tree.nodes if n.layer == top]

@@ -73,8 +73,10 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
         context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
     cost = getattr(retriever, "build_cost", None)
     if cost is not None:
-        context.index_cost = cost.to_dict() | {"retriever": retriever.name, "document": ctx.document.content_hash,
-                                               "built_now": bool(getattr(retriever, "built_now", False))}
+        context.index_cost = cost.to_dict() | {
+            "retriever": retriever.name, "document": ctx.document.content_hash,
+            "build_seconds": round(getattr(retriever, "build_seconds", 0.0), 3),
+            "built_now": bool(getattr(retriever, "built_now", False))}
     return context
 
 

@@ -1,0 +1,90 @@
+"""The retriever comparison (LC-vs-RAG study, Table 5 layout) from run directories of `lcrag eval`.
+
+    python benchmarks/summarise_retrievers.py benchmarks/results/eval_retrievers/leval \
+        benchmarks/results/eval_retrievers/longbench --out benchmarks/results/retrievers.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine, md_table  # noqa: E402
+
+from lcrag.evaluation.report import load_rows, retriever_table, session_times  # noqa: E402
+
+
+def build_table(rows: list[dict]) -> list[list]:
+    """Index build seconds (first question per document, summed) per retriever, from the rows' index costs."""
+    body = []
+    for retriever in sorted({r["retriever"] for r in rows if r["strategy"] == "rag"}):
+        rs = [r for r in rows if r["strategy"] == "rag" and r["retriever"] == retriever]
+        costs = {r["index_cost"]["document"]: r["index_cost"] for r in rs if r.get("index_cost")}
+        docs = len({r["item_id"].rsplit("-", 1)[0] for r in rs})
+        summary_s = sum(c["seconds"] for c in costs.values())
+        build_s = sum(c["build_seconds"] for c in costs.values())
+        body.append([retriever, docs, f"{sum(r.get('index_seconds', 0.0) for r in rs):.1f}",
+                     f"{build_s:.1f}" if costs else "–", f"{summary_s:.1f}" if costs else "–",
+                     sum(c["calls"] for c in costs.values()),
+                     f"{statistics.mean(r['summary_chunks'] for r in rs if 'summary_chunks' in r):.2f}"
+                     if any("summary_chunks" in r for r in rs) else "–"])
+    return body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    all_rows: list[dict] = []
+    sections = []
+    header: list[str] = []
+    wall_total = 0.0
+    for run in args.runs:
+        rows = load_rows(run)
+        manifest = json.loads((run / "manifest.json").read_text())
+        all_rows += rows
+        header, body = retriever_table(rows)
+        wall, _, _ = session_times(run)
+        wall_total += wall
+        n = len({r["item_id"] for r in rows if r["strategy"] == "lc"})
+        sections.append(f"## {run.name}: {n} questions (`{manifest['dataset']}`)\n\n" + md_table(header, body))
+    _, pooled = retriever_table(all_rows)
+    build_header = ["retriever", "documents", "index s (rows)", "summary-index build s", "of which summary calls s",
+                    "summary calls", "summary nodes in context / question"]
+    text = f"""# Retrievers compared: BM25, dense, sentence window, tree index, RAPTOR
+
+Command: `bash benchmarks/run_eval_retrievers.sh ../shared/data` (then this table:
+`python benchmarks/summarise_retrievers.py {' '.join(str(r) for r in args.runs)} --out {args.out}`).
+Machine: {machine()}. Reader: bundled SmolLM2-135M-Instruct (8K window, greedy); embedder: bundled MiniLM-L6 (ONNX).
+Every retriever gets the same retrieved-token budget (2,000 reader tokens, best first while they fit, RAPTOR's
+collapsed-tree selection rule); LC gets the document cut in the middle to the window. Wall time of all sessions
+that called the reader: {wall_total / 60:.0f} min.
+
+Layout of the LC-vs-RAG study's Table 5: correct = exact match (choice tasks: the letter is right); RAG only = RAG correct and LC not; RAG better =
+RAG only plus both-wrong questions where RAG's F1 is higher; the baseline (LC, same reader, same questions) is in
+the "LC correct" column of every line. Score = the task's official metric (LongBench / L-Eval), mean ×100.
+
+## All questions
+
+{md_table(header, pooled)}
+
+{chr(10).join(s + chr(10) for s in sections)}
+## Indexing cost
+
+Index s (rows) = time each question spent opening its retriever's index, summed (the first question on a document
+builds it: chunking + BM25, embeddings, or summaries). The tree index reuses the dense embeddings of its leaves, so
+its build seconds exclude them. Summary tokens are reported above per retriever (one-off, each document once).
+
+{md_table(build_header, build_table(all_rows))}
+"""
+    args.out.write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
