@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
 from lcrag.errors import LcragError
 from lcrag.pipeline import Pipeline, Settings, as_document
@@ -24,6 +25,7 @@ from lcrag.strategies import STRATEGY_NAMES, PromptSet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
+app.add_typer(analyze_app, name="analyze")
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 

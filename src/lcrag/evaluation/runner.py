@@ -220,7 +220,7 @@ class EvalRunner:
         reader = CachedReader(base.reader, cache, miss_log=self.out / "llm_calls.log")
         self._base = base
         self._cached_reader = reader
-        embedder = base.embedder if any(c.retriever in ("dense", "hybrid") for c in configs) else None
+        embedder = base.embedder if any(c.retriever != "bm25" for c in configs) else None
         if self.corpus_dir is not None:
             from lcrag.retrieval.corpus_index import CorpusIndex
 

@@ -1,0 +1,112 @@
+"""`lcrag analyze`: failure reasons of Self-Route's LC-routed questions; LC-only vs RAG-only questions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from lcrag.errors import LcragError
+from lcrag.progress import stderr
+
+analyze_app = typer.Typer(no_args_is_help=True, help="Analyse evaluation runs: why RAG failed, which questions each side wins.")
+
+
+def _md(header: list[str], body: list[list]) -> str:
+    from lcrag.evaluation.report import _md_table
+
+    return _md_table(header, body) if body else "(no questions)"
+
+
+def _manifest(run_dir: Path) -> dict:
+    path = run_dir / "manifest.json"
+    if not path.exists():
+        raise LcragError(f"{run_dir} holds no manifest.json: not a run directory of lcrag eval")
+    return json.loads(path.read_text())
+
+
+@analyze_app.command("failures")
+def failures(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of `lcrag eval` with a self-route configuration.")],
+    dataset: Annotated[Optional[Path], typer.Option("--dataset", help="The run's dataset (default: the path in its manifest).")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", help="Classifier reader (default: the run's reader); smollm2, PATH.gguf or openai:MODEL[@URL].")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL")] = None,
+) -> None:
+    """Classify the questions Self-Route sent to LC into the paper's failure reasons, per dataset."""
+    from lcrag.evaluation.analysis import classify_failures, failure_table, items_by_id, routed_to_lc
+    from lcrag.evaluation.datasets import load_dataset
+    from lcrag.evaluation.report import load_rows
+    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.readers import CachedReader, CompletionCache, make_reader
+    from lcrag.strategies.base import Timer, retrieve_context
+    from lcrag.types import Document
+
+    manifest = _manifest(run_dir)
+    rows = routed_to_lc(load_rows(run_dir))
+    out_dir = run_dir / "analysis"
+    out_dir.mkdir(exist_ok=True)
+    records: list[dict] = []
+    if rows:
+        path = dataset or (Path(manifest["dataset"]) if manifest.get("dataset") else None)
+        if path is None:
+            raise LcragError("pass --dataset: the run's manifest names none")
+        items = items_by_id(load_dataset(path).items)
+        chunking = None if manifest.get("chunking") in (None, "strategy default") else manifest["chunking"]
+        settings = Settings(llm=manifest["reader"], embedder=manifest.get("embedder", "minilm"), chunking=chunking,
+                            cache=False, cache_dir=run_dir / "cache", base_url=base_url)
+        base = Pipeline(settings)
+        classifier = make_reader(llm, base_url) if llm else base.reader
+        cached = CachedReader(classifier, CompletionCache(out_dir / "completions.sqlite"))
+        pipelines: dict[str, Pipeline] = {}
+
+        def context_for(row: dict, item) -> str:
+            # Retrieval is deterministic and its index sits in the run's cache: the chunks RAG-and-Route saw.
+            pipeline = pipelines.setdefault(row["config"], Pipeline(
+                replace(settings, retriever=row["retriever"], k=row["k"], budget=row["budget"]), reader=base.reader,
+                embedder=base.embedder if row["retriever"] != "bm25" else None))
+            ctx = pipeline.context(Document(item.context, id=item.id), "self-route")
+            return retrieve_context(ctx, item.question, replace(ctx.assembler, order="score"), Timer()).text
+
+        try:
+            records = classify_failures(rows, items, context_for, cached, out_dir / "failures.jsonl",
+                                        on_row=lambda r: stderr.print(f"[dim]{r['item_id']}: {r['reason']}[/dim]"))
+        finally:
+            if classifier is not base.reader:
+                classifier.close()
+            base.close()
+    header, body = failure_table(records)
+    text = (f"# Failure analysis of `{run_dir}`\n\nQuestions Self-Route sent to LC: {len(records)}; classifier "
+            f"`{llm or manifest['reader']}`, prompt of the Self-Route paper's Table 8 with our own few-shot examples."
+            f"\n\n{_md(header, body)}\n")
+    (out_dir / "failures.md").write_text(text, encoding="utf-8")
+    typer.echo(text)
+
+
+@analyze_app.command("questions")
+def questions(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of `lcrag eval` with lc and rag configurations.")],
+    rag_config: Annotated[Optional[str], typer.Option("--rag-config", help="One RAG configuration id, e.g. 'rag|bm25|k5' (default: each RAG configuration against LC).")] = None,
+    top: Annotated[int, typer.Option("--top", help="TF-IDF words to list.")] = 15,
+    loose: Annotated[bool, typer.Option("--loose", help="LC better vs RAG better (one correct, or both wrong and a higher F1) instead of LC only vs RAG only.")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the Markdown here too.")] = None,
+) -> None:
+    """LC-only against RAG-only questions: by question word, and the top TF-IDF words of each side."""
+    from lcrag.evaluation.analysis import exclusive_questions, question_words, tfidf_words
+    from lcrag.evaluation.report import load_rows
+
+    rows = [r for d in run_dirs for r in load_rows(d)]
+    sides = exclusive_questions(rows, rag_config, loose)
+    first, second = sides
+    qw_header, qw_body = question_words(sides)
+    tf_header, tf_body = tfidf_words(sides, top)
+    text = (f"# {first} vs {second}\n\nRuns: {', '.join(f'`{d}`' for d in run_dirs)}; RAG configuration: "
+            f"{rag_config or 'each, against LC'}. {first}: {len(sides[first])}, {second}: {len(sides[second])} "
+            f"({'loose: correctness, then F1' if loose else 'strict correctness'}).\n\n## By question word\n\n{_md(qw_header, qw_body)}\n\n"
+            f"## Top {top} TF-IDF words (one document per side and dataset; English stop words removed)\n\n"
+            f"{_md(tf_header, tf_body)}\n")
+    if out:
+        out.write_text(text, encoding="utf-8")
+    typer.echo(text)
