@@ -142,9 +142,11 @@ def passkey_context(tokenizer: Tokenizer, tokens: int, needles: list[tuple[float
     """∞Bench's haystack: the noise sentence block repeated to about ``tokens`` reader tokens, each needle inserted
     between repetitions at its depth (0 = start, 1 = end)."""
     noise = _FILLER
-    per = count_tokens(tokenizer, noise + " ")
-    room = tokens - sum(count_tokens(tokenizer, text + " ") for _, text in needles)
-    blocks = [noise] * max(1, room // per)
+    # Marginal counts (a block as it sits between others), so a word's leading space is counted with it.
+    base = count_tokens(tokenizer, noise)
+    per = count_tokens(tokenizer, f"{noise} {noise}") - base
+    room = tokens - sum(count_tokens(tokenizer, f"{noise} {text}") - base for _, text in needles)
+    blocks = [noise] * max(1, round(room / per))
     for depth, text in sorted(needles, key=lambda n: -n[0]):  # from the back, so earlier positions stay put
         blocks.insert(round(len(blocks) * min(max(depth, 0.0), 1.0)), text)
     return " ".join(blocks)

@@ -99,11 +99,12 @@ def classify_failures(
     """Classify each row's question; results appended to ``out`` (JSONL) as they come; rows already there skipped."""
     done: dict[str, dict] = {}
     if out.exists():
-        for line in out.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
+        text = out.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):  # a line cut by a kill: drop it, so the next record starts clean
+            text = text[: text.rfind("\n") + 1]
+            out.write_text(text, encoding="utf-8")
+        for line in text.splitlines():
+            record = json.loads(line)
             done[record["key"]] = record
     examples = few_shot_block()
     params = GenerationParams(max_tokens=max_tokens)
@@ -138,7 +139,7 @@ def failure_table(records: list[dict]) -> tuple[list[str], list[list]]:
     for r in records:
         counts[r["dataset"]][r["reason"]] += 1
         counts["all"][r["reason"]] += 1
-    used = [x for x in labels if any(c[x] for c in counts.values())] or list(REASONS.values())
+    used = [x for x in labels if x in REASONS.values() or any(c[x] for c in counts.values())]
     body = [[d, sum(c.values()), *(c[x] for x in used)] for d, c in sorted(counts.items(), key=lambda kv: kv[0] == "all")]
     return ["dataset", "n", *used], body
 
