@@ -34,6 +34,12 @@ def doc(tmp_path):
         (lambda t, d: ["ask", str(d), "   ", "--strategy", "closed-book", "--llm", "openai:m@http://127.0.0.1:9"], "question is empty"),
         (lambda t, d: ["index", str(d), "--chunking", "words:many"], "bad chunking"),
         (lambda t, d: ["index", str(d), "--chunking", "pages:3"], "unknown chunk unit"),
+        (lambda t, d: ["ask", str(d), "q", "-r", "tree", "--tree-navigation", "guess"], "unknown tree navigation"),
+        (lambda t, d: ["passkey", str(t / "pk"), "--depths", "0.5,1.5"], "between 0 and 1"),
+        (lambda t, d: ["passkey", str(t / "pk"), "--variants", "needle"], "unknown variant"),
+        (lambda t, d: ["passkey", str(t / "pk"), "--lengths", "10", "--tokenizer", "words"], "at least 64 tokens"),
+        (lambda t, d: ["analyze", "failures", str(t)], "not a run directory"),
+        (lambda t, d: ["analyze", "questions", str(t)], "not a run directory"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, doc, make_args, message):

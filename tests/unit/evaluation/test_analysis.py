@@ -148,3 +148,12 @@ def test_generic_dataset_rejects_an_unknown_metric(tmp_path):
     path.write_text(json.dumps({"question": "q", "answers": ["a"], "context": "c", "metric": "bleu"}) + "\n")
     with pytest.raises(InputError, match="q.jsonl:1: unknown metric 'bleu'"):
         load_dataset(path)
+
+
+def test_run_config_dict_leaves_out_unset_optional_fields():
+    from lcrag.evaluation.runner import RunConfig
+
+    # Run directories written before `unit` existed hold exactly this shape; they must still resume.
+    assert RunConfig("rag", "bm25", 5).to_dict() == {"strategy": "rag", "retriever": "bm25", "k": 5, "budget": None,
+                                                     "id": "rag|bm25|k5"}
+    assert RunConfig("longrag", "dense", 1, unit="grouped").to_dict()["unit"] == "grouped"
