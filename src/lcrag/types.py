@@ -16,6 +16,9 @@ class Document:
     id: str = ""
     title: str = ""
     source: str = ""
+    # For a document joined from several files or records: (offset in ``text``, the part). Indexes that can be
+    # built per part (RAPTOR) use them, so adding a file to a collection leaves the other files' indexes alone.
+    parts: tuple[tuple[int, Document], ...] = field(default=(), compare=False, repr=False)
 
     @cached_property  # a frozen dataclass still allows it: the value goes straight into __dict__
     def content_hash(self) -> str:

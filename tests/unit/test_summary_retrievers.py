@@ -265,3 +265,36 @@ def test_bad_tree_settings_are_input_errors():
         TreeIndexRetriever(tree, BagOfWords(), navigation="magic")
     with pytest.raises(InputError):
         TreeIndexRetriever(tree, BagOfWords(), navigation="llm")
+
+
+def test_raptor_over_a_directory_builds_one_tree_per_file(tmp_path, scripted_reader, whitespace_tokenizer):
+    from lcrag.chunking import WordChunker
+    from lcrag.documents import load_document
+    from lcrag.retrieval.index import DocumentIndex, RetrieverOptions
+
+    reader = summary_reader(scripted_reader)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"f{i}.txt").write_text(topic_document(seed=i).text)
+    options = RetrieverOptions(raptor=RaptorConfig(leaf_tokens=30, reduction_dim=4))
+
+    def open_index():
+        return DocumentIndex(load_document(folder), WordChunker(50), tmp_path / "cache", lambda: BagOfWords(),
+                             reader_factory=lambda: reader, options=options)
+
+    joined = load_document(folder)
+    retriever = open_index().retriever("raptor")
+    assert len(retriever.trees) == 2
+    leaves = [n for n in retriever.nodes if n.layer == 0]
+    assert all(joined.text[n.start : n.end] == n.text for n in leaves)  # spans point into the joined text
+    calls = len(reader.calls)
+    trees_dir = next((tmp_path / "cache" / "raptor").iterdir()) / "trees"
+    stamps = {p.name: (p / "nodes.jsonl").stat().st_mtime_ns for p in trees_dir.iterdir() if p.is_dir()}
+
+    (folder / "f2.txt").write_text(topic_document(seed=2).text)
+    grown = open_index().retriever("raptor")
+    assert len(grown.trees) == 3 and [t.built_now for t in grown.trees] == [False, False, True]
+    new_calls = len(reader.calls) - calls
+    assert new_calls == sum(1 for n in grown.trees[2].nodes if n.layer)  # the new tree's summaries, nothing else
+    assert all((trees_dir / name / "nodes.jsonl").stat().st_mtime_ns == t for name, t in stamps.items())

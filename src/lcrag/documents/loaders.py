@@ -93,5 +93,11 @@ def load_document(path: str | Path) -> Document:
     docs = load_documents(path)
     if len(docs) == 1:
         return docs[0]
-    parts = [f"{d.title}\n\n{d.text}" if d.title else d.text for d in docs]
-    return Document(text="\n\n".join(parts), id=Path(path).stem, title=Path(path).stem, source=str(path))
+    pieces, offsets, at = [], [], 0
+    for d in docs:
+        head = f"{d.title}\n\n" if d.title else ""
+        offsets.append(at + len(head))  # where the part's own text starts in the joined text
+        pieces.append(head + d.text)
+        at += len(head) + len(d.text) + 2
+    return Document(text="\n\n".join(pieces), id=Path(path).stem, title=Path(path).stem, source=str(path),
+                    parts=tuple(zip(offsets, docs)))

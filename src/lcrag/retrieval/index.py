@@ -159,6 +159,10 @@ class DocumentIndex:
         reader = self.reader
         forest = RaptorIndex(self.cache_dir / "raptor", reader.tokenizer, self.embedder, Summarizer(reader),
                              self.options.raptor)
+        if self.document.parts:
+            # One tree per file or record: adding a file to a collection builds that file's tree only.
+            return forest.retriever([part for _, part in self.document.parts],
+                                    [offset for offset, _ in self.document.parts])
         return forest.retriever([self.document])
 
     def retriever(self, kind: str) -> Retriever:

@@ -14,9 +14,10 @@ Retrieval: the collapsed tree -- every node of every layer scored against the qu
 keeps the top nodes up to a token budget (the paper's 3,500) or the top k.
 
 Persistence: one directory per document under ``ROOT/<settings key>/trees/<document hash>/``, written atomically.
-Adding a document builds that document's tree only; the trees of other documents are never touched. Clusters do not
-span documents (to cluster across a collection's texts, pass them as one document, as LongBench's multi-passage
-contexts are).
+Adding a document builds that document's tree only; the trees of other documents are never touched. A document
+joined from several files (``lcrag ask DIR``) gets one tree per file, searched together, so adding a file to the
+directory builds one new tree. Clusters therefore do not span files (to cluster across texts, pass them as one
+document, as LongBench's multi-passage contexts are).
 """
 
 from __future__ import annotations
@@ -210,13 +211,15 @@ class RaptorIndex:
         self._trees.pop(content_hash, None)
         shutil.rmtree(self._tree_dir(content_hash), ignore_errors=True)
 
-    def retriever(self, documents: list[Document | str] | None = None) -> CollapsedTreeRetriever:
-        """Collapsed-tree retrieval over the given documents' trees (all trees on disk when None)."""
+    def retriever(self, documents: list[Document | str] | None = None,
+                  offsets: list[int] | None = None) -> CollapsedTreeRetriever:
+        """Collapsed-tree retrieval over the given documents' trees (all trees on disk when None); ``offsets`` shift
+        each tree's spans (the parts of a joined document)."""
         if documents is None:
             trees = [self._trees.get(h) or SummaryTree.load(self._tree_dir(h)) for h in self.documents()]
         else:
             trees = [self.add(d) if isinstance(d, Document) else SummaryTree.load(self._tree_dir(d)) for d in documents]
-        return CollapsedTreeRetriever(trees, self.embedder)
+        return CollapsedTreeRetriever(trees, self.embedder, offsets)
 
 
 class CollapsedTreeRetriever:
@@ -224,14 +227,14 @@ class CollapsedTreeRetriever:
 
     name = "raptor"
 
-    def __init__(self, trees: list[SummaryTree], embedder: Embedder):
+    def __init__(self, trees: list[SummaryTree], embedder: Embedder, offsets: list[int] | None = None):
         self.trees = trees
         self.embedder = embedder
         # Node numbers run on across trees, so nodes of different documents never share an index.
         self.nodes: list[Chunk] = []
-        for tree in trees:
-            offset = len(self.nodes)
-            self.nodes.extend(Chunk(offset + n.index, n.start, n.end, n.text, n.layer) for n in tree.nodes)
+        for tree, shift in zip(trees, offsets or [0] * len(trees)):
+            first = len(self.nodes)
+            self.nodes.extend(Chunk(first + n.index, n.start + shift, n.end + shift, n.text, n.layer) for n in tree.nodes)
         self.vectors = np.vstack([t.vectors for t in trees]) if trees else np.zeros((0, 1), np.float32)
         self.build_cost = BuildCost()
         for tree in trees:
