@@ -157,7 +157,8 @@ def test_cli_ask_eval_report_analyze(tmp_path, needles):
     assert json.loads((run / "manifest.json").read_text())["retriever_options"] == {"window": 2,
                                                                                       "tree_navigation": "embedding"}
     rep = subprocess.run([sys.executable, "-m", "lcrag.cli", "report", str(run)], capture_output=True, text=True)
-    assert rep.returncode == 0 and "Table 5 layout" in rep.stdout and "raptor|budget800" in rep.stdout
+    report = (run / "report" / "report.md").read_text()
+    assert rep.returncode == 0 and "Table 5 layout" in report and "| raptor|budget800 | 3 |" in report
     qa = subprocess.run([sys.executable, "-m", "lcrag.cli", "analyze", "questions", str(run), "--loose"],
                         capture_output=True, text=True)
     assert qa.returncode == 0 and "By question word" in qa.stdout
