@@ -298,3 +298,12 @@ def test_raptor_over_a_directory_builds_one_tree_per_file(tmp_path, scripted_rea
     new_calls = len(reader.calls) - calls
     assert new_calls == sum(1 for n in grown.trees[2].nodes if n.layer)  # the new tree's summaries, nothing else
     assert all((trees_dir / name / "nodes.jsonl").stat().st_mtime_ns == t for name, t in stamps.items())
+
+
+def test_a_cluster_bic_will_not_split_is_still_cut_to_the_token_limit():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(150, 64)).astype(np.float32)  # one shapeless cloud: BIC picks a single component
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    clusters = cluster_nodes(list(range(150)), vectors, [100] * 150, RaptorConfig())
+    assert len(clusters) >= 5 and max(map(len, clusters)) <= 35  # 3,500 tokens of 100-token leaves
+    assert {i for c in clusters for i in c} == set(range(150))

@@ -43,6 +43,9 @@ from lcrag.types import Chunk, Document, ScoredChunk
 
 log = logging.getLogger(__name__)
 
+# Part of every tree's settings key: a change to how clusters are formed must not reuse trees built the old way.
+CLUSTERING_VERSION = 2
+
 
 def require_sklearn():
     try:
@@ -119,13 +122,40 @@ def cluster_nodes(ids: list[int], vectors: np.ndarray, tokens: list[int], config
     for cluster in soft_clusters(vectors[ids], config):
         members = [ids[i] for i in cluster]
         too_long = sum(tokens[i] for i in members) > config.max_cluster_tokens
-        # Re-clustering needs 3 nodes for PCA, and must make progress (else RAPTOR would recurse forever).
         if too_long and 3 <= len(members) < len(ids):
             out.extend(cluster_nodes(members, vectors, tokens, config))
+        elif too_long and len(members) >= 3:
+            # Clustering again gave the same cluster back (RAPTOR would recurse forever): BIC prefers one component
+            # on PCA-reduced vectors more often than on UMAP's. Split it into as many components as the limit needs.
+            out.extend(_split(members, vectors, tokens, config))
         else:
             out.append(members)
     unique = {tuple(sorted(c)) for c in out}  # a soft member set can come out of two global clusters
     return [list(c) for c in sorted(unique, key=lambda c: (c[0], len(c), c))]
+
+
+def _split(ids: list[int], vectors: np.ndarray, tokens: list[int], config: RaptorConfig) -> list[list[int]]:
+    """A too-long cluster cut into ceil(tokens / limit) Gaussian components (soft, same threshold), each cut again
+    while still too long; consecutive slices when the mixture cannot separate the nodes."""
+    from sklearn.mixture import GaussianMixture
+
+    n = min(len(ids), -(-sum(tokens[i] for i in ids) // config.max_cluster_tokens))
+    points = _reduce(vectors[ids], config.reduction_dim, config.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        probs = GaussianMixture(n, random_state=config.seed).fit(points).predict_proba(points)
+    parts = [[ids[t] for t in range(len(ids)) if probs[t, j] > config.threshold] for j in range(n)]
+    parts = [p for p in parts if p]
+    if len(parts) < 2 or max(map(len, parts)) == len(ids):
+        size = -(-len(ids) // n)
+        parts = [ids[i : i + size] for i in range(0, len(ids), size)]
+    out: list[list[int]] = []
+    for part in parts:
+        if sum(tokens[i] for i in part) > config.max_cluster_tokens and 2 <= len(part) < len(ids):
+            out.extend(_split(part, vectors, tokens, config))
+        else:
+            out.append(part)
+    return out
 
 
 # -- one document's tree --------------------------------------------------------------------------------------------
@@ -174,7 +204,8 @@ class RaptorIndex:
         self.embedder = embedder
         self.summarizer = summarizer
         self.config = config
-        settings = "\n".join([config.key, tokenizer.name, embedder.name, summarizer.key])
+        settings = "\n".join([f"clustering v{CLUSTERING_VERSION}", config.key, tokenizer.name, embedder.name,
+                              summarizer.key])
         self.dir = Path(root) / hashlib.sha256(settings.encode()).hexdigest()[:16]
         (self.dir / "trees").mkdir(parents=True, exist_ok=True)
         settings_file = self.dir / "settings.json"
