@@ -158,7 +158,7 @@ def test_cli_ask_eval_report_analyze(tmp_path, needles):
                                                                                       "tree_navigation": "embedding"}
     rep = subprocess.run([sys.executable, "-m", "lcrag.cli", "report", str(run)], capture_output=True, text=True)
     report = (run / "report" / "report.md").read_text()
-    assert rep.returncode == 0 and "Table 5 layout" in report and "| raptor|budget800 | 3 |" in report
+    assert rep.returncode == 0 and "Table 5 layout" in report and "| raptor · budget800 | 3 |" in report
     qa = subprocess.run([sys.executable, "-m", "lcrag.cli", "analyze", "questions", str(run), "--loose"],
                         capture_output=True, text=True)
     assert qa.returncode == 0 and "By question word" in qa.stdout

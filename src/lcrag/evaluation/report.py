@@ -242,7 +242,7 @@ def retriever_table(rows: list[dict]) -> tuple[list[str], list[list]]:
         calls = sum(c["calls"] for c in costs.values())
         tokens = (f"{sum(c['prompt_tokens'] for c in costs.values()):,} + "
                   f"{sum(c['completion_tokens'] for c in costs.values()):,}") if costs else "0"
-        body.append([config.removeprefix("rag|"), len(rs), f"{correct} ({100 * correct / len(rs):.1f})", only, better,
+        body.append([config.removeprefix("rag|").replace("|", " · "), len(rs), f"{correct} ({100 * correct / len(rs):.1f})", only, better,
                      sum(lc_ok.values()),
                      f"{100 * statistics.mean(r['score'] for r in rs):.2f}",
                      f"{statistics.mean(r['prompt_tokens'] for r in rs):.0f}",

@@ -103,11 +103,11 @@ def test_retriever_table_counts_like_table_5():
             rows.append(row(item, "rag", em, f1, retriever=retriever, **extra))
     header, body = retriever_table(rows)
     lines = {b[0]: dict(zip(header, b)) for b in body}
-    assert lines["bm25|k5"]["correct (%)"] == "1 (33.3)" and lines["bm25|k5"]["RAG only"] == 1
-    assert lines["bm25|k5"]["RAG better"] == 1 and lines["bm25|k5"]["LC correct"] == 1
-    assert lines["raptor|k5"]["correct (%)"] == "2 (66.7)" and lines["raptor|k5"]["RAG better"] == 2
-    assert lines["raptor|k5"]["summary calls"] == 4  # one document: counted once, not per question
-    assert lines["raptor|k5"]["summary tokens (prompt + completion)"] == "1,000 + 200"
+    assert lines["bm25 · k5"]["correct (%)"] == "1 (33.3)" and lines["bm25 · k5"]["RAG only"] == 1
+    assert lines["bm25 · k5"]["RAG better"] == 1 and lines["bm25 · k5"]["LC correct"] == 1
+    assert lines["raptor · k5"]["correct (%)"] == "2 (66.7)" and lines["raptor · k5"]["RAG better"] == 2
+    assert lines["raptor · k5"]["summary calls"] == 4  # one document: counted once, not per question
+    assert lines["raptor · k5"]["summary tokens (prompt + completion)"] == "1,000 + 200"
 
 
 def test_is_correct_uses_the_task_metric_for_choices():
