@@ -56,7 +56,7 @@ Machine: {machine()}. Reader: bundled SmolLM2-135M-Instruct, 8K window (LC cuts 
 LongBench's rule, so a needle in the middle of a 32K or 128K haystack is not in LC's prompt); RAG: top-5
 300-word chunks, BM25 or MiniLM dense. Prompt: ∞Bench's passkey template. Scoring: ∞Bench's passkey scorer (first
 integer in the answer equals the key) for `passkey` and `special-token`; `first_second` (first "first"/"second" in
-the answer equals the label) for `two-passkeys`. Accuracy %, (questions) per cell: needle depths 0.1, 0.5, 0.9.
+the answer equals the label) for `two-passkeys`. Accuracy %, (questions) per cell: needle depths 0.25 and 0.75.
 Wall time of sessions that called the reader: {wall / 60:.0f} min.
 
 Variants (Self-Route paper §5.4): `passkey` asks ∞Bench's "What is the pass key?"; `special-token` asks "What is the

@@ -21,6 +21,7 @@ import numpy as np
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
+from lcrag.readers.base import Reader
 from lcrag.retrieval.base import Retriever
 from lcrag.retrieval.bm25 import BM25Retriever
 from lcrag.retrieval.dense import DenseRetriever, embed_chunks
@@ -30,12 +31,10 @@ from lcrag.retrieval.raptor import RaptorConfig, RaptorIndex
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
 from lcrag.retrieval.summaries import Summarizer
 from lcrag.retrieval.tree_index import TreeIndexRetriever, build_tree_index, open_tree_index, tree_key, tree_summarizer
-from lcrag.readers.base import Reader
 from lcrag.tokenization import Tokenizer, count_tokens
 from lcrag.types import Chunk, Document
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "sentence-window", "tree", "raptor")
-SUMMARY_RETRIEVERS = ("tree", "raptor")  # their index costs LLM calls
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,8 @@ class RetrieverOptions:
     tree_branch: int = 2  # tree: nodes kept per level
     tree_children: int = 10  # tree: children per summary (LlamaIndex's num_children)
     raptor: RaptorConfig = field(default_factory=RaptorConfig)
+
+
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 
 
