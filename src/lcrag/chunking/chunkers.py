@@ -39,6 +39,26 @@ def _group_spans(text: str, spans: list[tuple[int, int]], size: int, overlap: in
     return chunks
 
 
+def pack_sentences(text: str, sentences: list[tuple[int, int, int]], limit: int) -> list[Chunk]:
+    """Consecutive (start, end, size) sentences packed greedily into chunks whose sizes sum to at most ``limit``.
+
+    A sentence larger than ``limit`` becomes a chunk of its own: sentences are never cut.
+    """
+    chunks: list[Chunk] = []
+    group_start: int | None = None
+    group_end = total = 0
+    for start, end, size in sentences:
+        if group_start is not None and total + size > limit:
+            chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
+            group_start, total = None, 0
+        if group_start is None:
+            group_start = start
+        group_end, total = end, total + size
+    if group_start is not None:
+        chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
+    return chunks
+
+
 @dataclass(frozen=True)
 class WordChunker:
     """Chunks of ``size`` whitespace-separated words (Self-Route's baseline: 300)."""
@@ -101,21 +121,8 @@ class SentenceChunker:
         if self.max_words <= 0:
             raise InputError("max_words must be positive")
         text = document.text
-        chunks: list[Chunk] = []
-        group_start: int | None = None
-        group_end = 0
-        words = 0
-        for start, end in self.sentence_spans(text):
-            n = len(_WORD.findall(text, start, end))
-            if group_start is not None and words + n > self.max_words:
-                chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
-                group_start, words = None, 0
-            if group_start is None:
-                group_start = start
-            group_end, words = end, words + n
-        if group_start is not None:
-            chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
-        return chunks
+        sized = [(start, end, len(_WORD.findall(text, start, end))) for start, end in self.sentence_spans(text)]
+        return pack_sentences(text, sized, self.max_words)
 
 
 @dataclass(frozen=True)
@@ -140,20 +147,9 @@ class TokenSentenceChunker:
             raise InputError("max_tokens must be positive")
         text = document.text
         token_starts = [start for start, _ in self.tokenizer.token_spans(text)]
-        chunks: list[Chunk] = []
-        group_start: int | None = None
-        group_end = tokens = 0
-        for start, end in SentenceChunker.sentence_spans(text):
-            n = bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, start)
-            if group_start is not None and tokens + n > self.max_tokens:
-                chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
-                group_start, tokens = None, 0
-            if group_start is None:
-                group_start = start
-            group_end, tokens = end, tokens + n
-        if group_start is not None:
-            chunks.append(Chunk(len(chunks), group_start, group_end, text[group_start:group_end]))
-        return chunks
+        sized = [(start, end, bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, start))
+                 for start, end in SentenceChunker.sentence_spans(text)]
+        return pack_sentences(text, sized, self.max_tokens)
 
 
 def make_chunker(unit: str, size: int | None = None, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
