@@ -307,3 +307,30 @@ def test_a_cluster_bic_will_not_split_is_still_cut_to_the_token_limit():
     clusters = cluster_nodes(list(range(150)), vectors, [100] * 150, RaptorConfig())
     assert len(clusters) >= 5 and max(map(len, clusters)) <= 35  # 3,500 tokens of 100-token leaves
     assert {i for c in clusters for i in c} == set(range(150))
+
+
+def test_summarizer_runs_a_layer_as_concurrently_as_the_reader_allows(scripted_reader):
+    import threading
+    import time
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def answer(messages):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return "summary of " + re.search(r"text\d+", messages[-1]["content"]).group()
+
+    reader = scripted_reader(answer)
+    reader.max_concurrency = 3
+    groups = [[f"text{i}"] for i in range(9)]
+    cost = BuildCost()
+    assert Summarizer(reader).run(groups, cost) == [f"summary of text{i}" for i in range(9)]  # request order kept
+    assert peak[0] == 3 and cost.calls == 9
+    serial = scripted_reader(answer)  # a reader that says nothing of concurrency gets one call at a time
+    peak[0] = 0
+    Summarizer(serial).run(groups, BuildCost())
+    assert peak[0] == 1

@@ -73,6 +73,10 @@ class CachedReader:
     def tokenizer(self):
         return self.inner.tokenizer
 
+    @property
+    def max_concurrency(self) -> int:
+        return getattr(self.inner, "max_concurrency", 1)
+
     def count_prompt_tokens(self, messages: list[Message]) -> int:
         return self.inner.count_prompt_tokens(messages)
 

@@ -65,12 +65,14 @@ class Summarizer:
     """Summarises groups of texts with a reader; the input is cut in the middle when it exceeds the window."""
 
     def __init__(self, reader: Reader, template: str = RAPTOR_PROMPT, system: str | None = RAPTOR_SYSTEM,
-                 max_tokens: int = 100, concurrency: int = 1):
+                 max_tokens: int = 100, concurrency: int | None = None):
         self.reader = reader
         self.template = template
         self.system = system
         self.params = GenerationParams(max_tokens=max_tokens)
-        self.concurrency = concurrency
+        # The calls of one layer are independent: as many at once as the reader takes (an HTTP server: its
+        # connection limit; the embedded reader: its llama.cpp slots, one by default).
+        self.concurrency = concurrency or getattr(reader, "max_concurrency", 1)
 
     @property
     def key(self) -> str:
