@@ -49,7 +49,7 @@ def reading(rows: list[dict]) -> str:
             "points and the differences between retrievers are within noise; many summaries SmolLM2 writes are "
             "generic or loop ('This is a summary of the document.', one clause repeated), which gives RAPTOR's "
             "upper layers little to add. The study used "
-            "GPT-4o on 1,000+ questions. What the run does show: every retriever runs through the same `lcrag eval` "
+            "GPT-4o on a 1,564-question sample (602 correct = 38.5%). What the run does show: every retriever runs through the same `lcrag eval` "
             "matrix on the same questions and budget, and what the summary indexes cost (calls, tokens, seconds).")
 
 
