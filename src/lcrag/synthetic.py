@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from lcrag.errors import InputError
@@ -153,7 +153,7 @@ def passkey_context(tokenizer: Tokenizer, tokens: int, needles: list[tuple[float
 
 
 def passkey_records(tokenizer: Tokenizer, lengths: list[int], depths_: list[float],
-                    variants: list[str] = list(PASSKEY_QUESTIONS), seed: int = 0) -> Iterator[dict]:
+                    variants: Sequence[str] = tuple(PASSKEY_QUESTIONS), seed: int = 0) -> Iterator[dict]:
     """Generic-format evaluation records (``lcrag eval`` reads them), one per variant × length × depth.
 
     ``two-passkeys`` puts the second needle half a document after the first (wrapping round), so both depths vary;
