@@ -35,7 +35,7 @@ def build_table(rows: list[dict]) -> list[list]:
     return body
 
 
-def reading(rows: list[dict]) -> str:
+def reading(rows: list[dict], reader: str) -> str:
     """What the pooled table says about the TARGETS line (RAPTOR correct % above BM25's), computed from the rows."""
     def correct(retriever: str) -> tuple[int, int]:
         rs = [r for r in rows if r["strategy"] == "rag" and r["retriever"] == retriever]
@@ -43,14 +43,28 @@ def reading(rows: list[dict]) -> str:
 
     (raptor, n), (bm25, _) = correct("raptor"), correct("bm25")
     verdict = "met" if n and raptor > bm25 else "NOT met"
-    return (f"Target (TARGETS.md: RAPTOR correct % above BM25's, the study's 38.5% vs 20.4%): **{verdict}** here, "
-            f"RAPTOR {raptor}/{n} vs BM25 {bm25}/{n}. With a 135M-parameter reader almost every answer is wrong "
-            "whatever the context (LC itself is correct on few questions), so one question moves a line by several "
-            "points and the differences between retrievers are within noise; many summaries SmolLM2 writes are "
-            "generic or loop ('This is a summary of the document.', one clause repeated), which gives RAPTOR's "
-            "upper layers little to add. The study used "
-            "GPT-4o on a 1,564-question sample (602 correct = 38.5%). What the run does show: every retriever runs through the same `lcrag eval` "
-            "matrix on the same questions and budget, and what the summary indexes cost (calls, tokens, seconds).")
+    text = (f"Target (TARGETS.md: RAPTOR correct % above BM25's, the study's 38.5% vs 20.4%): **{verdict}** here, "
+            f"RAPTOR {raptor}/{n} vs BM25 {bm25}/{n}. ")
+    if reader == "smollm2":
+        text += ("With a 135M-parameter reader almost every answer is wrong "
+                 "whatever the context (LC itself is correct on few questions), so one question moves a line by several "
+                 "points and the differences between retrievers are within noise; many summaries SmolLM2 writes are "
+                 "generic or loop ('This is a summary of the document.', one clause repeated), which gives RAPTOR's "
+                 "upper layers little to add. ")
+    return text + ("The study used GPT-4o on a 1,564-question sample (602 correct = 38.5%). What the run does show: "
+                   "every retriever runs through the same `lcrag eval` matrix on the same questions and budget, and "
+                   "what the summary indexes cost (calls, tokens, seconds).")
+
+
+def reader_line(manifest: dict) -> str:
+    reader = manifest["reader"]
+    summaries = (manifest.get("retriever_options") or {}).get("summary_llm", reader)
+    name = "bundled SmolLM2-135M-Instruct" if reader == "smollm2" else f"`{Path(reader).name}`"
+    line = f"Reader: {name} (8K window, greedy); "
+    if summaries != reader:
+        line += (f"RAPTOR and tree-index summaries written by `{summaries}` (`--summary-llm`; the trees of the "
+                 "SmolLM2 run, loaded, so their cost is that run's); ")
+    return line + "embedder: bundled MiniLM-L6 (ONNX)."
 
 
 def main() -> None:
@@ -59,12 +73,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     all_rows: list[dict] = []
+    manifests = [json.loads((run / "manifest.json").read_text()) for run in args.runs]
     sections = []
     header: list[str] = []
     wall_total = 0.0
-    for run in args.runs:
+    for run, manifest in zip(args.runs, manifests):
         rows = load_rows(run)
-        manifest = json.loads((run / "manifest.json").read_text())
         all_rows += rows
         header, body = retriever_table(rows)
         wall, _, _ = session_times(run)
@@ -74,11 +88,13 @@ def main() -> None:
     _, pooled = retriever_table(all_rows)
     build_header = ["retriever", "documents", "index s (rows)", "summary-index build s", "of which summary calls s",
                     "summary calls", "summary nodes in context / question"]
+    reader = manifests[0]["reader"]
+    reader_arg = "" if reader == "smollm2" else f" {reader}"
     text = f"""# Retrievers compared: BM25, dense, sentence window, tree index, RAPTOR
 
-Command: `bash benchmarks/run_eval_retrievers.sh ../shared/data` (then this table:
+Command: `bash benchmarks/run_eval_retrievers.sh ../shared/data{reader_arg}` (then this table:
 `python benchmarks/summarise_retrievers.py {' '.join(str(r) for r in args.runs)} --out {args.out}`).
-Machine: {machine()}. Reader: bundled SmolLM2-135M-Instruct (8K window, greedy); embedder: bundled MiniLM-L6 (ONNX).
+Machine: {machine()}. {reader_line(manifests[0])}
 Every retriever gets the same retrieved-token budget (2,000 reader tokens, best first while they fit, RAPTOR's
 collapsed-tree selection rule); LC gets the document cut in the middle to the window. Wall time of all sessions
 that called the reader: {wall_total / 60:.0f} min.
@@ -91,7 +107,7 @@ the "LC correct" column of every line. Score = the task's official metric (LongB
 
 {md_table(header, pooled)}
 
-{reading(all_rows)}
+{reading(all_rows, reader)}
 
 {chr(10).join(s + chr(10) for s in sections)}
 ## Indexing cost

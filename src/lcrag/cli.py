@@ -38,6 +38,7 @@ BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
 Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit.")]
+SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help="tree retriever: embedding or llm (the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
 
@@ -70,6 +71,7 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
+    summary_llm: SummaryLLM = None,
 ) -> None:
     """Answer QUESTION about DOC."""
     _check("strategy", strategy, STRATEGY_NAMES)
@@ -82,7 +84,7 @@ def ask(
         embedder=embedder, base_url=base_url, context_window=context_window, tokenizer=tokenizer,
         max_tokens=max_tokens, cache=not no_cache, cache_dir=cache_dir, threads=threads,
         prompts=PromptSet.from_file(prompts) if prompts else PromptSet(), window=window,
-        tree_navigation=tree_navigation,
+        tree_navigation=tree_navigation, summary_llm=summary_llm,
     )
     document = as_document(doc)
     with progress_factory() as progress:
@@ -243,6 +245,7 @@ def evaluate(
     unit: Annotated[str, typer.Option("--unit", help="longrag: comma-separated units (passage, document, grouped).")] = "grouped",
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
+    summary_llm: SummaryLLM = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
     from lcrag.chunking.units import UNIT_KINDS
@@ -265,7 +268,7 @@ def evaluate(
         stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
     _check("tree navigation", tree_navigation, NAVIGATIONS)
     settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking,
-                        threads=threads, window=window, tree_navigation=tree_navigation)
+                        threads=threads, window=window, tree_navigation=tree_navigation, summary_llm=summary_llm)
     runner = EvalRunner(loaded.items, expand_configs(names, retrievers, ks, budgets, units), out, settings,
                         dataset_path=dataset, concurrency=concurrency, filter_closed_book=filter_closed_book,
                         drop_closed_book=drop_closed_book, corpus=corpus)

@@ -37,6 +37,9 @@ class Settings:
     order: str | None = None  # score | document; None: the strategy's own
     chunking: str | None = None  # words:300 | tokens:128 | sentences:300; None: the strategy's own
     llm: str = "smollm2"
+    # Who writes RAPTOR and tree-index summaries; None: the answering reader. As in the RAPTOR paper (one summarizer,
+    # many readers), a tree built once serves readers of any size.
+    summary_llm: str | None = None
     embedder: str = "minilm"
     window: int = 3  # sentence-window retriever: sentences either side of a hit
     tree_navigation: str = "embedding"  # tree retriever: embedding | llm
@@ -76,10 +79,13 @@ class Pipeline:
         reader: Reader | None = None,
         embedder: Embedder | None = None,
         progress: ProgressFactory | None = None,
+        summary_reader: Reader | None = None,
     ):
         self.settings = settings or Settings()
         self.cache_dir = Path(self.settings.cache_dir or default_cache_dir())
         self._reader = reader
+        self._summary_reader = summary_reader
+        self._own_summary_reader = summary_reader is None
         self._embedder = embedder
         self._progress = progress
         self._indexes: dict[tuple[str, str], DocumentIndex] = {}
@@ -95,6 +101,20 @@ class Pipeline:
                 reader = CachedReader(reader, CompletionCache(self.cache_dir / "completions.sqlite"))
             self._reader = reader
         return self._reader
+
+    @property
+    def summary_reader(self) -> Reader:
+        """The reader that writes summary indexes: ``summary_llm`` when it names another model, else :attr:`reader`."""
+        s = self.settings
+        if self._summary_reader is None and (s.summary_llm is None or s.summary_llm == s.llm):
+            return self.reader
+        if self._summary_reader is None:
+            # Its own model and window; a local spec ignores base_url, an openai: spec shares the server settings.
+            reader = make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads)
+            if s.cache:
+                reader = CachedReader(reader, CompletionCache(self.cache_dir / "completions.sqlite"))
+            self._summary_reader = reader
+        return self._summary_reader
 
     @property
     def embedder(self) -> Embedder:
@@ -118,6 +138,7 @@ class Pipeline:
                 self._indexes[key] = DocumentIndex(
                     document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
                     reader_factory=lambda: self.reader, options=options,
+                    summary_reader_factory=lambda: self.summary_reader,
                 )
             return self._indexes[key]
 
@@ -158,10 +179,14 @@ class Pipeline:
         return runner.run(ctx, question)
 
     def close(self) -> None:
-        close = getattr(self._reader, "close", None)
-        if close:
-            close()
+        readers = [self._reader] + ([self._summary_reader] if self._own_summary_reader else [])
+        for reader in readers:
+            close = getattr(reader, "close", None)
+            if close:
+                close()
         self._reader = None
+        if self._own_summary_reader:
+            self._summary_reader = None
 
 
 def _settings(**settings) -> Settings:

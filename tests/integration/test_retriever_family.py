@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -123,6 +124,27 @@ def test_failure_classification_with_the_real_reader(tmp_path, reader):
     # resumed: nothing asked twice
     again = classify_failures([row], {"q1": item}, lambda r, i: pytest.fail("asked again"), reader, out)
     assert again == records
+
+
+def test_summaries_by_another_model_serve_every_answering_reader(tmp_path, reader, embedder, needles):
+    """--summary-llm: the summaries go to the summarizer (here the same llama.cpp server under another model name,
+    over HTTP), the answer to the reader; a second reader reuses the tree without writing a summary."""
+    document, facts = needles
+    settings = Settings(strategy="rag", retriever="raptor", budget=800, chunking="words:60", cache_dir=tmp_path,
+                        cache=False, max_tokens=24, summary_llm=f"openai:summarizer@{reader.base_url}")
+    first = Pipeline(settings, reader=reader, embedder=embedder)
+    answer = first.ask(document, facts[0].question)
+    tree = first.index(document).retriever("raptor").trees[0]
+    assert answer.index_cost["built_now"] and answer.index_cost["calls"] == tree.cost.calls > 0
+    assert len(answer.calls) == 1  # the reader answered; the summaries are billed as index cost, not here
+    forest = json.loads(next((tmp_path / "raptor").glob("*/settings.json")).read_text())
+    assert forest["summarizer"].startswith("summarizer|") and forest["tokenizer"] == "llama.cpp:summarizer"
+    other = Pipeline(replace(settings, llm=f"openai:another-reader@{reader.base_url}"), embedder=embedder)
+    try:
+        again = other.ask(document, facts[0].question)
+    finally:
+        other.close()
+    assert not again.index_cost["built_now"] and again.index_cost["calls"] == tree.cost.calls
 
 
 @pytest.mark.slow

@@ -35,6 +35,8 @@ def doc(tmp_path):
         (lambda t, d: ["index", str(d), "--chunking", "words:many"], "bad chunking"),
         (lambda t, d: ["index", str(d), "--chunking", "pages:3"], "unknown chunk unit"),
         (lambda t, d: ["ask", str(d), "q", "-r", "tree", "--tree-navigation", "guess"], "unknown tree navigation"),
+        (lambda t, d: ["ask", str(d), "q", "-s", "rag", "-r", "tree", "--llm", "openai:m@http://127.0.0.1:9",
+                       "--summary-llm", str(t / "nope.gguf"), "--cache-dir", str(t / "c")], "does not exist"),
         (lambda t, d: ["passkey", str(t / "pk"), "--depths", "0.5,1.5"], "between 0 and 1"),
         (lambda t, d: ["passkey", str(t / "pk"), "--variants", "needle"], "unknown variant"),
         (lambda t, d: ["passkey", str(t / "pk"), "--lengths", "10", "--tokenizer", "words"], "at least 64 tokens"),

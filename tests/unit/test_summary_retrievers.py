@@ -334,3 +334,34 @@ def test_summarizer_runs_a_layer_as_concurrently_as_the_reader_allows(scripted_r
     peak[0] = 0
     Summarizer(serial).run(groups, BuildCost())
     assert peak[0] == 1
+
+
+@pytest.mark.parametrize("retriever", ["raptor", "tree"])
+def test_summaries_come_from_the_summary_reader_and_serve_any_answering_reader(tmp_path, scripted_reader, retriever):
+    from lcrag import Pipeline, Settings
+
+    summarizer = summary_reader(scripted_reader)
+    summarizer.model = "summarizer"
+    document = topic_document(per_topic=80)  # ~2,700 words: enough 100-token leaves for RAPTOR to cluster
+    settings = Settings(strategy="rag", retriever=retriever, k=3, chunking="words:40", cache=False, cache_dir=tmp_path)
+    answers = []
+    for name in ("small-reader", "large-reader"):
+        reader = scripted_reader(lambda messages: "salmon")
+        reader.model = name
+        pipeline = Pipeline(settings, reader=reader, embedder=BagOfWords(), summary_reader=summarizer)
+        answer = pipeline.ask(document, "Which fish is in the river?")
+        assert len(reader.calls) == 1  # the answer only: no summary went to the answering reader
+        assert "Write a summary" not in reader.calls[0][-1]["content"]
+        answers.append(answer)
+    first, second = (a.index_cost for a in answers)
+    assert first["built_now"] and first["calls"] == len(summarizer.calls) > 0
+    assert not second["built_now"]  # the second reader reuses the tree the summarizer wrote for the first
+    assert second["calls"] == first["calls"] and len(summarizer.calls) == first["calls"]
+
+
+def test_summary_llm_defaults_to_the_answering_reader(tmp_path, scripted_reader):
+    from lcrag import Pipeline, Settings
+
+    reader = scripted_reader()
+    assert Pipeline(Settings(cache_dir=tmp_path), reader=reader).summary_reader is reader
+    assert Pipeline(Settings(cache_dir=tmp_path, summary_llm="smollm2"), reader=reader).summary_reader is reader

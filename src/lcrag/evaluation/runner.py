@@ -185,6 +185,8 @@ class EvalRunner:
             options["window"] = self.settings.window
         if "tree" in used:
             options["tree_navigation"] = self.settings.tree_navigation
+        if used & {"tree", "raptor"} and self.settings.summary_llm not in (None, self.settings.llm):
+            options["summary_llm"] = self.settings.summary_llm
         return options or None
 
     def _check_manifest(self) -> None:
@@ -220,6 +222,11 @@ class EvalRunner:
         reader = CachedReader(base.reader, cache, miss_log=self.out / "llm_calls.log")
         self._base = base
         self._cached_reader = reader
+        summary_reader = None
+        if self.settings.summary_llm not in (None, self.settings.llm):
+            # Summaries by another model: one reader for every configuration, its calls cached and logged like the
+            # answering reader's.
+            summary_reader = CachedReader(base.summary_reader, cache, miss_log=self.out / "llm_calls.log")
         embedder = base.embedder if any(c.retriever != "bm25" for c in configs) else None
         if self.corpus_dir is not None:
             from lcrag.retrieval.corpus_index import CorpusIndex
@@ -227,7 +234,7 @@ class EvalRunner:
             self._corpus = CorpusIndex(self.corpus_dir, embedder=embedder)
         return {
             c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget), reader=reader,
-                           embedder=embedder)
+                           embedder=embedder, summary_reader=summary_reader)
             for c in configs
         }
 

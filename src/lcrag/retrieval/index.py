@@ -70,10 +70,12 @@ class DocumentIndex:
         progress: ProgressFactory | None = None,
         reader_factory: Callable[[], Reader] | None = None,
         options: RetrieverOptions | None = None,
+        summary_reader_factory: Callable[[], Reader] | None = None,
     ):
         self.document = document
         self.cache_dir = Path(cache_dir)
         self._reader_factory = reader_factory
+        self._summary_reader_factory = summary_reader_factory
         self.options = options or RetrieverOptions()
         self.chunker = chunker
         self.key = _sha(f"{document.content_hash}\n{chunker.key}")
@@ -143,12 +145,17 @@ class DocumentIndex:
             raise InputError("summary-based retrievers (tree, raptor) need a reader for their summaries")
         return self._reader_factory()
 
+    @property
+    def summary_reader(self) -> Reader:
+        """The reader that writes summaries (the answering reader unless another was given)."""
+        return self._summary_reader_factory() if self._summary_reader_factory else self.reader
+
     def _sentence_window(self) -> SentenceWindowRetriever:
         return SentenceWindowRetriever.open(self.document, self.embedder, self.cache_dir, self.options.window)
 
     def _tree(self) -> TreeIndexRetriever:
         o = self.options
-        summarizer = tree_summarizer(self.reader)
+        summarizer = tree_summarizer(self.summary_reader)
         dense = self._dense()  # the leaves are this index's chunks, with the embeddings dense retrieval uses
         directory = self.dir / f"tree-{tree_key(summarizer, self.embedder, o.tree_children)}"
         tree = open_tree_index(directory, lambda: build_tree_index(
@@ -156,8 +163,9 @@ class DocumentIndex:
         return TreeIndexRetriever(tree, self.embedder, self.reader, o.tree_navigation, o.tree_branch)
 
     def _raptor(self) -> Retriever:
-        # RAPTOR has its own leaves (100-token sentence groups), so its trees live outside this chunking's folder.
-        reader = self.reader
+        # RAPTOR has its own leaves (100-token sentence groups, counted by the summarizer so that one tree serves any
+        # reader), so its trees live outside this chunking's folder.
+        reader = self.summary_reader
         forest = RaptorIndex(self.cache_dir / "raptor", reader.tokenizer, self.embedder, Summarizer(reader),
                              self.options.raptor)
         if self.document.parts:
