@@ -56,6 +56,11 @@ class Settings:
     def chunking_for(self, strategy: str) -> str:
         return self.chunking or DEFAULT_CHUNKING.get(strategy, FALLBACK_CHUNKING)
 
+    @property
+    def separate_summary_llm(self) -> str | None:
+        """``summary_llm`` when it names a model other than the answering reader's, else None."""
+        return self.summary_llm if self.summary_llm not in (None, self.llm) else None
+
 
 def parse_chunking(spec: str) -> tuple[str, int | None]:
     unit, _, size = spec.partition(":")
@@ -96,24 +101,25 @@ class Pipeline:
     def reader(self) -> Reader:
         if self._reader is None:
             s = self.settings
-            reader = make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads)
-            if s.cache:
-                reader = CachedReader(reader, CompletionCache(self.cache_dir / "completions.sqlite"))
-            self._reader = reader
+            self._reader = self._cached(
+                make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads))
         return self._reader
+
+    def _cached(self, reader: Reader) -> Reader:
+        """``reader`` behind this pipeline's completion cache, when caching is on."""
+        if self.settings.cache:
+            return CachedReader(reader, CompletionCache(self.cache_dir / "completions.sqlite"))
+        return reader
 
     @property
     def summary_reader(self) -> Reader:
         """The reader that writes summary indexes: ``summary_llm`` when it names another model, else :attr:`reader`."""
         s = self.settings
-        if self._summary_reader is None and (s.summary_llm is None or s.summary_llm == s.llm):
+        if self._summary_reader is None and s.separate_summary_llm is None:
             return self.reader
         if self._summary_reader is None:
             # Its own model and window; a local spec ignores base_url, an openai: spec shares the server settings.
-            reader = make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads)
-            if s.cache:
-                reader = CachedReader(reader, CompletionCache(self.cache_dir / "completions.sqlite"))
-            self._summary_reader = reader
+            self._summary_reader = self._cached(make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads))
         return self._summary_reader
 
     @property

@@ -185,8 +185,8 @@ class EvalRunner:
             options["window"] = self.settings.window
         if "tree" in used:
             options["tree_navigation"] = self.settings.tree_navigation
-        if used & {"tree", "raptor"} and self.settings.summary_llm not in (None, self.settings.llm):
-            options["summary_llm"] = self.settings.summary_llm
+        if used & {"tree", "raptor"} and self.settings.separate_summary_llm:
+            options["summary_llm"] = self.settings.separate_summary_llm
         return options or None
 
     def _check_manifest(self) -> None:
@@ -223,7 +223,7 @@ class EvalRunner:
         self._base = base
         self._cached_reader = reader
         summary_reader = None
-        if self.settings.summary_llm not in (None, self.settings.llm):
+        if self.settings.separate_summary_llm:
             # Summaries by another model: one reader for every configuration, its calls cached and logged like the
             # answering reader's.
             summary_reader = CachedReader(base.summary_reader, cache, miss_log=self.out / "llm_calls.log")
