@@ -1,4 +1,7 @@
-"""User-facing errors: one line each, shown by the CLI without a traceback (exit code 2)."""
+"""User-facing errors: one line each, shown by the CLI without a traceback (exit code 2).
+
+``LcragError`` is the one root: the CLI, the Python API and (later) the service catch it and show its message.
+"""
 
 
 class LcragError(Exception):
@@ -7,6 +10,21 @@ class LcragError(Exception):
 
 class InputError(LcragError):
     """A document, file or argument that cannot be used."""
+
+
+class OptionError(InputError):
+    """An option or setting value outside its valid range (raised by the settings objects, before any model call)."""
+
+
+class DatasetError(InputError):
+    """A dataset file or record that cannot be used; the message names ``file:line``."""
+
+
+class RunDirectoryError(LcragError):
+    """A run directory (user data) that is damaged, from other settings, or in use by another process.
+
+    Never repaired silently: the message says what is wrong (``file:line``) and what the user can do.
+    """
 
 
 class ModelNotFoundError(LcragError):

@@ -1,0 +1,20 @@
+"""Credentials never leave the process: URLs are redacted wherever they are printed or stored."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with any ``user:password@`` replaced by ``***@`` (query strings with keys are cut too)."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "***" if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

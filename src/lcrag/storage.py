@@ -1,0 +1,63 @@
+"""Safe writes of derived files: atomic replacement, inter-process locks, and setting damaged files aside.
+
+Every cache writer goes through these, so the guarantees are the same everywhere: a reader never sees a half-written
+file, two processes building the same thing build it once, and a damaged derived file is moved out of the way
+(kept for inspection, never deleted silently) and rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock
+
+log = logging.getLogger("lcrag")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory, fsync'ed, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def file_lock(path: Path, timeout: float = -1) -> Iterator[None]:
+    """An exclusive inter-process lock on ``path`` (created if missing); ``timeout`` -1 waits forever."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path), timeout=timeout):
+        yield
+
+
+def set_aside(path: Path, reason: str) -> Path | None:
+    """Move a damaged derived file or directory to ``<name>.damaged-<time>`` and warn once; returns the new path."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    target = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    try:
+        os.replace(path, target)
+    except OSError:
+        return None  # another process moved it first
+    log.warning("%s is damaged (%s): set aside as %s and rebuilt", path, reason, target.name)
+    return target
