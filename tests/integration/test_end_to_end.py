@@ -58,11 +58,10 @@ def test_self_route_costs_less_than_lc(pipeline, needles):
     document, facts = needles
     lc = pipeline.ask(document, facts[-1].question, strategy="lc")
     sr = pipeline.ask(document, facts[-1].question, strategy="self-route")
-    assert sr.route in ("rag", "lc")
-    if sr.route == "rag":
-        assert sr.prompt_tokens < 0.5 * lc.prompt_tokens
-    else:
-        assert sr.prompt_tokens > lc.prompt_tokens
+    # The planted fact is retrievable, so Self-Route must answer from RAG; a fallback to LC fails the test rather
+    # than passing it vacuously (the fallback's cost is covered by the unit tests with a scripted reader).
+    assert sr.route == "rag", sr.raw_route_answer
+    assert sr.prompt_tokens < 0.5 * lc.prompt_tokens
 
 
 def test_lc_truncates_when_window_is_small(tmp_path, needles, embedder):

@@ -31,8 +31,9 @@ def test_prefix_reuse_across_questions(reader, needles):
     document, _ = needles
     first = reader.complete([{"role": "user", "content": document.text + "\n\nQuestion: who?"}], GenerationParams(max_tokens=4))
     second = reader.complete([{"role": "user", "content": document.text + "\n\nQuestion: where?"}], GenerationParams(max_tokens=4))
+    # The server's own count of prompt tokens served from its KV cache: the document prefix was not read again.
+    # (No wall-time comparison: on a shared machine it can flake; the cached count is what makes it faster.)
     assert second.cached_prompt_tokens > 0.9 * first.prompt_tokens
-    assert second.seconds < first.seconds
 
 
 def test_middle_truncation_with_the_reader_tokenizer(reader, needles):

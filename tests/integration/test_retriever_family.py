@@ -12,7 +12,7 @@ import pytest
 
 from lcrag import Pipeline, Settings
 from lcrag.evaluation import contains_answer
-from lcrag.evaluation.analysis import REASONS, classify_failures
+from lcrag.evaluation.analysis import classify_failures, parse_reason
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.synthetic import passkey_records
 from lcrag.tokenization import count_tokens
@@ -113,13 +113,16 @@ def test_passkey_lengths_are_measured_in_reader_tokens(reader):
             assert abs(at - r["meta"]["depth"]) < 0.05
 
 
-def test_failure_classification_with_the_real_reader(tmp_path, reader):
+def test_failure_classification_records_the_real_readers_verdict_and_resumes(tmp_path, reader):
+    """The real reader gets the whole Table 8 prompt and its verdict is stored as parsed. SmolLM2 rarely writes the
+    JSON the prompt asks for, so which reason it gives is not asserted here (parsing is unit-tested on fixed
+    outputs); that the stored reason is exactly the parse of the stored output is."""
     item = EvalItem("q1", "hotpotqa", "What nationality is the performer of the song You Can?", ["Swedish"],
                     "You Can is a song by Sandra.", task="hotpotqa")
     row = {"config": "self-route|bm25|k5", "item_id": "q1", "dataset": "hotpotqa"}
     out = tmp_path / "failures.jsonl"
     records = classify_failures([row], {"q1": item}, lambda r, i: i.context, reader, out)
-    assert records[0]["reason"] in [*REASONS.values(), "answerable", "unparsed"]
+    assert records[0]["output"].strip() and records[0]["reason"] == parse_reason(records[0]["output"])
     assert records[0]["call"]["prompt_tokens"] > 500  # the whole Table 8 prompt with its examples
     # resumed: nothing asked twice
     again = classify_failures([row], {"q1": item}, lambda r, i: pytest.fail("asked again"), reader, out)

@@ -194,7 +194,6 @@ def test_index_builds_resumes_and_searches(tmp_path):
 
 
 def test_faiss_flat_agrees_with_exact_maxp(tmp_path):
-    pytest.importorskip("faiss")
     rng = random.Random(3)
     words = [f"w{i}" for i in range(200)]
     records = [{"title": f"doc {i}", "text": " ".join(rng.choice(words) for _ in range(rng.randint(20, 300)))}

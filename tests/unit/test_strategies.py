@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from lcrag.assembly import ContextAssembler
+from lcrag.errors import InputError
 from lcrag.chunking import WordChunker
 from lcrag.readers.base import GenerationParams
 from lcrag.retrieval import DocumentIndex
@@ -82,7 +83,7 @@ def test_lc_limit_is_shared_by_questions_of_similar_length():
     assert lc_document_limit(8192, 64, 70) == lc_document_limit(8192, 64, 90) == 7936
     assert lc_document_limit(8192, 64, 70) % 256 == 0
     assert lc_document_limit(100, 10, 20) == 68  # step 4 for a small room
-    with pytest.raises(Exception, match="fills"):
+    with pytest.raises(InputError, match="fills"):
         lc_document_limit(100, 50, 60)
 
 
@@ -111,11 +112,11 @@ def test_closed_book_sends_no_document(tmp_path, scripted_reader):
 
 
 def test_custom_prompts_validated(tmp_path):
-    with pytest.raises(Exception, match="placeholders"):
+    with pytest.raises(InputError, match="placeholders"):
         PromptSet(lc="no placeholders here")
     path = tmp_path / "p.json"
     path.write_text('{"closed_book": "Q: {question}"}')
     assert PromptSet.from_file(path).closed_book == "Q: {question}"
     path.write_text('{"nonsense": 1}')
-    with pytest.raises(Exception, match="keys"):
+    with pytest.raises(InputError, match="keys"):
         PromptSet.from_file(path)

@@ -311,26 +311,29 @@ def test_a_cluster_bic_will_not_split_is_still_cut_to_the_token_limit():
 
 def test_summarizer_runs_a_layer_as_concurrently_as_the_reader_allows(scripted_reader):
     import threading
-    import time
 
     running, peak, lock = [0], [0], threading.Lock()
+    # No sleeps: with 3 slots, calls meet at a 3-party barrier, which only opens when 3 are in flight at once
+    # (fewer would time out and break it); the counter shows that never more than 3 are.
+    barrier = threading.Barrier(3, timeout=30)
 
-    def answer(messages):
+    def answer(messages, wait):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
-        time.sleep(0.05)
+        if wait:
+            barrier.wait()
         with lock:
             running[0] -= 1
         return "summary of " + re.search(r"text\d+", messages[-1]["content"]).group()
 
-    reader = scripted_reader(answer)
+    reader = scripted_reader(lambda m: answer(m, wait=True))
     reader.max_concurrency = 3
     groups = [[f"text{i}"] for i in range(9)]
     cost = BuildCost()
     assert Summarizer(reader).run(groups, cost) == [f"summary of text{i}" for i in range(9)]  # request order kept
     assert peak[0] == 3 and cost.calls == 9
-    serial = scripted_reader(answer)  # a reader that says nothing of concurrency gets one call at a time
+    serial = scripted_reader(lambda m: answer(m, wait=False))  # no word on concurrency: one call at a time
     peak[0] = 0
     Summarizer(serial).run(groups, BuildCost())
     assert peak[0] == 1
