@@ -110,7 +110,10 @@ that called the reader: {wall_total / 60:.0f} min.
 
 Layout of the LC-vs-RAG study's Table 5: correct = exact match (choice tasks: the letter is right); RAG only = RAG correct and LC not; RAG better =
 RAG only plus both-wrong questions where RAG's F1 is higher; the baseline (LC, same reader, same questions) is in
-the "LC correct" column of every line. Score = the task's official metric (LongBench / L-Eval), mean ×100.
+the "LC correct" column of every line. Score, mean ×100: LongBench tasks use their official LongBench metric;
+L-Eval rows do not use L-Eval's own scorer: open-ended tasks (financial_qa, legal_contract_qa, natural_question,
+scientific_qa) use LongBench's `qa_f1`, quality our letter rule (`choice_acc`: first standalone option letter),
+coursera our letter-set rule (`choice_set`), sci_fi our `contains` rule (the gold True/False in the answer).
 
 ## All questions
 
