@@ -33,7 +33,7 @@ def _tokenizer(spec: str, stack: ExitStack):
 @corpus_app.command("build")
 def build(
     corpus: Annotated[Path, typer.Argument(help="JSONL (or .jsonl.gz): id, title, text, optional links.")],
-    out: Annotated[Path, typer.Option("--out", help="Index directory (re-run to resume an interrupted build).")],
+    out: Annotated[Path, typer.Option("--out", help="Index directory (re-run to resume an interrupted build, or to add units).")],
     unit: Annotated[str, typer.Option("--unit", help="passage, document, grouped, or several, comma-separated.")] = "grouped",
     grouping: Annotated[str, typer.Option("--grouping", help="auto (links if present, else title mentions), links, mentions, neighbours.")] = "auto",
     group_tokens: Annotated[int, typer.Option("--group-tokens", help="Largest group, in tokens.")] = 4096,
@@ -46,9 +46,17 @@ def build(
     tokenizer: Annotated[str, typer.Option("--tokenizer", help="Sizes in: a reader's tokens (smollm2, PATH.gguf), a tokenizer.json, or words.")] = "smollm2",
     batch: Annotated[int, typer.Option("--batch", help="Pieces per embedding batch.")] = 256,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild what OUT built with other settings (see below) instead of refusing.")] = False,
 ) -> None:
-    """Ingest CORPUS and build retrieval units, piece embeddings and BM25 into OUT."""
-    from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+    """Ingest CORPUS and build retrieval units, piece embeddings and BM25 into OUT.
+
+    OUT remembers what built it: the corpus by content (sha256, not its path) and --piece-words for everything,
+    --tokenizer, --grouping and --group-tokens for the grouped units. Re-running with the same settings resumes or
+    adds units; with other settings it is refused, naming them, and --rebuild rebuilds just the affected steps
+    (everything for another corpus or piece size, only the grouped units for another grouping). Builds of one OUT
+    from several shells are safe: the others wait, then find the work done.
+    """
+    from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex, index_directory
     from lcrag.retrieval.embedders import make_embedder
     from lcrag.retrieval.executors import EXECUTORS, make_batches
 
@@ -63,6 +71,7 @@ def build(
     config.check()
     if not corpus.is_file():
         raise LcragError(f"corpus file not found: {corpus}")
+    index_directory(out)  # a bad --out fails before any model loads
     started = time.perf_counter()
     with ExitStack() as stack:
         tok = _tokenizer(tokenizer, stack)
@@ -70,9 +79,9 @@ def build(
         batches = make_batches(executor, embedder, emb, ray_address) if use_embedder and executor != "local" else None
         progress = stack.enter_context(progress_factory())
         index, report = CorpusIndex.build(corpus, out, config, tok, embedder=emb, embed_batches=batches,
-                                          progress=progress, skip_bad=skip_bad)
+                                          progress=progress, skip_bad=skip_bad, rebuild=rebuild)
     meta = index.meta
-    units = ", ".join(f"{k}: {v['count']:,}" for k, v in meta.get("units", {}).items())
+    units = ", ".join(f"{k}: {v['count']:,}" for k, v in meta.get("units", {}).items() if "count" in v)
     steps = " · ".join(f"{k} {v:.1f}s" for k, v in report.seconds.items()) or "nothing left to build"
     typer.echo(f"{meta['documents']:,} documents, {meta['pieces']:,} pieces; units {units}\n{steps}\n"
                f"total {time.perf_counter() - started:.1f}s → {out}")

@@ -88,6 +88,28 @@ def test_long_reader_answers_in_two_turns(built, reader):
     assert short.context_tokens <= 200 and short.truncated_tokens > 0
 
 
+class NarrowWindow:
+    """The bundled reader's tokenizer and chat template with a smaller window (no generation needed)."""
+
+    def __init__(self, reader, context_window):
+        self.reader, self.context_window, self.tokenizer = reader, context_window, reader.tokenizer
+
+    def count_prompt_tokens(self, messages):
+        return self.reader.count_prompt_tokens(messages)
+
+
+@pytest.mark.parametrize("window", [700, 1200, 1800])
+def test_the_whole_turn1_prompt_fits_the_window_by_the_readers_count(built, reader, window):
+    # grouped units of many documents bring many titles: the old room left them out and overflowed
+    strategy = LongRAG(built, NarrowWindow(reader, window), unit="grouped", scorer="bm25", k=8)
+    question = FACTS[0].question
+    ctx = strategy.assemble(question, strategy.retrieve(question))
+    prompt = reader.count_prompt_tokens(strategy.turn1_messages(question, ctx.titles, ctx.text))
+    assert len(ctx.titles) > 1
+    assert prompt + strategy.long_params.max_tokens <= window
+    assert prompt + strategy.long_params.max_tokens > window - 40  # one unit cut to fit: the window is filled
+
+
 def lcrag(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "lcrag.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=600)
@@ -122,6 +144,7 @@ def test_cli_build_ask_and_eval(corpus_file, tmp_path):
     (["corpus", "build", "missing.jsonl", "--out", "x"], "corpus file not found"),
     (["corpus", "build", "{corpus}", "--out", "x", "--unit", "chapter"], "unknown unit"),
     (["corpus", "ask", "nowhere", "q"], "not a corpus index"),
+    (["corpus", "build", "{corpus}", "--out", "{questions}"], "is not a directory"),
     (["eval", "--dataset", "{questions}", "--out", "r", "--strategies", "longrag"], "pass --corpus"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, corpus_file, args, message):
@@ -131,3 +154,15 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, corpus_file, args, message):
     result = lcrag(*args, cwd=tmp_path)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_cli_build_refuses_other_settings_in_one_line_then_rebuilds(corpus_file, tmp_path):
+    common = ["corpus", "build", corpus_file, "--out", tmp_path / "idx", "--unit", "grouped", "--tokenizer", "words",
+              "--embedder", "none", "--no-bm25"]
+    assert lcrag(*common, "--group-tokens", "1000").returncode == 0
+    refused = lcrag(*common, "--group-tokens", "300")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "group_tokens 1000 → 300" in refused.stderr and "--rebuild" in refused.stderr
+    rebuilt = lcrag(*common, "--group-tokens", "300", "--rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads((tmp_path / "idx" / "meta.json").read_text())["units"]["grouped"]["group_tokens"] == 300

@@ -220,3 +220,109 @@ def test_unknown_units_and_bad_settings_are_clear_errors(tmp_path):
         index.search("code", "grouped", "bm25")
     with pytest.raises(InputError, match="not a corpus index"):
         CorpusIndex(tmp_path)
+
+
+# -- --out, settings and content identity, concurrent builds (issue 14: defects 5 and 22) --------------------------
+def test_out_that_is_a_file_is_a_clear_error(tmp_path):
+    src = write_corpus(tmp_path / "c.jsonl", RECORDS)
+    (tmp_path / "file").write_text("not an index")
+    config = CorpusBuildConfig(units=("document",), embedder=None)
+    with pytest.raises(InputError, match="file exists and is not a directory"):
+        CorpusIndex.build(src, tmp_path / "file", config, WordCounter())
+    with pytest.raises(InputError, match="cannot create the index directory"):
+        CorpusIndex.build(src, tmp_path / "file" / "idx", config, WordCounter())
+    assert (tmp_path / "file").read_text() == "not an index"
+
+
+def grouped_config(**changes):
+    return CorpusBuildConfig(**{"embedder": "hashing", "piece_words": 5, "grouping": "links", "group_tokens": 40,
+                                "units": ("grouped",), "bm25": False} | changes)
+
+
+def test_other_grouping_is_refused_naming_it_then_rebuilt_alone(tmp_path):
+    src, out, embedder = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx", HashingEmbedder()
+    index, _ = CorpusIndex.build(src, out, grouped_config(), WordCounter(), embedder=embedder)
+    assert len(index.units("grouped")) == 3
+    with pytest.raises(InputError, match="group_tokens 40 → 5"):
+        CorpusIndex.build(src, out, grouped_config(group_tokens=5), WordCounter(), embedder=embedder)
+    with pytest.raises(InputError, match="grouping 'links' → 'mentions'"):
+        CorpusIndex.build(src, out, grouped_config(grouping="mentions"), WordCounter(), embedder=embedder)
+    # the refusals changed nothing
+    assert CorpusIndex(out).meta["units"]["grouped"]["settings"]["group_tokens"] == 40
+    index, report = CorpusIndex.build(src, out, grouped_config(group_tokens=5), WordCounter(), embedder=embedder,
+                                      rebuild=True)
+    assert list(report.seconds) == ["units:grouped"] and report.embedded_pieces == 0  # only the affected step
+    assert len(CorpusIndex(out).units("grouped")) == len(RECORDS)  # groups of 5 words hold one document each
+    assert index.meta["units"]["grouped"]["group_tokens"] == index.meta["build"]["group_tokens"] == 5
+
+
+def test_a_build_without_grouped_units_does_not_record_its_grouping(tmp_path):
+    src, out, embedder = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx", HashingEmbedder()
+    CorpusIndex.build(src, out, grouped_config(), WordCounter(), embedder=embedder)
+    index, _ = CorpusIndex.build(src, out, grouped_config(units=("passage",), group_tokens=999), WordCounter(),
+                                 embedder=embedder)
+    assert index.meta["build"]["group_tokens"] == 40 and index.meta["build"]["units"] == ["passage", "grouped"]
+
+
+def test_the_corpus_is_identified_by_content_not_path(tmp_path):
+    src, out = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx"
+    config = CorpusBuildConfig(units=("document",), embedder=None, bm25=False)
+    CorpusIndex.build(src, out, config, WordCounter())
+    moved = write_corpus(tmp_path / "moved.jsonl", RECORDS)  # same content elsewhere: nothing to do
+    assert CorpusIndex.build(moved, out, config, WordCounter())[1].seconds == {}
+    write_corpus(src, RECORDS[:2])  # other content at the same path
+    with pytest.raises(InputError, match="source_sha256"):
+        CorpusIndex.build(src, out, config, WordCounter())
+    index, report = CorpusIndex.build(src, out, config, WordCounter(), rebuild=True)
+    assert "ingest" in report.seconds and index.meta["documents"] == len(CorpusIndex(out).store) == 2
+
+
+def test_a_second_build_waits_for_the_first_then_finds_it_done(tmp_path, caplog):
+    import threading
+    import time
+
+    from lcrag.storage import file_lock
+
+    src, out = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx"
+    config = CorpusBuildConfig(units=("document",), embedder=None, bm25=False)
+    out.mkdir()
+    results = []
+    with file_lock(out / ".build.lock"):  # stands for another process's build
+        waiting = threading.Thread(target=lambda: results.append(CorpusIndex.build(src, out, config, WordCounter())))
+        waiting.start()
+        deadline = time.monotonic() + 30
+        while "another process is building" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "another process is building" in caplog.text
+        assert not (out / "corpus.sqlite").exists() and results == []  # it waits: nothing built meanwhile
+    waiting.join(timeout=60)
+    assert results and results[0][0].meta["documents"] == len(RECORDS)
+
+
+def _build_in_process(src, out, queue):
+    from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+    from lcrag.tokenization import WordCounter
+
+    config = CorpusBuildConfig(units=("document", "grouped"), embedder=None, piece_words=5, group_tokens=40)
+    queue.put(list(CorpusIndex.build(src, out, config, WordCounter())[1].seconds))
+
+
+def test_concurrent_builds_of_one_index_build_it_once(tmp_path):
+    import multiprocessing
+
+    src, out = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx"
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    workers = [context.Process(target=_build_in_process, args=(src, out, queue)) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0, 0]
+    steps = sorted((queue.get(timeout=5) for _ in workers), key=len)
+    assert steps[:2] == [[], []] and "ingest" in steps[2]  # one process built; the others found it done
+    single = tmp_path / "single"
+    _build_in_process(src, single, context.Queue())
+    for kind in ("document", "grouped"):  # the same index as one build alone
+        for name in ("ptr", "docs", "piece_unit"):
+            assert np.array_equal(getattr(CorpusIndex(out).units(kind), name), getattr(CorpusIndex(single).units(kind), name))

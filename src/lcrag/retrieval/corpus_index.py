@@ -12,22 +12,28 @@ Layout of ``INDEX/``::
     meta.json                     build settings, counts and per-step seconds
 
 Each step writes its files atomically and is skipped when they exist, so an interrupted build resumes where it
-stopped (embedding resumes mid-way, batch by batch).
+stopped (embedding resumes mid-way, batch by batch). meta.json records what each step was built from: the corpus by
+content (sha256) and the piece size for everything, the tokenizer, grouping and group size for the grouped units. A
+build whose settings differ is refused, naming them, unless ``rebuild`` is set: then only the affected steps are
+built again. Builds of one index take a lock (``.build.lock``), so a second process waits and then finds them done.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
+import sys
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from filelock import Timeout
 
 from lcrag.chunking.units import (
     GROUPINGS,
@@ -44,15 +50,20 @@ from lcrag.chunking.units import (
     render_document,
 )
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
+from lcrag.documents.files import check_regular_file
 from lcrag.errors import InputError
 from lcrag.retrieval.bm25 import query_terms
 from lcrag.retrieval.dense import EmbedBatches, embed_rows, local_batches
 from lcrag.retrieval.embedders import Embedder
+from lcrag.storage import atomic_write_text, file_lock
 from lcrag.tokenization import Tokenizer, count_many
 
 SCORERS = ("dense", "bm25")
 FAISS_KINDS = ("flat", "ivf", "hnsw")
 ProgressFactory = Callable[[str, int], Callable[..., None]]
+# What an index holds besides the lock: removed by a rebuild whose corpus content or piece size changed.
+INDEX_FILES = ("meta.json*", "corpus.sqlite*", "pieces.npz*", "tokens-*", "embeddings-*", "units")
+log = logging.getLogger("lcrag")
 
 
 def _key(text: str) -> str:
@@ -113,6 +124,8 @@ class CorpusIndex:
         meta_path = self.dir / "meta.json"
         if not meta_path.exists():
             raise InputError(f"{self.dir} is not a corpus index (no meta.json); build one with `lcrag corpus build`")
+        if not (self.dir / "pieces.npz").exists():  # meta.json is written first, so a build may stop before these
+            raise InputError(f"{self.dir} is not finished building; resume it with `lcrag corpus build`")
         self.meta = json.loads(meta_path.read_text())
         self.store = CorpusStore(self.dir / "corpus.sqlite")
         with np.load(self.dir / "pieces.npz") as z:
@@ -136,21 +149,32 @@ class CorpusIndex:
         embed_batches: EmbedBatches | None = None,
         progress: ProgressFactory | None = None,
         skip_bad: bool = False,
+        rebuild: bool = False,
     ) -> tuple[CorpusIndex, BuildReport]:
         """Build (or finish building) the index at ``out`` from the JSONL corpus ``source``.
 
-        ``embedder`` embeds queries and, unless ``embed_batches`` (e.g. Ray) is given, the pieces too.
+        ``embedder`` embeds queries and, unless ``embed_batches`` (e.g. Ray) is given, the pieces too. An ``out``
+        built with other settings is refused unless ``rebuild``, which rebuilds the affected steps.
         """
         config.check()
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = index_directory(out)
+        source_bytes, source_sha256 = _fingerprint(source)  # by content: the same path may hold another corpus
+        identity = {"source_sha256": source_sha256, "piece_words": config.piece_words}
+        with _build_lock(out):  # a concurrent build of the same index waits here, then finds its steps done
+            grouped = _grouped_settings(config, tokenizer.name) if "grouped" in config.units else None
+            meta = _reconcile(out, identity, grouped, rebuild)
+            meta.update(identity, source=str(source), source_bytes=source_bytes, tokenizer=tokenizer.name)
+            _write_meta(out / "meta.json", meta)  # before the first file, so no file is of unknown settings
+            return cls._build_steps(source, out, meta, config, tokenizer, embedder=embedder,
+                                    embed_batches=embed_batches, progress=progress, skip_bad=skip_bad)
+
+    @classmethod
+    def _build_steps(cls, source: str | Path, out: Path, meta: dict, config: CorpusBuildConfig, tokenizer: Tokenizer, *,
+                     embedder: Embedder | None, embed_batches: EmbedBatches | None, progress: ProgressFactory | None,
+                     skip_bad: bool) -> tuple[CorpusIndex, BuildReport]:
         report = BuildReport()
         tick = progress or (lambda description, total: (lambda n=1, description=None: None))
-        settings = {"source": str(source), "piece_words": config.piece_words, "tokenizer": tokenizer.name}
         meta_path = out / "meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        if meta and {k: meta.get(k) for k in settings} != settings:
-            raise InputError(f"{out} holds an index built with other settings; use a new --out")
 
         @contextmanager
         def step(name: str):
@@ -174,7 +198,7 @@ class CorpusIndex:
             with step("pieces"):
                 p = cut_pieces(store, config.piece_words, progress=tick("cutting pieces", n_docs))
                 _save_npz(pieces_path, doc=p.doc, start=p.start, end=p.end)
-        meta.update(settings, documents=n_docs)
+        meta["documents"] = n_docs
         _write_meta(meta_path, meta)
         index = cls(out, embedder=embedder)
         index.meta = meta
@@ -204,13 +228,16 @@ class CorpusIndex:
             unit_dir = out / "units" / kind
             unit_dir.mkdir(parents=True, exist_ok=True)
             if not (unit_dir / "units.npz").exists():
+                stamp = {"settings": _grouped_settings(config, tokenizer.name)} if kind == "grouped" else {}
+                meta.setdefault("units", {})[kind] = stamp  # recorded before the file: no file of unknown settings
+                _write_meta(meta_path, meta)
                 with step(f"units:{kind}"):
                     groups, graph_info = None, {}
                     if kind == "grouped":
                         groups, graph_info = index._groups(config, tokens_path)
                     units = make_units(kind, index.pieces, n_docs, groups)
                     _save_npz(unit_dir / "units.npz", ptr=units.ptr, docs=units.docs, piece_unit=units.piece_unit)
-                    meta.setdefault("units", {})[kind] = {"count": len(units), **graph_info}
+                    meta["units"][kind] = {"count": len(units), **graph_info, **stamp}
                     _write_meta(meta_path, meta)
             if config.bm25 and not (unit_dir / "bm25.done").exists():
                 with step(f"bm25:{kind}"):
@@ -218,7 +245,7 @@ class CorpusIndex:
             if config.faiss and not (unit_dir / f"faiss-{config.faiss}-{_key(embedder.name)}.index").exists():
                 with step(f"faiss:{kind}"):
                     index._build_faiss(kind, config.faiss, embedder.name)
-        meta["build"] = {**meta.get("build", {}), **asdict(config) | {"units": list(config.units)}}
+        meta["build"] = _build_record(meta.get("build", {}), config, index.unit_kinds)
         meta.setdefault("seconds", {}).update(report.seconds)
         meta["pieces"] = len(index.pieces)
         _write_meta(meta_path, meta)
@@ -525,7 +552,102 @@ def _import_faiss():
     return faiss
 
 
+def index_directory(out: str | Path) -> Path:
+    """``out`` as an index directory, created if missing; a file or an uncreatable path is an :class:`InputError`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a directory; give --out a new or index directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the index directory {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def _fingerprint(source: str | Path) -> tuple[int, str]:
+    """(size, sha256) of the corpus file, streamed. The whole file is hashed: ingesting reads all of it anyway,
+    and hashing runs at over 1 GB/s, so a resumed or repeated build pays seconds, never a wrong index."""
+    check_regular_file(Path(source), max_bytes=sys.maxsize)  # corpora are streamed, so no size limit here
+    digest, size = hashlib.sha256(), 0
+    with open(source, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+@contextmanager
+def _build_lock(out: Path) -> Iterator[None]:
+    """Hold the index's build lock; say so once when another process holds it, then wait for it."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(file_lock(out / ".build.lock", timeout=0))
+        except Timeout:
+            log.warning("another process is building %s; waiting for it to finish", out)
+            stack.enter_context(file_lock(out / ".build.lock"))
+        yield
+
+
+def _grouped_settings(config: CorpusBuildConfig, tokenizer_name: str) -> dict:
+    """What grouped units depend on besides the corpus: sizes are in this tokenizer's tokens; neighbours grouping
+    also depends on the embedder."""
+    settings = {"tokenizer": tokenizer_name, "grouping": config.grouping, "group_tokens": config.group_tokens}
+    if config.grouping == "neighbours":
+        settings["embedder"] = config.embedder
+    return settings
+
+
+def _differences(built: dict, wanted: dict) -> list[str]:
+    def show(value):
+        if value is None:
+            return "unrecorded"
+        return f"{value[:12]}…" if isinstance(value, str) and len(value) == 64 else repr(value)  # sha256: shortened
+
+    return [f"{key} {show(built.get(key))} → {show(value)}" for key, value in wanted.items() if built.get(key) != value]
+
+
+def _reconcile(out: Path, identity: dict, grouped: dict | None, rebuild: bool) -> dict:
+    """The index's meta, after checking that what is built was built with these settings. A difference in the
+    corpus content or piece size concerns every step, one in the grouping only the grouped units; it is refused,
+    naming it, or with ``rebuild`` the affected files are removed so the build makes them again. ``grouped`` is
+    None when this build makes no grouped units (then existing ones are left as they are)."""
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if not meta:
+        return meta
+    stale = _differences(meta, identity)
+    built_grouped = meta.get("units", {}).get("grouped", {}).get("settings", {})
+    has_grouped = (out / "units" / "grouped" / "units.npz").exists()
+    stale_grouped = _differences(built_grouped, grouped) if has_grouped and grouped else []
+    if not stale and not stale_grouped:
+        return meta
+    if not rebuild:
+        raise InputError(f"{out} holds an index built with other settings ({'; '.join(stale + stale_grouped)}); "
+                         "use another --out, or --rebuild to rebuild the affected steps")
+    if stale:
+        for pattern in INDEX_FILES:
+            for path in out.glob(pattern):
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        return {}
+    shutil.rmtree(out / "units" / "grouped", ignore_errors=True)
+    meta.get("units", {}).pop("grouped", None)
+    return meta
+
+
+def _build_record(previous: dict, config: CorpusBuildConfig, built_units: list[str]) -> dict:
+    """The build settings for meta.json. The grouping options are recorded only from a build that made grouped
+    units: a later ``--unit passage`` run must not claim a group size its groups were not built with."""
+    record = previous | asdict(config) | {"units": built_units}
+    if "grouped" not in config.units:
+        for key in ("grouping", "group_tokens"):
+            record.pop(key)
+            if key in previous:
+                record[key] = previous[key]
+    return record
+
+
 def _write_meta(path: Path, meta: dict) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(meta, indent=1))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(meta, indent=1))

@@ -58,13 +58,34 @@ EXAMPLES = (
     ("Which is taller, the Eiffel Tower or the Statue of Liberty?",
      "The Eiffel Tower, at about 330 metres, is taller than the Statue of Liberty.", "the Eiffel Tower"),
 )
-_AFTER_ANSWER = re.compile(r"(?i)(?<=\banswer:\s).*")
+_ANSWER_MARKER = re.compile(r"(?i)\banswer:")
 
 
 def after_answer(text: str) -> str:
-    """LongRAG's post-processing: keep what follows "answer: " when the reply has it."""
-    match = _AFTER_ANSWER.search(text)
-    return (match.group(0) if match else text).strip()
+    """LongRAG's post-processing: the first non-empty line after the first "answer:" marker, or the whole reply
+    (stripped) when it has no marker. A marker with nothing after it gives "" (the caller decides the fallback)."""
+    match = _ANSWER_MARKER.search(text)
+    if not match:
+        return text.strip()
+    return first_line(text[match.end():])
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` that is not blank, stripped ("" when there is none)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def long_answer_of(reply: str) -> str:
+    """Turn 1's answer: what follows "answer:"; when nothing does, the reply itself without the empty marker."""
+    return after_answer(reply) or _ANSWER_MARKER.sub("", reply).strip()
+
+
+def short_answer(reply: str, long_answer: str) -> str:
+    """Turn 2's answer: the first non-empty line after "answer:" (or of the reply). When the reader gives nothing
+    (an empty reply, or ``Answer: `` alone), fall back to the long answer's first line: turn 2 only extracts a
+    substring of the long answer, so that line is the reader's own answer and holds the short one if anything does,
+    while "" would score as a wrong answer and hide that turn 1 answered."""
+    return first_line(after_answer(reply)) or first_line(long_answer)
 
 
 def turn2_prompt(question: str, long_answer: str) -> str:
@@ -106,9 +127,14 @@ class LongRAG:
     def retrieve(self, question: str) -> list[UnitHit]:
         return self.index.search(question, self.unit, self.scorer, self.k, faiss=self.faiss)
 
+    def turn1_messages(self, question: str, titles: list[str], context: str) -> list[dict[str, str]]:
+        quoted = ", ".join(f'"{t}"' for t in titles)
+        return [{"role": "user", "content": TURN1[self.task].format(titles=quoted, context=context, question=question)}]
+
     def _room(self, question: str) -> int:
-        """Reader tokens left for the context."""
-        empty = [{"role": "user", "content": TURN1[self.task].format(titles="", context="", question=question)}]
+        """An upper bound on the context's reader tokens: the window less the template, question and answer (titles
+        come with the units, so :meth:`assemble` checks the whole prompt once they are known)."""
+        empty = self.turn1_messages(question, [], "")
         room = self.reader.context_window - self.long_params.max_tokens - self.reader.count_prompt_tokens(empty)
         if self.context_tokens is not None:
             room = min(room, self.context_tokens)
@@ -116,9 +142,15 @@ class LongRAG:
             raise InputError(f"the prompt alone fills the reader's {self.reader.context_window}-token window")
         return room
 
+    def _overflow(self, question: str, titles: list[str], context: str, context_tokens: int, room: int) -> int:
+        """Tokens to remove: the whole rendered prompt (template, titles, context, question) plus the answer's
+        max tokens, counted by the reader, against its window; and the context against ``room``."""
+        prompt = self.reader.count_prompt_tokens(self.turn1_messages(question, titles, context))
+        return max(prompt + self.long_params.max_tokens - self.reader.context_window, context_tokens - room)
+
     def assemble(self, question: str, hits: list[UnitHit]) -> Context:
-        """Whole units, best first, while they fit the room (units are counted with the index's tokenizer, then the
-        joined text with the reader's); a first unit too long on its own is cut in the middle to fit."""
+        """Whole units, best first, while they fit the room (units are counted with the index's tokenizer); then
+        trailing units are dropped, and a last one cut in the middle, until the whole prompt fits the window."""
         room = self._room(question)
         sizes = self.index.unit_tokens(self.unit)
         chosen: list[UnitHit] = []
@@ -130,24 +162,29 @@ class LongRAG:
             chosen.append(hit)
             used += need
         texts = self.index.unit_texts(self.unit, [h.unit for h in chosen])
-        text = "\n\n".join(texts)
+        titles = [[d.title for d in self.index.unit_documents(self.unit, h.unit)] for h in chosen]
         tokenizer = self.reader.tokenizer
-        n_tokens = len(tokenizer.encode(text))
-        # The index may count with another tokenizer than the reader's: drop trailing units, then cut, until it fits.
-        while n_tokens > room and len(chosen) > 1:
-            chosen.pop()
-            texts.pop()
+        while True:
             text = "\n\n".join(texts)
             n_tokens = len(tokenizer.encode(text))
-        cut = 0
-        if n_tokens > room:
-            kept = truncate_middle(text, tokenizer, room)
-            text, cut, n_tokens = kept.text, kept.cut_tokens, kept.kept_tokens
-        titles: list[str] = []
-        for h in chosen:
-            titles.extend(d.title for d in self.index.unit_documents(self.unit, h.unit))
-        units = [ChunkUsed(h.unit, 0, 0, h.score, int(sizes[h.unit])) for h in chosen]
-        return Context(text, titles, units, n_tokens, cut)
+            over = self._overflow(question, sum(titles, []), text, n_tokens, room)
+            if over <= 0 or len(chosen) <= 1:
+                break
+            chosen.pop()
+            texts.pop()
+            titles.pop()
+        all_titles = sum(titles, [])
+        full, full_tokens, target = text, n_tokens, n_tokens
+        while over > 0:  # the target shrinks by at least one token a pass, so this ends
+            target = min(target, n_tokens) - over
+            if target <= 0:
+                raise InputError(f"the titles and prompt alone fill the reader's {self.reader.context_window}-token "
+                                 "window; use smaller units or a reader with a larger window")
+            text = truncate_middle(full, tokenizer, target).text
+            n_tokens = len(tokenizer.encode(text))  # decoding and re-encoding may not give back the same count
+            over = self._overflow(question, all_titles, text, n_tokens, room)
+        return Context(text, all_titles, [ChunkUsed(h.unit, 0, 0, h.score, int(sizes[h.unit])) for h in chosen],
+                       n_tokens, full_tokens - n_tokens)
 
     def run(self, question: str) -> Answer:
         timer = Timer()
@@ -155,15 +192,13 @@ class LongRAG:
             hits = self.retrieve(question)
         with timer.stage("assembly"):
             ctx = self.assemble(question, hits)
-        titles = ", ".join(f'"{t}"' for t in ctx.titles)
-        turn1 = TURN1[self.task].format(titles=titles, context=ctx.text, question=question)
         with timer.stage("llm:long_answer"):
-            first = self.reader.complete([{"role": "user", "content": turn1}], self.long_params)
-        long_answer = after_answer(first.text)
+            first = self.reader.complete(self.turn1_messages(question, ctx.titles, ctx.text), self.long_params)
+        long_answer = long_answer_of(first.text)
         with timer.stage("llm:short_answer"):
             second = self.reader.complete([{"role": "user", "content": turn2_prompt(question, long_answer)}],
                                           self.short_params)
-        short = after_answer(second.text).splitlines()[0].strip() if second.text.strip() else ""
+        short = short_answer(second.text, long_answer)
         return Answer(
             text=short, question=question, strategy=self.name, route=f"{self.unit}:{self.scorer}",
             calls=[LLMCall.from_completion("long_answer", first), LLMCall.from_completion("short_answer", second)],
