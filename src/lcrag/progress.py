@@ -29,6 +29,7 @@ def progress_factory(console: Console = stderr) -> Iterator[Callable[[str, int],
         TimeRemainingColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # elsewhere rich still writes a blank line on exit (before any error line)
     ) as progress:
 
         def make(description: str, total: int) -> Callable[..., None]:

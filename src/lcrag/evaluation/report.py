@@ -11,26 +11,31 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from lcrag.errors import InputError
+from lcrag.errors import InputError, RunDirectoryError
 from lcrag.evaluation.metrics import normalize_answer
+from lcrag.evaluation.rundir import ROWS, read_manifest, read_rows
+
+log = logging.getLogger("lcrag")
+
+PLOTS_EXTRA = "pip install 'lcrag[report]'"  # matplotlib and its dependencies: ~97 MB installed, kept optional
 
 
 def load_rows(run_dir: str | Path) -> list[dict]:
-    path = Path(run_dir) / "rows.jsonl"
-    if not path.exists():
+    """The finished rows, read without changing the file: a damaged line is a RunDirectoryError with ``file:line``;
+    only a torn last line (a run killed or still writing) is skipped, with a warning."""
+    path = Path(run_dir) / ROWS
+    if not path.is_file():
         raise InputError(f"{run_dir} holds no rows.jsonl: not a run directory")
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass  # a last line cut by a kill; the runner drops it on resume
-    return rows
+    rows = read_rows(path)
+    if rows.tail and rows.tail_row is None:
+        log.warning("%s: skipped a torn last line (%d bytes; the run was killed or is still writing it)",
+                    path, len(rows.tail))
+    return [*rows.rows.values(), *([rows.tail_row] if rows.tail_row else [])]
 
 
 def _pick(rows: list[dict], strategy: str, retriever: str | None = None, k: int | None = None) -> dict[str, dict]:
@@ -150,15 +155,26 @@ def _sweep(rows: list[dict], strategies: tuple[str, ...], field: str) -> tuple[l
     return header, body
 
 
-def _plots(out: Path, diffs: list[float], k_body: list[list], budget_body: list[list]) -> list[str]:
+def _series(body: list[list]) -> dict[str, list[tuple]]:
+    series = defaultdict(list)
+    for strategy, x, _n, score, _ratio in body:
+        series[strategy].append((x, float(score)))
+    return series
+
+
+def _plots(out: Path, diffs: list[float], k_body: list[list], budget_body: list[list]) -> tuple[list[str], list[str]]:
+    """(plots written, plots skipped because matplotlib is not installed)."""
+    curves = [(name, _series(body), xlabel) for name, body, xlabel in
+              (("k_ablation.png", k_body, "k"), ("budget_curve.png", budget_body, "retrieved-token budget"))]
+    curves = [c for c in curves if any(len(v) > 1 for v in c[1].values())]  # a curve needs two points
+    due = (["overlap_hist.png"] if diffs else []) + [name for name, _, _ in curves]
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return []
-    made = []
+        return [], due
     if diffs:
         fig, ax = plt.subplots(figsize=(5, 3))
         ax.hist(diffs, bins=21, range=(-1, 1))
@@ -167,13 +183,7 @@ def _plots(out: Path, diffs: list[float], k_body: list[list], budget_body: list[
         fig.tight_layout()
         fig.savefig(out / "overlap_hist.png", dpi=120)
         plt.close(fig)
-        made.append("overlap_hist.png")
-    for name, body, xlabel in (("k_ablation.png", k_body, "k"), ("budget_curve.png", budget_body, "retrieved-token budget")):
-        series = defaultdict(list)
-        for strategy, x, _n, score, _ratio in body:
-            series[strategy].append((x, float(score)))
-        if not any(len(v) > 1 for v in series.values()):
-            continue
+    for name, series, xlabel in curves:
         fig, ax = plt.subplots(figsize=(5, 3))
         for strategy, points in series.items():
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=strategy)
@@ -183,8 +193,7 @@ def _plots(out: Path, diffs: list[float], k_body: list[list], budget_body: list[
         fig.tight_layout()
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
-        made.append(name)
-    return made
+    return due, []
 
 
 def corpus_table(rows: list[dict]) -> tuple[list[str], list[list]]:
@@ -250,11 +259,28 @@ def retriever_table(rows: list[dict]) -> tuple[list[str], list[list]]:
     return header, body
 
 
+def _read_sessions(path: Path) -> list[dict]:
+    """sessions.jsonl: a torn last line (a killed run) is left out; any other bad line is reported."""
+    lines = path.read_bytes().split(b"\n")
+    sessions = []
+    for lineno, raw in enumerate(lines[:-1], 1):  # lines[-1] follows the last newline: empty or torn
+        if not raw.strip():
+            continue
+        try:
+            session = json.loads(raw)
+            float(session["rows"]), float(session["wall_seconds"]), float(session["llm_seconds"])
+        except (ValueError, KeyError, TypeError):
+            raise RunDirectoryError(f"{path}:{lineno}: not a session record (rows, wall_seconds, llm_seconds); "
+                                    f"fix or delete line {lineno}") from None
+        sessions.append(session)
+    return sessions
+
+
 def session_times(run_dir: Path) -> tuple[float, float, bool]:
     """(wall seconds, seconds waiting on the reader, all sequential) over the run's sessions that called the reader;
     sessions answered wholly from the cache measure nothing and are left out."""
-    path = run_dir / "sessions.jsonl"
-    sessions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    path = Path(run_dir) / "sessions.jsonl"
+    sessions = _read_sessions(path) if path.exists() else []
     measured = [x for x in sessions if x["rows"] and x["llm_seconds"] > 0]
     return (sum(x["wall_seconds"] for x in measured), sum(x["llm_seconds"] for x in measured),
             all(x.get("concurrency", 1) == 1 for x in measured))
@@ -265,7 +291,7 @@ def write_report(run_dir: str | Path) -> Path:
     rows = load_rows(run_dir)
     if not rows:
         raise InputError(f"{run_dir} has no finished rows yet")
-    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    manifest = read_manifest(run_dir) or {}
     out = run_dir / "report"
     out.mkdir(exist_ok=True)
     sections = []
@@ -284,7 +310,9 @@ def write_report(run_dir: str | Path) -> Path:
         tables = {"corpus": corpus, **tables}
     for name, (header, body) in tables.items():
         _write_csv(out / f"{name}.csv", header, body)
-    plots = _plots(out, diffs, k_ab[1], budget[1])
+    plots, skipped = _plots(out, diffs, k_ab[1], budget[1])
+    if skipped:
+        log.warning("plots skipped (matplotlib is not installed): %s; to get them: %s", ", ".join(skipped), PLOTS_EXTRA)
     overhead = ""
     wall, llm, sequential = session_times(run_dir)
     if wall and sequential:
@@ -309,6 +337,8 @@ def write_report(run_dir: str | Path) -> Path:
               "retrievers": "f. Retrievers against LC (LC-vs-RAG study, Table 5 layout; prompt tokens = mean per RAG question)"}
     for name, (header, body) in tables.items():
         sections.append(f"## {titles[name]}\n\n" + (_md_table(header, body) if body else "(no rows for this analysis in this run)"))
+    if skipped:
+        sections.append(f"## Plots\n\nNot drawn: {', '.join(skipped)} (matplotlib is not installed; `{PLOTS_EXTRA}`).")
     if plots:
         sections.append("## Plots\n\n" + "\n".join(f"![{p}]({p})" for p in plots))
     path = out / "report.md"

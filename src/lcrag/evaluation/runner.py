@@ -20,12 +20,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from lcrag.errors import InputError
+from lcrag.errors import InputError, RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem, file_hash
 from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
 from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
+from lcrag.evaluation.rundir import (
+    MANIFEST,
+    ROWS,
+    ensure_run_dir,
+    hold_run,
+    open_run_cache,
+    read_manifest,
+    read_rows,
+    repair_torn_tail,
+)
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader
+from lcrag.redaction import redact_url
+from lcrag.storage import atomic_write_text
 from lcrag.types import Document
 
 QUESTION_WORDS = ("who", "what", "where", "when", "which", "how", "why")
@@ -84,6 +96,19 @@ def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], 
     return list(configs.values())
 
 
+def _redact_spec(spec: str | None) -> str | None:
+    """A reader spec as stored in a manifest: ``openai:MODEL@URL`` with the URL's credentials redacted."""
+    if not spec or "@" not in spec or not spec.startswith("openai:"):
+        return spec
+    model, _, url = spec.partition("@")
+    return f"{model}@{redact_url(url)}"
+
+
+def _short(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _package_versions() -> dict[str, str]:
     out = {}
     for name in ("lcrag", "xllamacpp", "tantivy", "onnxruntime", "tokenizers", "numpy", "rouge", "httpx"):
@@ -95,21 +120,19 @@ def _package_versions() -> dict[str, str]:
 
 
 class RowLog:
-    """Append-only JSONL of finished rows, safe against a kill in the middle of a write."""
+    """Append-only JSONL of finished rows, safe against a kill in the middle of a write.
+
+    Reading refuses a damaged file (``file:line``) and changes nothing; :meth:`repair` then cuts off a torn last line,
+    the one damage a kill leaves."""
 
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
-        self.done: dict[tuple[str, str], dict] = {}
-        if path.exists():
-            data = path.read_bytes()
-            complete = data[: data.rfind(b"\n") + 1]  # a kill mid-write leaves a partial last line: drop it
-            if len(complete) != len(data):
-                path.write_bytes(complete)
-            for line in complete.decode("utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    self.done[(row["item_id"], row["config"])] = row
+        self._file = read_rows(path)
+        self.done: dict[tuple[str, str], dict] = self._file.rows
+
+    def repair(self) -> None:
+        repair_torn_tail(self._file)
 
     def append(self, row: dict) -> None:
         line = json.dumps(row, ensure_ascii=False) + "\n"
@@ -137,6 +160,10 @@ class EvalRunner:
     ):
         if not items:
             raise InputError("the dataset has no questions")
+        from lcrag.options import EvalOptions  # the eval options are checked where the CLI checks them
+
+        EvalOptions(ks=tuple(c.k for c in configs if c.budget is None),
+                    budgets=tuple(c.budget for c in configs if c.budget is not None), concurrency=concurrency)
         self.corpus_dir = Path(corpus) if corpus else None
         needs_context = [c.id for c in configs if c.strategy not in CORPUS_STRATEGIES + ("closed-book",)]
         if any(c.strategy in CORPUS_STRATEGIES for c in configs) and self.corpus_dir is None:
@@ -148,63 +175,88 @@ class EvalRunner:
         self.items = items
         self.configs = configs
         self.out = Path(out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        ensure_run_dir(self.out)
         self.settings = replace(settings or Settings(), cache=False, cache_dir=self.out / "cache")
         self.dataset_path = dataset_path
-        self.concurrency = max(1, concurrency)
+        self.concurrency = concurrency
         self.filter_closed_book = filter_closed_book or drop_closed_book
         self.drop_closed_book = drop_closed_book
         self._own_reader = reader is None
         self._reader = reader
-        self.rows = RowLog(self.out / "rows.jsonl")
+        self.rows: RowLog | None = None  # read in run(), once this process holds the run directory
 
     # -- manifest --------------------------------------------------------------------------------------------------
-    def manifest(self) -> dict:
+    def identity(self) -> dict:
+        """Every setting that can change an answer; a run directory's rows all come from one identity.
+
+        Needs the reader (its identity and effective context window, which sets LC truncation): call after
+        :meth:`_open_reader`. URLs are redacted and API keys never included."""
         s = self.settings
+        reader = self._cached_reader.inner
         return {
             "configs": [c.to_dict() for c in self.configs],
-            "reader": s.llm, "embedder": s.embedder, "chunking": s.chunking or "strategy default",
+            "reader": getattr(reader, "identity", reader.model),
+            "llm": _redact_spec(s.llm),
+            "base_url": redact_url(s.base_url),
+            "tokenizer": s.tokenizer,
+            "context_window": reader.context_window,
+            "max_tokens": s.max_tokens,
+            "embedder": s.embedder if any(c.retriever != "bm25" for c in self.configs) else None,
+            "chunking": s.chunking or "strategy default",
+            "order": s.order,
+            "prompt_version": PROMPT_VERSION,
+            "prompts_sha256": hashlib.sha256(json.dumps(asdict(s.prompts), sort_keys=True).encode()).hexdigest(),
+            "summary_llm": _redact_spec(s.separate_summary_llm) if self._uses({"tree", "raptor"}) else None,
+            "retriever_options": self._retriever_options(),
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
-            "dataset": str(self.dataset_path) if self.dataset_path else None,
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
+            "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
+        }
+
+    def manifest(self, identity: dict | None = None) -> dict:
+        """The identity plus what describes this session's question list and software (not compared on resume:
+        a larger --limit extends a run)."""
+        return {
+            **(identity or self.identity()),
+            "dataset": str(self.dataset_path) if self.dataset_path else None,
             "items": len(self.items),
             "items_sha256": hashlib.sha256("\n".join(i.id for i in self.items).encode()).hexdigest(),
-            "prompt_version": PROMPT_VERSION,
             "metrics": {m: METRICS[m].variant for m in sorted({i.metric for i in self.items})},
-            "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
-            "retriever_options": self._retriever_options(),
             "packages": _package_versions(),
             "python": platform.python_version(),
         }
 
+    def _uses(self, retrievers: set[str]) -> bool:
+        return any(c.retriever in retrievers for c in self.configs)
+
     def _retriever_options(self) -> dict | None:
-        """Settings of the retrievers that have any (None otherwise, so older run directories still match)."""
+        """Settings of the retrievers that have any (None otherwise)."""
         used = {c.retriever for c in self.configs}
         options = {}
         if "sentence-window" in used:
             options["window"] = self.settings.window
         if "tree" in used:
             options["tree_navigation"] = self.settings.tree_navigation
-        if used & {"tree", "raptor"} and self.settings.separate_summary_llm:
-            options["summary_llm"] = self.settings.separate_summary_llm
         return options or None
 
-    def _check_manifest(self) -> None:
-        path = self.out / "manifest.json"
-        manifest = self.manifest()
-        if path.exists():
-            old = json.loads(path.read_text())
-            # The question list may change (a larger --limit extends a run: only new questions are asked); what
-            # produces an answer may not.
-            keys = ("configs", "reader", "dataset_sha256", "prompt_version", "closed_book_filter", "corpus",
-                    "retriever_options")
-            changed = [k for k in keys if old.get(k) != manifest.get(k)]
-            if changed:
-                raise InputError(f"{self.out} holds a different run ({', '.join(changed)} differ); use a new --out")
-            manifest["started"] = old.get("started")
-        else:
+    def _check_manifest(self, old: dict | None) -> None:
+        """Refuse a run directory produced by other settings (naming the keys); never rewrite its identity."""
+        identity = json.loads(json.dumps(self.identity()))  # as read back from JSON (tuples become lists)
+        manifest = self.manifest(identity)
+        if old is None:
             manifest["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        path.write_text(json.dumps(manifest, indent=1))
+            atomic_write_text(self.out / MANIFEST, json.dumps(manifest, indent=1))
+            return
+        missing = object()
+        changed = [k for k in identity if old.get(k, missing) != identity[k]]
+        if changed:
+            details = "; ".join(f"{k}: {_short(old.get(k, '(not recorded)'))} -> {_short(manifest[k])}"
+                                for k in changed)
+            raise RunDirectoryError(f"{self.out} holds a different run ({', '.join(changed)} differ): {details}; "
+                                    f"use a new --out, or the settings recorded in {self.out / MANIFEST}")
+        session = {k: manifest[k] for k in ("dataset", "items", "items_sha256", "metrics")}
+        if any(old.get(k) != v for k, v in session.items()):
+            atomic_write_text(self.out / MANIFEST, json.dumps(old | session, indent=1))
 
     def _log_session(self, wall: float, rows: list[dict]) -> None:
         """Wall time of this process's share of the run against time spent waiting on the reader (harness overhead)."""
@@ -215,13 +267,14 @@ class EvalRunner:
                                 "concurrency": self.concurrency}) + "\n")
 
     # -- running ---------------------------------------------------------------------------------------------------
+    def _open_reader(self, cache: CompletionCache) -> None:
+        """The answering reader behind the run's cache (loaded first: its identity is part of the run's)."""
+        self._base = Pipeline(self.settings, reader=self._reader)
+        self._cached_reader = CachedReader(self._base.reader, cache, miss_log=self.out / "llm_calls.log")
+
     def _pipelines(self, configs: list[RunConfig]) -> dict[str, Pipeline]:
         """One pipeline per configuration, all sharing one cached reader (and one embedder when any needs it)."""
-        base = Pipeline(self.settings, reader=self._reader)
-        cache = CompletionCache(self.out / "cache" / "completions.sqlite")
-        reader = CachedReader(base.reader, cache, miss_log=self.out / "llm_calls.log")
-        self._base = base
-        self._cached_reader = reader
+        base, reader, cache = self._base, self._cached_reader, self._cached_reader.cache
         summary_reader = None
         if self.settings.separate_summary_llm:
             # Summaries by another model: one reader for every configuration, its calls cached and logged like the
@@ -245,7 +298,7 @@ class EvalRunner:
             "retriever": config.retriever, "k": config.k, "budget": config.budget,
             "question": item.question, "question_type": question_type(item.question), "answers": item.answers,
             "prediction": answer.text, "metric": metric.name, "metric_variant": metric.variant,
-            "score": metric.score(answer.text, item.answers),
+            "score": metric.score_item(answer.text, item),  # LongBench classification also reads all_classes
             # strict and loose correctness for the win-lose analysis, whatever the task metric is
             "em": exact_match(answer.text, item.answers), "f1": METRICS["qa_f1"].score(answer.text, item.answers),
             "route": answer.route,
@@ -282,10 +335,32 @@ class EvalRunner:
                        task=item.task if item.task in TURN1 else "nq")
 
     def run(self, progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
-        """Run what is not done yet; returns the rows of this run. ``progress(done, total, row)`` after each row."""
-        self._check_manifest()
-        closed_book = RunConfig("closed-book")
-        pipelines = self._pipelines([*self.configs, closed_book])
+        """Run what is not done yet; returns the rows of this run. ``progress(done, total, row)`` after each row.
+
+        One process at a time per run directory (another is refused, told which process holds it). Damaged rows,
+        manifest or cache refuse the run before anything is written; only a torn last line is repaired."""
+        with hold_run(self.out):
+            self.rows = RowLog(self.out / ROWS)
+            old = read_manifest(self.out)
+            if old is None and self.rows.done:
+                raise RunDirectoryError(f"{self.out / MANIFEST} is missing, so the settings behind the "
+                                        f"{len(self.rows.done)} rows in {self.out / ROWS} are unknown; restore it "
+                                        f"or start a new --out")
+            cache = open_run_cache(self.out / "cache" / "completions.sqlite")
+            self._base = None
+            try:
+                self._open_reader(cache)
+                self._check_manifest(old)  # before the embedder and indexes load: a refusal comes at once
+                self.rows.repair()
+                closed_book = RunConfig("closed-book")
+                return self._run(self._pipelines([*self.configs, closed_book]), closed_book, progress)
+            finally:
+                if self._reader is None and self._base is not None:
+                    self._base.close()
+                cache.close()
+
+    def _run(self, pipelines: dict[str, Pipeline], closed_book: RunConfig,
+             progress: Callable[[int, int, dict], None] | None) -> list[dict]:
         documents: dict[str, Document] = {}
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
@@ -328,8 +403,6 @@ class EvalRunner:
                     if progress:
                         progress(finished, total, row)
         finally:
-            if self._reader is None:
-                self._base.close()
             self._log_session(time.perf_counter() - started, session_rows)
         keep = {(i.id, c.id) for i in items for c in self.configs}
         return [r for key, r in self.rows.done.items() if key in keep]

@@ -1,5 +1,9 @@
 import json
+import sys
 
+import pytest
+
+from lcrag.errors import RunDirectoryError
 from lcrag.evaluation.report import table1, win_lose, write_report
 from lcrag.evaluation.runner import expand_configs, question_type
 
@@ -39,3 +43,38 @@ def test_config_matrix_and_question_types():
     ids = [c.id for c in expand_configs(["lc", "rag", "op-rag"], ["bm25", "dense"], [5, 10], [1024])]
     assert ids.count("lc") == 1 and "op-rag|dense|budget1024" in ids and len(ids) == 1 + 2 * 2 * 3
     assert [question_type(q) for q in ("Who wrote it?", "Is it red?", "In which year?", "Name it.")] == ["who", "yes-no", "which", "other"]
+
+
+def _run_dir(tmp_path):
+    rows = [row(f"q{i}", s, i % 2, 100 * (i + 1)) for i in range(4) for s in ("lc", "rag", "self-route")]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path / "rows.jsonl"
+
+
+def test_report_refuses_a_malformed_line_anywhere_but_the_torn_end(tmp_path):
+    path = _run_dir(tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:5]) + '{"item_id": "q9", "con\n' + "".join(lines[5:]))
+    with pytest.raises(RunDirectoryError, match=r"rows.jsonl:6: not a JSON row.*fix or delete line 6"):
+        write_report(tmp_path)
+    path.write_text("".join(lines) + "not a row\n")  # a whole last line is not torn
+    with pytest.raises(RunDirectoryError, match=r"rows.jsonl:13: "):
+        write_report(tmp_path)
+
+
+def test_report_skips_a_torn_last_line_and_says_so(tmp_path, caplog):
+    path = _run_dir(tmp_path)
+    path.write_text(path.read_text() + '{"item_id": "q9", "con')
+    text = write_report(tmp_path).read_text()
+    assert "12 rows" in text
+    assert "skipped a torn last line" in caplog.text
+    assert path.read_text().endswith('"con')  # the report never changes the run
+
+
+def test_report_without_matplotlib_names_the_skipped_plots(tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    _run_dir(tmp_path)
+    text = write_report(tmp_path).read_text()
+    assert "Not drawn: overlap_hist.png" in text and "pip install 'lcrag[report]'" in text
+    assert "plots skipped (matplotlib is not installed): overlap_hist.png" in caplog.text
+    assert not (tmp_path / "report" / "overlap_hist.png").exists()

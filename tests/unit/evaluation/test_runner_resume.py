@@ -1,8 +1,10 @@
-"""Kill `lcrag eval` at a random moment, run it again: no finished LLM call repeated, no row lost or doubled, same
+"""Kill `lcrag eval` at fixed moments, run it again: no finished LLM call repeated, no row lost or doubled, same
 scores.
 
 The reader is a deterministic OpenAI-compatible stub on loopback that counts the requests it serves, so the test
-sees every real call; the runner, cache, CLI and HTTP client are the real ones.
+sees every real call; the runner, cache, CLI and HTTP client are the real ones. The kill moment is deterministic:
+the stub holds the N-th completion request unanswered, and the process is killed while it waits on it (optionally
+with a torn row appended, as a kill in the middle of a write leaves one).
 """
 
 import json
@@ -11,16 +13,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 
 class Stub:
-    def __init__(self):
+    def __init__(self, hold_at: int | None = None):
         self.chat_requests = []
         self.lock = threading.Lock()
+        self.hold_at = hold_at  # the request number (1-based) left unanswered until `release` is set
+        self.holding = threading.Event()
+        self.release = threading.Event()
 
     def answer(self, prompt: str) -> str:
         # deterministic: the last word of the context line that shares most words with the question
@@ -57,10 +61,16 @@ def serve(stub):
                 prompt = body["messages"][-1]["content"]
                 with stub.lock:
                     stub.chat_requests.append(prompt)
-                time.sleep(0.05)
+                    held = len(stub.chat_requests) == stub.hold_at
+                if held:
+                    stub.holding.set()
+                    stub.release.wait(300)
                 text = stub.answer(prompt)
-                return self._send({"choices": [{"message": {"content": text}}],
-                                   "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 1}})
+                try:
+                    return self._send({"choices": [{"message": {"content": text}}],
+                                       "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 1}})
+                except (BrokenPipeError, ConnectionResetError):
+                    return None  # the client was killed while this request was held
             self._send({}, 404)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -95,8 +105,8 @@ def scores(out):
     return rows, {(r["item_id"], r["config"]): (r["prediction"], r["score"]) for r in rows}
 
 
-@pytest.mark.parametrize("kill_after_rows", [1, 9, 23])
-def test_kill_and_resume(tmp_path, dataset, kill_after_rows):
+@pytest.mark.parametrize("kill_at_call, torn_write", [(1, False), (9, True), (23, False), (23, True)])
+def test_kill_and_resume(tmp_path, dataset, kill_at_call, torn_write):
     stub = Stub()
     server = serve(stub)
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -107,22 +117,24 @@ def test_kill_and_resume(tmp_path, dataset, kill_after_rows):
         clean_rows, clean_scores = scores(tmp_path / "clean")
 
         stub.chat_requests.clear()
+        stub.hold_at = kill_at_call
         proc = run_eval(dataset, tmp_path / "killed", url, wait=False)
-        rows_file = tmp_path / "killed" / "rows.jsonl"
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if rows_file.exists() and rows_file.read_text().count("\n") >= kill_after_rows:
-                time.sleep(random.uniform(0, 0.08))  # land anywhere: between rows, mid-call, mid-write
-                break
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
+        assert stub.holding.wait(120), "the run never reached the call to kill it at"
+        proc.send_signal(signal.SIGKILL)  # killed while waiting on call `kill_at_call`
         proc.wait()
-        done_before = rows_file.read_text().count("\n")
+        rows_file = tmp_path / "killed" / "rows.jsonl"
+        done_before = rows_file.read_text().count("\n") if rows_file.exists() else 0
         assert done_before < len(clean_rows), "the run finished before it could be killed"
+        if torn_write:  # what a kill in the middle of writing the next row leaves
+            next_row = (tmp_path / "clean" / "rows.jsonl").read_text().splitlines()[done_before]
+            with rows_file.open("a") as f:
+                f.write(next_row[: len(next_row) // 2])
 
         resumed = run_eval(dataset, tmp_path / "killed", url)
         assert resumed.returncode == 0, resumed.stderr
+        assert ("torn last line" in resumed.stderr) == torn_write
     finally:
+        stub.release.set()
         server.shutdown()
 
     resumed_rows, resumed_scores = scores(tmp_path / "killed")
@@ -134,9 +146,30 @@ def test_kill_and_resume(tmp_path, dataset, kill_after_rows):
     log = (tmp_path / "killed" / "llm_calls.log").read_text().split()
     assert len(log) == len(set(log)) <= clean_calls
     assert len(set(stub.chat_requests)) == clean_calls
-    assert clean_calls <= len(stub.chat_requests) <= clean_calls + 1
+    assert len(stub.chat_requests) == clean_calls + 1  # the held request, asked again on resume
     # identical final scores
     assert resumed_scores == clean_scores
+
+
+def test_second_eval_on_a_running_run_is_refused_naming_the_first(tmp_path, dataset):
+    stub = Stub(hold_at=3)
+    server = serve(stub)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    out = tmp_path / "run"
+    try:
+        first = run_eval(dataset, out, url, wait=False)
+        assert stub.holding.wait(120), "the first run never started"
+        second = run_eval(dataset, out, url)  # while the first waits on its third call
+        stub.release.set()
+        assert first.wait(300) == 0, first.stderr.read()
+    finally:
+        stub.release.set()
+        server.shutdown()
+    assert second.returncode == 2 and second.stderr.count("\n") == 1
+    assert f"is in use by another lcrag eval (pid {first.pid} on " in second.stderr
+    rows, keyed = scores(out)
+    assert len(rows) == len(keyed) == 8 * 7  # no duplicate row
+    assert len(stub.chat_requests) == len(set(stub.chat_requests))  # no repeated LLM call
 
 
 def test_closed_book_filter_marks_and_drops(tmp_path, dataset):
@@ -156,10 +189,10 @@ def test_closed_book_filter_marks_and_drops(tmp_path, dataset):
     assert marked.returncode == 0 and dropped.returncode == 0, marked.stderr + dropped.stderr
     rows, _ = scores(tmp_path / "mark")
     rag = {r["item_id"]: r for r in rows if r["strategy"] == "rag"}
-    assert rag["easy"]["closed_book_correct"] is True and rag["q0"]["closed_book_correct"] is False
+    assert rag["data/easy"]["closed_book_correct"] is True and rag["data/q0"]["closed_book_correct"] is False  # ids: <file>/<id>
     assert any(r["strategy"] == "closed-book" for r in rows)
     dropped_rows, _ = scores(tmp_path / "drop")
-    assert "easy" not in {r["item_id"] for r in dropped_rows if r["strategy"] == "rag"}
+    assert "data/easy" not in {r["item_id"] for r in dropped_rows if r["strategy"] == "rag"}
     assert len([r for r in dropped_rows if r["strategy"] == "rag"]) == 8
 
 
