@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -17,10 +18,11 @@ from rich.table import Table
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
 from lcrag.errors import LcragError
+from lcrag.options import EvalOptions, SettingError, at_least, cli_message
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
+from lcrag.readers.http import DEFAULT_TIMEOUT
 from lcrag.retrieval import RETRIEVERS
-from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import STRATEGY_NAMES, PromptSet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
@@ -37,6 +39,7 @@ Embedder = Annotated[str, typer.Option("--embedder", help="minilm (bundled ONNX)
 BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible server, e.g. http://localhost:8000/v1.")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
+Timeout = Annotated[float, typer.Option("--timeout", help="Seconds one call to a reader or embedder may take, retries included; then it fails.")]
 Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit.")]
 SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help="tree retriever: embedding or llm (the reader picks the branch).")]
@@ -68,21 +71,17 @@ def ask(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the completion cache.")] = False,
     cache_dir: CacheDir = None,
     threads: Threads = None,
+    timeout: Timeout = DEFAULT_TIMEOUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
 ) -> None:
     """Answer QUESTION about DOC."""
-    _check("strategy", strategy, STRATEGY_NAMES)
-    _check("retriever", retriever, RETRIEVERS)
-    _check("tree navigation", tree_navigation, NAVIGATIONS)
-    if order is not None:
-        _check("order", order, ("score", "document"))
-    settings = Settings(
+    settings = Settings(  # checks every value, with the valid range
         strategy=strategy, retriever=retriever, k=k, budget=budget, order=order, chunking=chunking, llm=llm,
         embedder=embedder, base_url=base_url, context_window=context_window, tokenizer=tokenizer,
-        max_tokens=max_tokens, cache=not no_cache, cache_dir=cache_dir, threads=threads,
+        max_tokens=max_tokens, cache=not no_cache, cache_dir=cache_dir, threads=threads, timeout=timeout,
         prompts=PromptSet.from_file(prompts) if prompts else PromptSet(), window=window,
         tree_navigation=tree_navigation, summary_llm=summary_llm,
     )
@@ -127,7 +126,7 @@ def index(
     """Chunk DOC and build its BM25 index and embeddings on disk (later questions reuse them)."""
     kinds = ("bm25", "dense") if retriever in ("all", "hybrid") else (retriever,)
     _check("retriever", kinds[0], RETRIEVERS)
-    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, cache_dir=cache_dir, cache=False)
+    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, cache_dir=cache_dir, cache=False, chunking=chunking)
     document = as_document(doc)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
@@ -161,6 +160,7 @@ def demo(
     from lcrag.evaluation import contains_answer
     from lcrag.synthetic import needle_document
 
+    at_least("words", words, 1)
     document, facts = needle_document(words, seed=seed)
     workdir = cache_dir or Path(tempfile.mkdtemp(prefix="lcrag-demo-"))
     # Small chunks keep RAG prompts short for a small CPU reader; the completion cache is off so timings are real.
@@ -241,6 +241,7 @@ def evaluate(
     drop_closed_book: Annotated[bool, typer.Option("--drop-closed-book", help="...and leave them out.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
     threads: Threads = None,
+    timeout: Timeout = DEFAULT_TIMEOUT,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
     unit: Annotated[str, typer.Option("--unit", help="longrag: comma-separated units (passage, document, grouped).")] = "grouped",
     window: Window = 3,
@@ -262,15 +263,16 @@ def evaluate(
     units = _csv(unit, "unit")
     for name in units:
         _check("unit", name, UNIT_KINDS)
-    ks, budgets = _ints(k, "k"), _ints(budget, "budget")
-    loaded = load_dataset(dataset, fmt, skip_bad=skip_bad, limit=limit)
+    options = EvalOptions(ks=tuple(_ints(k, "k")), budgets=tuple(_ints(budget, "budget")), limit=limit,
+                          concurrency=concurrency)
+    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking,
+                        threads=threads, window=window, tree_navigation=tree_navigation, summary_llm=summary_llm,
+                        timeout=timeout)
+    loaded = load_dataset(dataset, fmt, skip_bad=skip_bad, limit=options.limit)
     if loaded.skipped:
         stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
-    _check("tree navigation", tree_navigation, NAVIGATIONS)
-    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking,
-                        threads=threads, window=window, tree_navigation=tree_navigation, summary_llm=summary_llm)
-    runner = EvalRunner(loaded.items, expand_configs(names, retrievers, ks, budgets, units), out, settings,
-                        dataset_path=dataset, concurrency=concurrency, filter_closed_book=filter_closed_book,
+    runner = EvalRunner(loaded.items, expand_configs(names, retrievers, list(options.ks), list(options.budgets), units),
+                        out, settings, dataset_path=dataset, concurrency=options.concurrency, filter_closed_book=filter_closed_book,
                         drop_closed_book=drop_closed_book, corpus=corpus)
     tokens = {"prompt": 0, "completion": 0}
     with progress_factory() as progress:
@@ -340,12 +342,26 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A directory written by 
     stderr.print(f"written to {path.parent}")
 
 
+@app.callback()
+def _global_options(
+    max_file_mb: Annotated[Optional[float], typer.Option(
+        "--max-file-mb", help="Largest input file read whole (documents, datasets, prompts), in MB; default 512 or "
+                              "LCRAG_MAX_FILE_MB. Corpora are streamed and have no limit.")] = None,
+) -> None:
+    """Answer questions over long documents: LC, RAG, OP-RAG, Self-Route."""
+    if max_file_mb is not None:
+        if not max_file_mb > 0:
+            raise SettingError("max_file_mb", f"must be > 0, got {max_file_mb:g}")
+        # The file readers take the limit from the environment, so every command (and its threads) sees it.
+        os.environ["LCRAG_MAX_FILE_MB"] = repr(max_file_mb)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="lcrag: %(levelname)s: %(message)s")
     try:
         app()  # typer reports usage errors itself (exit code 2)
     except LcragError as exc:
-        print(f"lcrag: error: {exc}", file=sys.stderr)
+        print(f"lcrag: error: {cli_message(exc)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("lcrag: interrupted", file=sys.stderr)

@@ -96,7 +96,9 @@ def questions(
     """LC-only against RAG-only questions: by question word, and the top TF-IDF words of each side."""
     from lcrag.evaluation.analysis import exclusive_questions, question_words, tfidf_words
     from lcrag.evaluation.report import load_rows
+    from lcrag.options import at_least
 
+    at_least("top", top, 1)
     rows = [r for d in run_dirs for r in load_rows(d)]
     sides = exclusive_questions(rows, rag_config, loose)
     first, second = sides

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -56,6 +57,7 @@ def build(
     (everything for another corpus or piece size, only the grouped units for another grouping). Builds of one OUT
     from several shells are safe: the others wait, then find the work done.
     """
+    from lcrag.documents.files import check_regular_file
     from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex, index_directory
     from lcrag.retrieval.embedders import make_embedder
     from lcrag.retrieval.executors import EXECUTORS, make_batches
@@ -69,8 +71,7 @@ def build(
         executor=executor, batch=batch,
     )
     config.check()
-    if not corpus.is_file():
-        raise LcragError(f"corpus file not found: {corpus}")
+    check_regular_file(corpus, max_bytes=sys.maxsize)  # a pipe or device is refused; streamed, so no size limit
     index_directory(out)  # a bad --out fails before any model loads
     started = time.perf_counter()
     with ExitStack() as stack:
@@ -109,8 +110,12 @@ def ask(
     from lcrag.readers import make_reader
     from lcrag.retrieval.corpus_index import CorpusIndex
     from lcrag.retrieval.embedders import make_embedder
+    from lcrag.options import at_least
     from lcrag.strategies.longrag import LongRAG
 
+    at_least("k", k, 1)
+    at_least("context_tokens", context_tokens, 1, optional=True)
+    at_least("context_window", context_window, 1, optional=True)
     probe = CorpusIndex(index_dir)  # what was built, and with which embedder
     kinds, spec = probe.unit_kinds, probe.meta.get("build", {}).get("embedder")
     probe.close()

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lcrag.assembly import ContextAssembler
+from lcrag.assembly.context import ORDERS
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.documents import load_document
 from lcrag.errors import InputError
+from lcrag.options import SettingError, at_least, one_of
 from lcrag.paths import default_cache_dir
 from lcrag.readers import (
     CachedReader,
@@ -18,14 +20,17 @@ from lcrag.readers import (
     Reader,
     make_reader,
 )
-from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
+from lcrag.readers.http import DEFAULT_TIMEOUT
+from lcrag.retrieval import RETRIEVERS, DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
-from lcrag.strategies import PromptSet, QueryContext, make_strategy
+from lcrag.retrieval.tree_index import NAVIGATIONS
+from lcrag.strategies import STRATEGY_NAMES, PromptSet, QueryContext, make_strategy
 from lcrag.types import Answer, Document
 
 # Each paper's own chunking, used when the user names none.
 DEFAULT_CHUNKING = {"op-rag": "tokens:128"}
 FALLBACK_CHUNKING = "words:300"
+CHUNK_UNITS = ("words", "tokens", "sentences")
 
 
 @dataclass
@@ -48,10 +53,36 @@ class Settings:
     context_window: int | None = None
     tokenizer: str | None = None  # tokenizer.json for servers without /tokenize
     threads: int | None = None
+    # Seconds one HTTP call to a reader or embedder server may take, retries included (a silent server fails then).
+    timeout: float = DEFAULT_TIMEOUT
     max_tokens: int = 64
     cache: bool = True
     cache_dir: Path | None = None
     prompts: PromptSet = field(default_factory=PromptSet)
+
+    def __post_init__(self) -> None:
+        """Every value is checked here, once, before any model loads: the CLI, the Python API and ``replace()``
+        all pass through this, and the message gives the valid range."""
+        one_of("strategy", self.strategy, STRATEGY_NAMES)
+        one_of("retriever", self.retriever, RETRIEVERS)
+        one_of("order", self.order, ORDERS, optional=True)
+        one_of("tree_navigation", self.tree_navigation, NAVIGATIONS)
+        if self.chunking is not None:
+            parse_chunking(self.chunking)
+        at_least("k", self.k, 1)
+        at_least("budget", self.budget, 1, optional=True)
+        at_least("window", self.window, 0)  # 0: the hit sentence alone
+        at_least("context_window", self.context_window, 1, optional=True)
+        at_least("threads", self.threads, 1, optional=True)
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 1e9:
+            raise SettingError("timeout", f"must be a number of seconds above 0 and below 1e9, got {self.timeout!r}")
+        at_least("max_tokens", self.max_tokens, 1)
+        if self.context_window is not None and self.context_window <= self.max_tokens:
+            # The answer is generated inside the window, after the prompt.
+            raise SettingError("context_window", f"must be above max_tokens ({self.max_tokens}), "
+                                                 f"got {self.context_window}")
+        if not isinstance(self.prompts, PromptSet):
+            raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
 
     def chunking_for(self, strategy: str) -> str:
         return self.chunking or DEFAULT_CHUNKING.get(strategy, FALLBACK_CHUNKING)
@@ -63,9 +94,11 @@ class Settings:
 
 
 def parse_chunking(spec: str) -> tuple[str, int | None]:
-    unit, _, size = spec.partition(":")
-    if size and not size.isdigit():
-        raise InputError(f"bad chunking {spec!r}; use words:300, tokens:128 or sentences:300")
+    """``(unit, size)`` of ``words:300``, ``tokens:128`` or ``sentences:300``; a unit alone takes its default size."""
+    unit, _, size = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if unit not in CHUNK_UNITS or (size and not (size.isdigit() and int(size) >= 1)):
+        raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(CHUNK_UNITS)} and SIZE ≥ 1 "
+                                       f"(e.g. words:300, tokens:128), got {spec!r}")
     return unit, int(size) if size else None
 
 
@@ -102,7 +135,7 @@ class Pipeline:
         if self._reader is None:
             s = self.settings
             self._reader = self._cached(
-                make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads))
+                make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads, s.timeout))
         return self._reader
 
     def _cached(self, reader: Reader) -> Reader:
@@ -119,13 +152,15 @@ class Pipeline:
             return self.reader
         if self._summary_reader is None:
             # Its own model and window; a local spec ignores base_url, an openai: spec shares the server settings.
-            self._summary_reader = self._cached(make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads))
+            self._summary_reader = self._cached(make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads,
+                                                            timeout=s.timeout))
         return self._summary_reader
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.settings.embedder, self.settings.base_url, self.settings.api_key)
+            self._embedder = make_embedder(self.settings.embedder, self.settings.base_url, self.settings.api_key,
+                                           timeout=self.settings.timeout)
         return self._embedder
 
     def chunker(self, chunking: str) -> Chunker:
@@ -175,6 +210,7 @@ class Pipeline:
         """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts)."""
         if not question.strip():
             raise InputError("the question is empty")
+        at_least("max_tokens", max_tokens, 1, optional=True)
         strategy = strategy or self.settings.strategy
         runner = make_strategy(strategy, self.settings.order)
         ctx = self.context(as_document(document), strategy)

@@ -1,10 +1,17 @@
 """Bad input: one line on stderr, exit code 2, no traceback. These never reach a model."""
 
 import json
+import os
+import random
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from lcrag.cli import main
+from lcrag.documents.files import DEFAULT_MAX_FILE_MB
 
 
 def lcrag(*args, cwd=None):
@@ -18,42 +25,155 @@ def doc(tmp_path):
     return path
 
 
-@pytest.mark.parametrize(
-    "make_args, message",
-    [
-        (lambda t, d: ["ask", str(t / "missing.txt"), "q"], "does not exist"),
-        (lambda t, d: ["ask", str(t / "empty.txt"), "q"], "is empty"),
-        (lambda t, d: ["ask", str(t / "binary.txt"), "q"], "binary"),
-        (lambda t, d: ["ask", str(t / "bad.jsonl"), "q"], "bad.jsonl:1: invalid JSON"),
-        (lambda t, d: ["ask", str(d), "q", "--strategy", "magic"], "unknown strategy"),
-        (lambda t, d: ["ask", str(d), "q", "--retriever", "grep"], "unknown retriever"),
-        (lambda t, d: ["ask", str(d), "q", "--order", "random"], "unknown order"),
-        (lambda t, d: ["ask", str(d), "q", "--llm", str(t / "nope.gguf")], "does not exist"),
-        (lambda t, d: ["ask", str(d), "q", "--llm", "mystery"], "unknown reader"),
-        (lambda t, d: ["ask", str(d), "q", "--prompts", str(t / "bad_prompts.json")], "placeholders"),
-        (lambda t, d: ["ask", str(d), "   ", "--strategy", "closed-book", "--llm", "openai:m@http://127.0.0.1:9"], "question is empty"),
-        (lambda t, d: ["index", str(d), "--chunking", "words:many"], "bad chunking"),
-        (lambda t, d: ["index", str(d), "--chunking", "pages:3"], "unknown chunk unit"),
-        (lambda t, d: ["ask", str(d), "q", "-r", "tree", "--tree-navigation", "guess"], "unknown tree navigation"),
-        (lambda t, d: ["ask", str(d), "q", "-s", "rag", "-r", "tree", "--llm", "openai:m@http://127.0.0.1:9",
-                       "--summary-llm", str(t / "nope.gguf"), "--cache-dir", str(t / "c")], "does not exist"),
-        (lambda t, d: ["passkey", str(t / "pk"), "--depths", "0.5,1.5"], "between 0 and 1"),
-        (lambda t, d: ["passkey", str(t / "pk"), "--variants", "needle"], "unknown variant"),
-        (lambda t, d: ["passkey", str(t / "pk"), "--lengths", "10", "--tokenizer", "words"], "at least 64 tokens"),
-        (lambda t, d: ["analyze", "failures", str(t)], "not a run directory"),
-        (lambda t, d: ["analyze", "questions", str(t)], "not a run directory"),
-    ],
-)
-def test_bad_input_is_one_line_exit_2(tmp_path, doc, make_args, message):
-    (tmp_path / "empty.txt").write_text("")
-    (tmp_path / "binary.txt").write_bytes(b"\x00\x01\x02binary")
-    (tmp_path / "bad.jsonl").write_text("{oops\n")
-    (tmp_path / "bad_prompts.json").write_text(json.dumps({"lc": "no placeholders"}))
-    result = lcrag(*make_args(tmp_path, doc))
-    assert result.returncode == 2, result.stderr
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+def run_main(args, monkeypatch, capsys) -> tuple[int, str]:
+    """``lcrag ARGS`` in this process (as the ``lcrag`` script runs it): exit code and stderr.
+
+    An alarm turns a hang (a FIFO read, say) into a failure instead of a stuck test run."""
+    monkeypatch.setattr(sys, "argv", ["lcrag", *map(str, args)])
+    # --max-file-mb sets this for the process; setenv (unlike delenv of an absent name) is undone after the test.
+    monkeypatch.setenv("LCRAG_MAX_FILE_MB", str(DEFAULT_MAX_FILE_MB))
+
+    def hang(signum, frame):
+        raise TimeoutError(f"lcrag {' '.join(map(str, args))} hung")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(60)
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    """Every kind of bad file the cases below name, by short name."""
+    files = {name: tmp_path / name for name in (
+        "empty.txt", "binary.txt", "bad.jsonl", "noise.txt", "fifo.txt", "no_docs", "bad_prompts.json", "corpus.jsonl")}
+    files["empty.txt"].write_text("")
+    files["binary.txt"].write_bytes(b"\x00\x01\x02binary")
+    files["bad.jsonl"].write_text("{oops\n")
+    files["noise.txt"].write_bytes(bytes(random.Random(0).randint(0x80, 0xFF) for _ in range(24_756)))
+    os.mkfifo(files["fifo.txt"])
+    files["no_docs"].mkdir()
+    (files["no_docs"] / "image.png").write_bytes(b"\x89PNG")
+    files["bad_prompts.json"].write_text(json.dumps({"lc": "no placeholders"}))
+    files["corpus.jsonl"].write_text(json.dumps({"id": "1", "title": "T", "text": "Some text."}) + "\n")
+    files["missing.txt"] = tmp_path / "missing.txt"
+    files["missing.gguf"] = tmp_path / "missing.gguf"
+    files["zero"] = Path("/dev/zero")
+    for name, content in {"nested": {"lc": "{context:{question}} {question}"}, "huge": {"lc": "{context:>999999999} {question}"},
+                          "not_str": {"lc": 5}, "unknown": {"sytem": "x"}}.items():
+        files[f"prompts_{name}"] = tmp_path / f"prompts_{name}.json"
+        files[f"prompts_{name}"].write_text(json.dumps(content))
+    files["prompts_invalid"] = tmp_path / "prompts_invalid.json"
+    files["prompts_invalid"].write_text("{oops")
+    return files
+
+
+DOC = "{doc}"  # replaced by a good document
+OFFLINE = ["--llm", "openai:m@http://127.0.0.1:9"]  # a reader that is never reached: these fail before any call
+
+BAD_INPUTS = [
+    # documents (defects 1 and 2)
+    (["ask", "{missing.txt}", "q"], "does not exist"),
+    (["ask", "{empty.txt}", "q"], "is empty"),
+    (["ask", "{binary.txt}", "q"], "binary"),
+    (["ask", "{noise.txt}", "q"], "noise.txt is not text in UTF-8 or Windows-1252/Latin-1"),
+    (["ask", "{fifo.txt}", "q"], "fifo.txt is not a regular file"),
+    (["ask", "{zero}", "q"], "/dev/zero is not a regular file"),
+    (["ask", "{no_docs}", "q"], "holds no .txt, .md or .jsonl files"),
+    (["ask", "{bad.jsonl}", "q"], "bad.jsonl:1: invalid JSON"),
+    (["index", "{fifo.txt}"], "not a regular file"),
+    (["index", "{noise.txt}"], "is not text"),
+    (["--max-file-mb", "0.00001", "ask", DOC, "q"], "over the 10 bytes limit (raise it with --max-file-mb"),
+    (["corpus", "build", "{fifo.txt}", "--out", "{no_docs}/idx"], "fifo.txt is not a regular file"),
+    # option values (defect 2b): every numeric option of every command
+    (["--max-file-mb", "0", "ask", DOC, "q"], "--max-file-mb must be > 0, got 0"),
+    (["ask", DOC, "q", "--chunking", "words:0"], "--chunking must be UNIT:SIZE"),
+    (["ask", DOC, "q", "--max-tokens", "0"], "--max-tokens must be ≥ 1, got 0"),
+    (["ask", DOC, "q", "--max-tokens", "-1"], "--max-tokens must be ≥ 1, got -1"),
+    (["ask", DOC, "q", "--context-window", "0"], "--context-window must be ≥ 1, got 0"),
+    (["ask", DOC, "q", "--context-window", "-1"], "--context-window must be ≥ 1, got -1"),
+    (["ask", DOC, "q", "--context-window", "64"], "--context-window must be above max_tokens (64), got 64"),
+    (["ask", DOC, "q", "--window", "-1"], "--window must be ≥ 0, got -1"),
+    (["ask", DOC, "q", "--threads", "0"], "--threads must be ≥ 1, got 0"),
+    (["ask", DOC, "q", "-k", "0"], "-k must be ≥ 1, got 0"),
+    (["ask", DOC, "q", "--budget", "0"], "--budget must be ≥ 1, got 0"),
+    (["ask", DOC, "q", "-k", "abc"], "Invalid value"),  # typer's own type check
+    (["ask", DOC, "q", "--strategy", "magic"], "--strategy must be one of closed-book, lc"),
+    (["ask", DOC, "q", "--retriever", "grep"], "--retriever must be one of bm25"),
+    (["ask", DOC, "q", "--order", "random"], "--order must be one of score, document; got 'random'"),
+    (["ask", DOC, "q", "-r", "tree", "--tree-navigation", "guess"], "--tree-navigation must be one of embedding, llm"),
+    (["index", DOC, "--chunking", "words:0"], "--chunking must be UNIT:SIZE"),
+    (["index", DOC, "--chunking", "words:many"], "got 'words:many'"),
+    (["index", DOC, "--chunking", "pages:3"], "UNIT one of words, tokens, sentences"),
+    (["index", DOC, "--retriever", "grep"], "unknown retriever"),
+    (["demo", "--words", "0"], "--words must be ≥ 1, got 0"),
+    (["demo", "--retriever", "grep"], "--retriever must be one of"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--budget", "0"], "--budget must be ≥ 1, got 0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "-k", "0"], "-k must be ≥ 1, got 0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "-k", ","], "--k is empty"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--limit", "0"], "--limit must be ≥ 1, got 0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--concurrency", "0"], "--concurrency must be ≥ 1, got 0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--concurrency", "-1"], "--concurrency must be ≥ 1, got -1"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--context-window", "0"], "--context-window must be ≥ 1"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--threads", "0"], "--threads must be ≥ 1"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--window", "-1"], "--window must be ≥ 0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--chunking", "words:0"], "--chunking must be"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--strategies", "magic"], "unknown strategy"),
+    (["passkey", "{no_docs}/pk", "--depths", "0.5,1.5"], "between 0 and 1"),
+    (["passkey", "{no_docs}/pk", "--variants", "needle"], "unknown variant"),
+    (["passkey", "{no_docs}/pk", "--lengths", "10", "--tokenizer", "words"], "at least 64 tokens"),
+    (["corpus", "build", "{corpus.jsonl}", "--out", "{no_docs}/idx", "--piece-words", "0"], "--piece-words must be ≥ 1"),
+    (["corpus", "build", "{corpus.jsonl}", "--out", "{no_docs}/idx", "--group-tokens", "-1"], "--group-tokens must be ≥ 1"),
+    (["corpus", "build", "{corpus.jsonl}", "--out", "{no_docs}/idx", "--batch", "0"], "--batch must be ≥ 1, got 0"),
+    (["corpus", "ask", "{no_docs}", "q", "-k", "0"], "-k must be ≥ 1, got 0"),
+    (["corpus", "ask", "{no_docs}", "q", "--context-tokens", "0"], "--context-tokens must be ≥ 1, got 0"),
+    (["corpus", "ask", "{no_docs}", "q", "--context-window", "-1"], "--context-window must be ≥ 1, got -1"),
+    (["analyze", "questions", "{no_docs}", "--top", "0"], "--top must be ≥ 1, got 0"),
+    (["analyze", "failures", "{no_docs}"], "not a run directory"),
+    # prompts files (defect 3)
+    (["ask", DOC, "q", "--prompts", "{bad_prompts.json}"], "placeholders"),
+    (["ask", DOC, "q", "--prompts", "{prompts_nested}"], "without a format spec or conversion"),
+    (["ask", DOC, "q", "--prompts", "{prompts_huge}"], "found {context:>999999999}"),
+    (["ask", DOC, "q", "--prompts", "{prompts_not_str}"], "prompt 'lc' must be a string, not int"),
+    (["ask", DOC, "q", "--prompts", "{prompts_unknown}"], "unknown key(s) 'sytem'"),
+    (["ask", DOC, "q", "--prompts", "{prompts_invalid}"], "prompts_invalid.json: invalid JSON ("),
+    (["ask", DOC, "q", "--prompts", "{fifo.txt}"], "fifo.txt is not a regular file"),
+    # readers and questions
+    (["ask", DOC, "q", "--llm", "{missing.gguf}"], "does not exist"),
+    (["ask", DOC, "q", "--llm", "mystery"], "unknown reader"),
+    (["ask", DOC, "   ", "--strategy", "closed-book", *OFFLINE], "question is empty"),
+    (["ask", DOC, "q", "-s", "rag", "-r", "tree", *OFFLINE, "--summary-llm", "{missing.gguf}", "--cache-dir", "{no_docs}/c"],
+     "does not exist"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2(doc, bad_files, monkeypatch, capsys, args, message):
+    names = {"{doc}": doc} | {f"{{{name}}}": path for name, path in bad_files.items()}
+    args = [a.replace(a[:a.index("}") + 1], str(names[a[:a.index("}") + 1]])) if a.startswith("{") else a for a in args]
+    code, err = run_main(args, monkeypatch, capsys)
+    assert code == 2, err
+    assert message in err
+    assert "Traceback" not in err
+    if message != "Invalid value":  # typer draws its usage errors in a box of several lines
+        assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("text, encoding", [("Größe, café, naïve. " * 20, "latin-1"), ("Hello wörld ✓ " * 20, "utf-16")])
+def test_legacy_and_utf16_documents_are_indexed(tmp_path, monkeypatch, capsys, text, encoding):
+    path = tmp_path / "doc.txt"
+    path.write_bytes(text.encode(encoding))
+    code, err = run_main(["index", path, "--chunking", "words:5", "--retriever", "bm25", "--cache-dir", tmp_path / "c"],
+                         monkeypatch, capsys)
+    assert code == 0, err
+    assert "Traceback" not in err
 
 
 def test_usage_errors_exit_2(doc):

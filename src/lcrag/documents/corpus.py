@@ -7,14 +7,17 @@ units, piece embeddings and BM25 hits all refer to documents by that position.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lcrag.documents.files import check_regular_file
 from lcrag.errors import InputError
 
 SCHEMA = """
@@ -39,9 +42,27 @@ class IngestReport:
 
 
 def _open(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return path.open(encoding="utf-8", errors="replace")
+    """The corpus's raw lines; the caller has checked that it is a regular file."""
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+_UTF16_32_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 marks begin with these
+
+
+def _decode_line(source: Path, raw: bytes, lineno: int) -> str:
+    """One line as UTF-8, strictly: a corpus is streamed line by line, so there is no whole file to detect an
+    encoding from, and a wrong guess would index garbage. Undecodable lines are bad records (``--skip-bad``)."""
+    if lineno == 1:
+        if raw.startswith(_UTF16_32_BOMS):
+            raise InputError(f"{source} is UTF-16 or UTF-32 text; corpora are read as UTF-8: save it as UTF-8")
+        raw = raw.removeprefix(codecs.BOM_UTF8)
+    if b"\x00" in raw:
+        raise ValueError("holds NUL bytes: binary data or UTF-16 text, not UTF-8")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                         f"save the corpus as UTF-8") from None
 
 
 def _parse(line: str, lineno: int) -> tuple[str, str, str, str | None]:
@@ -91,8 +112,11 @@ class CorpusStore:
         """Stream ``source`` (JSONL, optionally .gz; fields ``id``, ``title``, ``text``, optional ``links``) into
         ``path``. A malformed record is an error naming file and line, or is skipped and counted with ``skip_bad``."""
         source, path = Path(source), Path(path)
-        if not source.is_file():
+        if not source.exists():
             raise InputError(f"corpus file not found: {source}")
+        # A pipe or a device is refused before it is opened (reading one could block or never end). No size limit:
+        # the corpus is streamed, so memory stays bounded by the batch.
+        check_regular_file(source, max_bytes=sys.maxsize)
         tmp = path.with_name(path.name + ".partial")
         tmp.unlink(missing_ok=True)
         db = sqlite3.connect(tmp)
@@ -110,11 +134,11 @@ class CorpusStore:
 
         try:
             with _open(source) as f:
-                for lineno, line in enumerate(f, start=1):
-                    if not line.strip():
+                for lineno, raw in enumerate(f, start=1):
+                    if not raw.strip():
                         continue
                     try:
-                        doc_id, title, text, links = _parse(line, lineno)
+                        doc_id, title, text, links = _parse(_decode_line(source, raw, lineno), lineno)
                     except ValueError as exc:
                         if not skip_bad:
                             raise InputError(f"{source}:{lineno}: {exc}") from None
@@ -128,6 +152,10 @@ class CorpusStore:
                         flush()
             if rows:
                 flush()
+        except InputError:
+            db.close()
+            tmp.unlink(missing_ok=True)
+            raise
         except (OSError, EOFError, UnicodeError) as exc:
             db.close()
             tmp.unlink(missing_ok=True)

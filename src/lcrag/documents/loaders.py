@@ -6,6 +6,7 @@ import json
 import logging
 from pathlib import Path
 
+from lcrag.documents.files import decode_text, read_regular_file
 from lcrag.errors import InputError
 from lcrag.types import Document
 
@@ -13,38 +14,22 @@ log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-# A share of NUL bytes this high in the first block means the file is binary, not text.
-_BINARY_SNIFF_BYTES = 8192
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _decode(path: Path, data: bytes) -> str:
-    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        raise InputError(f"{path} looks like a binary file, not text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        bad = text.count("\ufffd")
-        log.warning("%s: %d undecodable byte sequence(s) replaced with U+FFFD", path, bad)
-        return text
+def _read_text(path: Path) -> str:
+    # Regular files only, within the size limit, decoded or refused: a FIFO, a device or random bytes never get in.
+    return decode_text(path, read_regular_file(path))
 
 
 def _load_text_file(path: Path) -> Document:
-    text = _decode(path, _read_bytes(path))
+    text = _read_text(path)
     if not text.strip():
         raise InputError(f"{path} is empty")
     return Document(text=text, id=path.stem, title=path.stem, source=str(path))
 
 
 def _load_jsonl(path: Path) -> list[Document]:
-    text = _decode(path, _read_bytes(path))
+    text = _read_text(path)
     docs: list[Document] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -70,13 +55,25 @@ def _load_jsonl(path: Path) -> list[Document]:
     return docs
 
 
+def _document_files(directory: Path) -> list[Path]:
+    """The directory's .txt, .md and .jsonl regular files, recursively, sorted; pipes, sockets, devices and broken
+    links with those names are skipped with a warning (reading a pipe would block)."""
+    named = sorted(f for f in directory.rglob("*") if f.suffix.lower() in TEXT_SUFFIXES | JSONL_SUFFIXES)
+    files = [f for f in named if f.is_file()]  # follows links, True only for regular files
+    skipped = [str(f) for f in named if not f.is_file() and not f.is_dir()]
+    if skipped:
+        log.warning("skipped %d entries that are not regular files (pipes, sockets, devices, broken links): %s",
+                    len(skipped), ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
+    return files
+
+
 def load_documents(path: str | Path) -> list[Document]:
     """Every document at ``path``: a text file, a JSONL file, or a directory (its .txt, .md and .jsonl files, recursively, sorted by path)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p} does not exist")
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES | JSONL_SUFFIXES)
+        files = _document_files(p)
         if not files:
             raise InputError(f"{p} holds no .txt, .md or .jsonl files")
         docs: list[Document] = []

@@ -100,8 +100,10 @@ class CorpusBuildConfig:
             raise InputError(f"unknown faiss index {self.faiss!r}; choose one of {', '.join(FAISS_KINDS)}")
         if self.faiss and not self.embedder:
             raise InputError("a faiss index needs an embedder")
-        if self.piece_words <= 0 or self.group_tokens <= 0 or self.batch <= 0:
-            raise InputError("piece words, group tokens and batch size must be positive")
+        from lcrag.options import at_least
+
+        for name in ("piece_words", "group_tokens", "batch"):
+            at_least(name, getattr(self, name), 1)
 
 
 @dataclass

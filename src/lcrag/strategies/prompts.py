@@ -13,6 +13,7 @@ import string
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from lcrag.documents.files import decode_text, read_regular_file
 from lcrag.errors import InputError
 
 UNANSWERABLE_INSTRUCTION = (
@@ -26,6 +27,42 @@ _QA = (
 )
 
 
+# The placeholders each template must use, and the only ones it may use.
+TEMPLATE_PLACEHOLDERS = {
+    "lc": ("context", "question"), "rag": ("context", "question"), "self_route": ("context", "question"),
+    "closed_book": ("question",),
+}
+
+
+def _check_is_string(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InputError(f"prompt {name!r} must be a string, not {type(value).__name__}")
+
+
+def _check_template(name: str, template: object, placeholders: tuple[str, ...]) -> None:
+    """Plain ``{name}`` placeholders only: a format spec or a conversion would let a template fail at format time
+    (``{context:{question}}``) or allocate without bound (``{context:>999999999}``)."""
+    _check_is_string(name, template)
+    uses = " and ".join(f"{{{p}}}" for p in placeholders)
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise InputError(f"prompt {name!r} is not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+    used = set()
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if field not in placeholders:
+            raise InputError(f"prompt {name!r} may use only the placeholders {uses}, not {{{field}}}")
+        if spec or conversion:
+            raise InputError(f"prompt {name!r}: write {{{field}}} without a format spec or conversion "
+                             f"(found {{{field}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}})")
+        used.add(field)
+    missing = [p for p in placeholders if p not in used]
+    if missing:
+        raise InputError(f"prompt {name!r} must use the placeholders {uses} (missing {{{missing[0]}}})")
+
+
 @dataclass(frozen=True)
 class PromptSet:
     lc: str = _QA.replace("{instruction}", "")
@@ -35,29 +72,31 @@ class PromptSet:
     system: str = ""
     version: str = "lcrag-1"
 
-    _FIELDS_NEEDING_CONTEXT = ("lc", "rag", "self_route")
-
     def __post_init__(self) -> None:
-        for name in ("lc", "rag", "self_route", "closed_book"):
-            template = getattr(self, name)
-            names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-            need = {"question", "context"} if name in self._FIELDS_NEEDING_CONTEXT else {"question"}
-            if not need <= names or names - {"question", "context"}:
-                raise InputError(
-                    f"prompt {name!r} must use the placeholders {{{'}, {'.join(sorted(need))}}} and no others"
-                )
+        for name in ("system", "version"):
+            _check_is_string(name, getattr(self, name))
+        for name, placeholders in TEMPLATE_PLACEHOLDERS.items():
+            _check_template(name, getattr(self, name), placeholders)
 
     @classmethod
     def from_file(cls, path: str | Path) -> PromptSet:
         """A JSON object overriding some of: lc, rag, self_route, closed_book, system, version."""
+        text = decode_text(path, read_regular_file(Path(path)))
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read prompts from {path}: {exc}") from None
-        allowed = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or set(data) - allowed:
-            raise InputError(f"{path}: prompts file must be a JSON object with keys among {sorted(allowed)}")
-        return replace(cls(), **data)
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        allowed = [f.name for f in fields(cls)]
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a prompts file must be a JSON object with keys among {', '.join(allowed)}")
+        unknown = [key for key in data if key not in allowed]
+        if unknown:
+            raise InputError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; the keys are "
+                             f"{', '.join(allowed)}")
+        try:
+            return replace(cls(), **data)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
 
     def messages(self, template: str, question: str, context: str | None = None) -> list[dict[str, str]]:
         values = {"question": question}

@@ -1,0 +1,76 @@
+"""Option values, checked in one place: the settings objects (:class:`lcrag.pipeline.Settings`,
+:class:`EvalOptions`) call these checks, so the CLI, the Python API and a later config file or service refuse the
+same values with the same reason. Messages name the setting (``max_tokens must be ≥ 1, got 0``); the CLI shows the
+flag instead (``--max-tokens must be ≥ 1, got 0``) through :func:`cli_message`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from lcrag.errors import LcragError, OptionError
+
+# The command-line flag of each setting, for messages. One name per setting across all commands.
+FLAGS = {
+    "strategy": "--strategy", "retriever": "--retriever", "order": "--order", "chunking": "--chunking",
+    "k": "-k", "budget": "--budget", "window": "--window", "tree_navigation": "--tree-navigation",
+    "context_window": "--context-window", "threads": "--threads", "max_tokens": "--max-tokens",
+    "limit": "--limit", "concurrency": "--concurrency", "max_file_mb": "--max-file-mb", "words": "--words",
+    "context_tokens": "--context-tokens", "piece_words": "--piece-words", "group_tokens": "--group-tokens",
+    "batch": "--batch", "top": "--top", "timeout": "--timeout",
+}
+
+
+class SettingError(OptionError):
+    """An :class:`OptionError` about one named setting, so that each front end can name it its own way."""
+
+    def __init__(self, setting: str, problem: str):
+        super().__init__(f"{setting} {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+def cli_message(exc: LcragError) -> str:
+    """``exc``'s message with a setting's name replaced by its command-line flag."""
+    if isinstance(exc, SettingError) and exc.setting in FLAGS:
+        return f"{FLAGS[exc.setting]} {exc.problem}"
+    return str(exc)
+
+
+def at_least(name: str, value: object, low: int, optional: bool = False) -> None:
+    """``value`` is a whole number ≥ ``low`` (or None, when ``optional``)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingError(name, f"must be a whole number ≥ {low}, got {value!r}")
+    if value < low:
+        raise SettingError(name, f"must be ≥ {low}, got {value}")
+
+
+def one_of(name: str, value: object, allowed: Iterable[str], optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise SettingError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """The options only ``lcrag eval`` has; the CLI and :class:`lcrag.evaluation.runner.EvalRunner` check them here."""
+
+    ks: tuple[int, ...] = (5,)
+    budgets: tuple[int, ...] = ()
+    limit: int | None = None  # first N questions of each dataset file
+    concurrency: int = 1
+
+    def __post_init__(self) -> None:
+        for k in self.ks:
+            at_least("k", k, 1)
+        for budget in self.budgets:
+            at_least("budget", budget, 1)
+        if not self.ks and not self.budgets:
+            raise SettingError("k", "needs at least one value (or give --budget)")
+        at_least("limit", self.limit, 1, optional=True)
+        at_least("concurrency", self.concurrency, 1)
