@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from lcrag.types import Chunk, ScoredChunk
@@ -34,6 +37,11 @@ class BM25Retriever:
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
 
+    @property
+    def size(self) -> int:
+        """Documents in the on-disk index (one per chunk when it is intact)."""
+        return self._searcher.num_docs
+
     @staticmethod
     def _schema_builder():
         import tantivy
@@ -45,17 +53,32 @@ class BM25Retriever:
 
     @classmethod
     def build(cls, chunks: list[Chunk], index_dir: str | Path) -> BM25Retriever:
+        """Index ``chunks`` into ``index_dir``, replacing what is there (callers that share it hold a lock).
+
+        Built in a temporary folder beside it and renamed into place, so ``index_dir`` never holds half an index.
+        """
+        index_dir = Path(index_dir)
+        index_dir.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}.building-"))
+        try:
+            building.chmod(index_dir.parent.stat().st_mode & 0o777)  # mkdtemp's 0700 would hide a shared cache
+            cls._write(chunks, building)
+            shutil.rmtree(index_dir, ignore_errors=True)  # an unfinished or set-aside build's leftovers
+            os.replace(building, index_dir)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+        return cls(chunks, index_dir)
+
+    @classmethod
+    def _write(cls, chunks: list[Chunk], directory: Path) -> None:
         import tantivy
 
-        index_dir = Path(index_dir)
-        index_dir.mkdir(parents=True, exist_ok=True)
-        index = tantivy.Index(cls._schema_builder(), path=str(index_dir))
+        index = tantivy.Index(cls._schema_builder(), path=str(directory))
         writer = index.writer(heap_size=64_000_000, num_threads=1)
         for chunk in chunks:
             writer.add_document(tantivy.Document(idx=chunk.index, text=chunk.text))
         writer.commit()
         writer.wait_merging_threads()
-        return cls(chunks, index_dir)
 
     def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
         """Chunks that share a term with ``query``, best first (at most ``k``; all matches when ``k`` is None)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from lcrag.retrieval.embedders import Embedder
+from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.types import Chunk, ScoredChunk
 
 ProgressFn = Callable[[int], None]
@@ -43,12 +44,7 @@ def embed_rows(
     out: np.memmap | None = None
     first = 0
     if tmp.exists() and done_file.exists():
-        out = np.load(tmp, mmap_mode="r+")
-        if out.shape[0] == n:
-            first = int(done_file.read_text() or 0)
-            first -= first % batch  # batches are aligned, so a resumed run embeds the very same batches
-        else:
-            out = None
+        out, first = _resumable(tmp, done_file, n, batch)
     if progress and first:
         progress(first)
     starts = range(first, n, batch)
@@ -67,6 +63,29 @@ def embed_rows(
     tmp.replace(path)  # atomic: a crash never leaves a half-written index that looks complete
     done_file.unlink(missing_ok=True)
     return np.load(path, mmap_mode="r")
+
+
+def _resumable(tmp: Path, done_file: Path, n: int, batch: int) -> tuple[np.memmap | None, int]:
+    """The partial matrix of an interrupted build and its first unfinished row; (None, 0) when it is unusable."""
+    try:
+        out = np.load(tmp, mmap_mode="r+")
+        first = int(done_file.read_text() or 0)
+    except (ValueError, OSError, EOFError):
+        return None, 0  # damaged leftovers of an interrupted build: start again
+    if out.ndim != 2 or out.shape[0] != n or not 0 <= first <= n:
+        return None, 0
+    return out, first - first % batch  # batches are aligned, so a resumed run embeds the very same batches
+
+
+def load_vectors(path: Path, rows: int) -> np.ndarray:
+    """A stored matrix of ``rows`` float32 embeddings, memory-mapped; :class:`ArtifactDamaged` when it is not one."""
+    try:
+        vectors = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as error:
+        raise ArtifactDamaged(f"{Path(path).name}: {error}") from None
+    if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != rows:
+        raise ArtifactDamaged(f"{Path(path).name} holds {vectors.shape} {vectors.dtype}, not {rows} float32 rows")
+    return vectors
 
 
 def embed_chunks(

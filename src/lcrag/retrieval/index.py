@@ -2,35 +2,34 @@
 
 Layout: ``CACHE/indexes/<sha256(document + chunking)>/`` holds ``chunks.jsonl``, ``bm25/`` and one
 ``embeddings-<sha256(embedder)>.npy`` per embedder, so a second question on the same document embeds nothing,
-and switching the embedder does not re-chunk.
+and switching the embedder does not re-chunk. ``manifest.json`` records each part's files with sizes and checksums:
+a part is checked before use, and a damaged one is set aside and rebuilt (:mod:`lcrag.retrieval.integrity`), under
+the lock ``CACHE/indexes/<key>.lock`` that makes concurrent processes build each part once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
 from lcrag.readers.base import Reader
 from lcrag.retrieval.base import Retriever
 from lcrag.retrieval.bm25 import BM25Retriever
-from lcrag.retrieval.dense import DenseRetriever, embed_chunks
+from lcrag.retrieval.dense import DenseRetriever, embed_chunks, load_vectors
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.hybrid import HybridRetriever
+from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
 from lcrag.retrieval.raptor import RaptorConfig, RaptorIndex
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
 from lcrag.retrieval.summaries import Summarizer
 from lcrag.retrieval.tree_index import TreeIndexRetriever, build_tree_index, open_tree_index, tree_key, tree_summarizer
+from lcrag.storage import atomic_write_text
 from lcrag.tokenization import Tokenizer, count_tokens
 from lcrag.types import Chunk, Document
 
@@ -53,11 +52,14 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _read_counts(path: Path) -> dict[str, int]:
+    try:
+        counts = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ArtifactDamaged(f"{path.name}: {error}") from None
+    if not isinstance(counts, dict) or not all(type(n) is int and n >= 0 for n in counts.values()):
+        raise ArtifactDamaged(f"{path.name} is not a table of token counts")
+    return counts
 
 
 class DocumentIndex:
@@ -80,7 +82,7 @@ class DocumentIndex:
         self.chunker = chunker
         self.key = _sha(f"{document.content_hash}\n{chunker.key}")
         self.dir = Path(cache_dir) / "indexes" / self.key
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self._store = ArtifactStore(self.dir)
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self._progress = progress
@@ -92,23 +94,33 @@ class DocumentIndex:
 
     # -- chunks -----------------------------------------------------------------------------------------------
     def _load_or_chunk(self) -> list[Chunk]:
-        path = self.dir / "chunks.jsonl"
-        if path.exists():
-            chunks = []
-            for line in path.read_text(encoding="utf-8").splitlines():
+        return self._store.open("chunks", ["chunks.jsonl", "meta.json"], self._read_chunks, self._write_chunks)
+
+    def _read_chunks(self) -> list[Chunk]:
+        text = self.document.text
+        chunks = []
+        try:
+            for number, line in enumerate((self.dir / "chunks.jsonl").read_text(encoding="utf-8").splitlines()):
                 index, start, end = json.loads(line)
-                chunks.append(Chunk(index, start, end, self.document.text[start:end]))
-            return chunks
+                if index != number or not 0 <= start <= end <= len(text):
+                    raise ValueError(f"line {number + 1} is not chunk {number} within the document")
+                chunks.append(Chunk(index, start, end, text[start:end]))
+        except (ValueError, TypeError, UnicodeDecodeError) as error:
+            raise ArtifactDamaged(f"chunks.jsonl: {error}") from None
+        if not chunks:
+            raise ArtifactDamaged("chunks.jsonl has no chunks")
+        return chunks
+
+    def _write_chunks(self) -> None:
         chunks = self.chunker.run(self.document)
         if not chunks:
             raise InputError(f"document {self.document.id or self.document.source!r} produced no chunks")
-        _atomic_write(path, "".join(json.dumps([c.index, c.start, c.end]) + "\n" for c in chunks))
-        _atomic_write(
+        atomic_write_text(self.dir / "chunks.jsonl", "".join(json.dumps([c.index, c.start, c.end]) + "\n" for c in chunks))
+        atomic_write_text(
             self.dir / "meta.json",
             json.dumps({"document": self.document.source or self.document.id, "chunker": self.chunker.key,
                         "chunks": len(chunks), "characters": len(self.document.text)}, indent=1),
         )
-        return chunks
 
     # -- retrievers -------------------------------------------------------------------------------------------
     @property
@@ -121,23 +133,30 @@ class DocumentIndex:
 
     def _bm25(self) -> BM25Retriever:
         bm25_dir = self.dir / "bm25"
-        if (bm25_dir / "meta.json").exists() and (self.dir / "bm25.done").exists():
-            return BM25Retriever(self.chunks, bm25_dir)
-        shutil.rmtree(bm25_dir, ignore_errors=True)  # a build that died half-way leaves files tantivy won't reopen
-        retriever = BM25Retriever.build(self.chunks, bm25_dir)
-        (self.dir / "bm25.done").touch()
+        return self._store.open("bm25", ["bm25"], lambda: self._open_bm25(bm25_dir),
+                                lambda: BM25Retriever.build(self.chunks, bm25_dir))
+
+    def _open_bm25(self, bm25_dir: Path) -> BM25Retriever:
+        try:
+            retriever = BM25Retriever(self.chunks, bm25_dir)
+        except ValueError as error:  # tantivy's error for an index it cannot open
+            raise ArtifactDamaged(f"bm25: {error}") from None
+        if retriever.size != len(self.chunks):
+            raise ArtifactDamaged(f"bm25 holds {retriever.size} chunks, not {len(self.chunks)}")
         return retriever
 
     def _dense(self) -> DenseRetriever:
         embedder = self.embedder
-        path = self.dir / f"embeddings-{_sha(embedder.name)[:16]}.npy"
-        if path.exists():
-            vectors = np.load(path, mmap_mode="r")
-        else:
-            tick = self._progress("embedding chunks", len(self.chunks)) if self._progress else None
-            vectors = embed_chunks(self.chunks, embedder, path, progress=tick)
-            self.embedded_chunks += len(self.chunks)
+        name = f"embeddings-{_sha(embedder.name)[:16]}.npy"
+        path = self.dir / name
+        vectors = self._store.open(name, [name], lambda: load_vectors(path, len(self.chunks)),
+                                   lambda: self._embed(embedder, path))
         return DenseRetriever(self.chunks, vectors, embedder)
+
+    def _embed(self, embedder: Embedder, path: Path) -> None:
+        tick = self._progress("embedding chunks", len(self.chunks)) if self._progress else None
+        embed_chunks(self.chunks, embedder, path, progress=tick)
+        self.embedded_chunks += len(self.chunks)
 
     @property
     def reader(self) -> Reader:
@@ -201,15 +220,20 @@ class DocumentIndex:
         Keyed by the text's hash, not the chunk index: sentence windows and summary nodes number their pieces in
         their own way, and all of them share this one table per document.
         """
-        path = self.dir / f"tokens-text-{_sha(tokenizer.name)[:16]}.json"
-        counts = self._token_counts.get(tokenizer.name)
-        if counts is None:
-            counts = json.loads(path.read_text()) if path.exists() else {}
-            self._token_counts[tokenizer.name] = counts
-        keys = [_sha(c.text)[:20] for c in chunks]
-        missing = [(key, c) for key, c in zip(keys, chunks) if key not in counts]
-        for key, chunk in missing:
-            counts[key] = count_tokens(tokenizer, chunk.text)
-        if missing:
-            _atomic_write(path, json.dumps(counts))
-        return [counts[key] for key in keys]
+        name = f"tokens-text-{_sha(tokenizer.name)[:16]}.json"
+        path = self.dir / name
+        with self._lock:
+            counts = self._token_counts.get(tokenizer.name)
+            if counts is None:
+                counts = self._store.open(name, [name], lambda: _read_counts(path),
+                                          lambda: atomic_write_text(path, "{}"))
+                self._token_counts[tokenizer.name] = counts
+            keys = [_sha(c.text)[:20] for c in chunks]
+            missing = [(key, c) for key, c in zip(keys, chunks) if key not in counts]
+            for key, chunk in missing:
+                counts[key] = count_tokens(tokenizer, chunk.text)
+            if missing:
+                # Another process may add other counts meanwhile; the last table wins and the rest are recounted.
+                table = json.dumps(counts)
+                self._store.update(name, [name], lambda: atomic_write_text(path, table))
+            return [counts[key] for key in keys]

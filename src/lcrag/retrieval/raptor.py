@@ -22,7 +22,6 @@ document, as LongBench's multi-passage contexts are).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -38,6 +37,8 @@ from lcrag.chunking import TokenSentenceChunker
 from lcrag.errors import InputError
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import BuildCost, Summarizer, SummaryTree, embed_texts
+from lcrag.retrieval.tree_index import open_tree_index
+from lcrag.storage import atomic_write_text
 from lcrag.tokenization import Tokenizer, count_many
 from lcrag.types import Chunk, Document, ScoredChunk
 
@@ -210,8 +211,9 @@ class RaptorIndex:
         (self.dir / "trees").mkdir(parents=True, exist_ok=True)
         settings_file = self.dir / "settings.json"
         if not settings_file.exists():
-            settings_file.write_text(json.dumps({"config": asdict(config), "tokenizer": tokenizer.name,
-                                                 "embedder": embedder.name, "summarizer": summarizer.key}, indent=1))
+            atomic_write_text(settings_file, json.dumps({"config": asdict(config), "tokenizer": tokenizer.name,
+                                                         "embedder": embedder.name, "summarizer": summarizer.key},
+                                                        indent=1))
         self._trees: dict[str, SummaryTree] = {}
 
     def _tree_dir(self, content_hash: str) -> Path:
@@ -227,14 +229,10 @@ class RaptorIndex:
         if key in self._trees:
             return self._trees[key]
         directory = self._tree_dir(key)
-        # A file lock: two processes (or eval configurations) asking for the same tree build it once.
-        with open(self.dir / "trees" / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if (directory / "meta.json").exists():
-                tree = SummaryTree.load(directory)
-            else:
-                tree = build_raptor_tree(document, self.tokenizer, self.embedder, self.summarizer, self.config)
-                tree.save(directory)
+        # Under the file lock ``trees/<key>.lock``: two processes (or eval configurations) asking for the same tree
+        # build it once; a damaged tree is set aside and rebuilt.
+        tree = open_tree_index(directory, lambda: build_raptor_tree(document, self.tokenizer, self.embedder,
+                                                                    self.summarizer, self.config))
         self._trees[key] = tree
         return tree
 

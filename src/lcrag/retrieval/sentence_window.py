@@ -15,9 +15,28 @@ import numpy as np
 
 from lcrag.chunking import SentenceChunker
 from lcrag.errors import InputError
-from lcrag.retrieval.dense import embed_rows, local_batches
+from lcrag.retrieval.dense import embed_rows, load_vectors, local_batches
 from lcrag.retrieval.embedders import Embedder
+from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
+from lcrag.storage import atomic_write_text
 from lcrag.types import Chunk, Document, ScoredChunk
+
+
+def _write_spans(document: Document, path: Path) -> None:
+    spans = SentenceChunker.sentence_spans(document.text)
+    if not spans:
+        raise InputError(f"document {document.id or document.source!r} has no sentences")
+    atomic_write_text(path, json.dumps(spans))
+
+
+def _read_spans(path: Path, length: int) -> list[tuple[int, int]]:
+    try:
+        spans = [(int(s), int(e)) for s, e in json.loads(path.read_text(encoding="utf-8"))]
+    except (ValueError, TypeError, UnicodeDecodeError) as error:
+        raise ArtifactDamaged(f"spans.json: {error}") from None
+    if not spans or not all(0 <= s <= e <= length for s, e in spans):
+        raise ArtifactDamaged("spans.json does not fit the document")
+    return spans
 
 
 class SentenceWindowRetriever:
@@ -35,27 +54,21 @@ class SentenceWindowRetriever:
 
     @classmethod
     def open(cls, document: Document, embedder: Embedder, cache_dir: str | Path, window: int = 3) -> SentenceWindowRetriever:
-        """Sentences and their embeddings from ``cache_dir`` (computed and stored on first use)."""
+        """Sentences and their embeddings from ``cache_dir`` (computed and stored on first use).
+
+        Both are checked before use and rebuilt when damaged, under the same lock and manifest as a document's
+        index (:class:`~lcrag.retrieval.integrity.ArtifactStore`).
+        """
         key = hashlib.sha256(f"{document.content_hash}\n{embedder.name}".encode()).hexdigest()[:24]
-        directory = Path(cache_dir) / "sentences" / key
-        directory.mkdir(parents=True, exist_ok=True)
-        spans_file = directory / "spans.json"
-        if spans_file.exists():
-            spans = [tuple(s) for s in json.loads(spans_file.read_text())]
-        else:
-            spans = SentenceChunker.sentence_spans(document.text)
-            if not spans:
-                raise InputError(f"document {document.id or document.source!r} has no sentences")
-            tmp = spans_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(spans))
-            tmp.replace(spans_file)
-        path = directory / "vectors.npy"
-        if path.exists():
-            vectors = np.load(path, mmap_mode="r")
-        else:
-            text = document.text
-            vectors = embed_rows(len(spans), lambda lo, hi: [text[s:e] for s, e in spans[lo:hi]],
-                                 local_batches(embedder), path, dimension=getattr(embedder, "dimension", 0))
+        store = ArtifactStore(Path(cache_dir) / "sentences" / key)
+        spans_file, path = store.dir / "spans.json", store.dir / "vectors.npy"
+        text = document.text
+        spans = store.open("spans", ["spans.json"], lambda: _read_spans(spans_file, len(text)),
+                           lambda: _write_spans(document, spans_file))
+        vectors = store.open(
+            "vectors", ["vectors.npy"], lambda: load_vectors(path, len(spans)),
+            lambda: embed_rows(len(spans), lambda lo, hi: [text[s:e] for s, e in spans[lo:hi]],
+                               local_batches(embedder), path, dimension=getattr(embedder, "dimension", 0)))
         return cls(document, spans, vectors, embedder, window)
 
     def _window(self, i: int) -> Chunk:

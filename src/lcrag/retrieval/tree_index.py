@@ -13,7 +13,6 @@ back ranked by similarity, the ones the reader picked first.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import re
@@ -26,6 +25,7 @@ from lcrag.errors import InputError
 from lcrag.readers.base import GenerationParams, Reader
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import TREE_PROMPT, BuildCost, Summarizer, SummaryTree, embed_texts
+from lcrag.storage import file_lock, set_aside
 from lcrag.types import Chunk, LLMCall, ScoredChunk
 
 log = logging.getLogger(__name__)
@@ -75,13 +75,28 @@ def build_tree_index(document_hash: str, leaves: list[Chunk], leaf_vectors: np.n
     return SummaryTree(document_hash, nodes, kids, vectors, cost, time.perf_counter() - started, True)
 
 
+def _load_tree(directory: Path) -> SummaryTree | None:
+    """The tree saved in ``directory``; None when there is none, or it is damaged (then set aside, one warning)."""
+    if not (directory / "meta.json").exists():
+        return None
+    try:
+        tree = SummaryTree.load(directory)
+        if len(tree.vectors) == len(tree.nodes) == len(tree.children) and tree.nodes:
+            return tree
+        reason = f"{len(tree.nodes)} nodes but {len(tree.vectors)} vectors"
+    except (ValueError, TypeError, KeyError, OSError, EOFError, UnicodeDecodeError) as error:
+        reason = f"{type(error).__name__}: {error}"
+    set_aside(directory, reason)
+    return None
+
+
 def open_tree_index(directory: Path, build) -> SummaryTree:
-    """The tree stored in ``directory``, or ``build()`` saved there (once, under a file lock)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with open(directory.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (directory / "meta.json").exists():
-            return SummaryTree.load(directory)
+    """The tree stored in ``directory``, or ``build()`` saved there (once, under a file lock; a damaged one is set
+    aside and rebuilt). RAPTOR's trees are opened the same way."""
+    with file_lock(directory.with_suffix(".lock")):
+        tree = _load_tree(directory)
+        if tree is not None:
+            return tree
         tree = build()
         tree.save(directory)
         return tree
