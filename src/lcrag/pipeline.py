@@ -49,7 +49,7 @@ class Settings:
     window: int = 3  # sentence-window retriever: sentences either side of a hit
     tree_navigation: str = "embedding"  # tree retriever: embedding | llm
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never shown: reprs end up in logs and messages
     context_window: int | None = None
     tokenizer: str | None = None  # tokenizer.json for servers without /tokenize
     threads: int | None = None

@@ -44,27 +44,46 @@ def _byte_to_char_offsets(text: str, byte_ends: list[int]) -> list[int]:
 
 
 class LlamaServerTokenizer:
-    """The tokenizer of a llama.cpp server (also the embedded reader's), through ``/tokenize`` and ``/detokenize``."""
+    """The tokenizer of a llama.cpp server (also the embedded reader's), through ``/tokenize`` and ``/detokenize``.
 
-    def __init__(self, base_url: str, model_name: str, timeout: float = 120.0, client: httpx.Client | None = None):
+    ``model_identity`` names the model for the caches of token counts: the reader's identity (see
+    :func:`lcrag.readers.base.reader_identity`), not just a model name that two models may share.
+    """
+
+    def __init__(self, base_url: str, model_identity: str, timeout: float = 120.0, client: httpx.Client | None = None,
+                 api_key: str | None = None):
+        from lcrag.redaction import redact_url
+
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[: -len("/v1")]
-        self.name = f"llama.cpp:{model_name}"
-        self._client = client or httpx.Client(timeout=timeout)
+        self.shown_url = redact_url(self.base_url)
+        self.name = f"llama.cpp:{model_identity}"
+        self.timeout = timeout
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = client or httpx.Client(timeout=timeout, headers=headers)
 
     def _post(self, path: str, payload: dict) -> dict:
+        from lcrag.readers.http import DeadlineExceeded, per_operation_timeout, run_within
+
         try:
-            response = self._client.post(self.base_url + path, json=payload)
+            response = run_within(self.timeout, lambda: self._client.post(
+                self.base_url + path, json=payload, timeout=per_operation_timeout(self.timeout)))
+        except DeadlineExceeded:
+            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} gave no answer within the "
+                              f"{self.timeout:g} s deadline (--timeout)") from None
         except httpx.HTTPError as exc:
-            raise ReaderError(f"tokenizer endpoint {self.base_url}{path} failed: {exc}") from None
+            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} failed: {type(exc).__name__}") from None
         if response.status_code == 404:
             raise ReaderError(
-                f"{self.base_url} has no {path} endpoint; pass a tokenizer.json with --tokenizer for exact counts"
+                f"{self.shown_url} has no {path} endpoint; pass a tokenizer.json with --tokenizer for exact counts"
             )
         if response.status_code >= 400:
-            raise ReaderError(f"tokenizer endpoint {self.base_url}{path} answered {response.status_code}")
-        return response.json()
+            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} answered {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} answered with invalid JSON") from None
 
     def encode(self, text: str) -> list[int]:
         if not text:
@@ -96,6 +115,13 @@ class LlamaServerTokenizer:
         return list(zip(starts, ends))
 
 
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` (the ``tokenizers`` library), e.g. for an OpenAI-compatible reader."""
 
@@ -110,7 +136,8 @@ class HFTokenizer:
         self._tok = _HFTokenizer.from_file(str(path))
         self._tok.no_truncation()
         self._tok.no_padding()
-        self.name = name or f"hf:{path}"
+        # Token-count caches key on the name: the file's content, not its path, says which tokenizer this is.
+        self.name = name or f"hf:{path.name}#{_file_sha256(path)[:16]}"
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids if text else []

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from lcrag.errors import InputError
+from lcrag.redaction import redact_url
 from lcrag.readers.base import (
     Completion,
     GenerationParams,
     Message,
     Reader,
     complete_many,
+    reader_identity,
 )
 from lcrag.readers.cache import CachedReader, CompletionCache
 from lcrag.readers.openai_compat import OpenAIChatReader
@@ -25,6 +27,7 @@ __all__ = [
     "Reader",
     "complete_many",
     "make_reader",
+    "reader_identity",
 ]
 
 
@@ -35,6 +38,7 @@ def make_reader(
     context_window: int | None = None,
     tokenizer: str | None = None,
     threads: int | None = None,
+    timeout: float | None = None,
 ) -> Reader:
     """A reader from a spec.
 
@@ -42,8 +46,11 @@ def make_reader(
     - ``PATH.gguf`` or ``gguf:PATH``: any local GGUF, run in-process;
     - ``openai:MODEL`` or ``openai:MODEL@BASE_URL``: an OpenAI-compatible server (base URL and key from the
       arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY).
-    ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint.
+    ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
+    one HTTP call may take, retries included (default :data:`lcrag.readers.http.DEFAULT_TIMEOUT`).
     """
+    from lcrag.readers.http import DEFAULT_TIMEOUT
+
     from lcrag.tokenization import HFTokenizer
 
     spec = spec.strip()
@@ -53,12 +60,23 @@ def make_reader(
         path = None if spec in ("", "smollm2", "default") else spec.removeprefix("gguf:")
         if path is not None and not Path(path).is_file():
             raise InputError(f"GGUF model {path} does not exist")
-        return EmbeddedLlamaReader(path, context_window=context_window or 0, threads=threads)
+        return EmbeddedLlamaReader(path, context_window=context_window or 0, threads=threads, timeout=timeout)
     if spec.startswith("openai:"):
         model, _, url = spec[len("openai:") :].partition("@")
         if not model:
             raise InputError("openai: needs a model name, e.g. openai:gpt-4o-mini")
         tok = HFTokenizer(tokenizer) if tokenizer else None
-        return OpenAIChatReader(model, base_url=url or base_url, api_key=api_key, context_window=context_window, tokenizer=tok)
-    raise InputError(f"unknown reader {spec!r}; use smollm2, PATH.gguf or openai:MODEL[@URL]")
+        return OpenAIChatReader(model, base_url=url or base_url, api_key=api_key, context_window=context_window,
+                                tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)
+    raise InputError(f"unknown reader {redact_spec(spec)!r}; use smollm2, PATH.gguf or openai:MODEL[@URL]")
+
+
+def redact_spec(spec: str | None) -> str | None:
+    """A reader or embedder spec fit to print or store: ``openai:MODEL@URL`` with the URL's credentials redacted."""
+    if not spec or "@" not in spec:
+        return spec
+    model, _, url = spec.partition("@")  # the URL itself may hold user:password@
+    if "://" not in url:
+        return f"{model}@***@{url.rsplit('@', 1)[1]}" if "@" in url else spec
+    return f"{model}@{redact_url(url)}"
 

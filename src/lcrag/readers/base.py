@@ -20,6 +20,9 @@ class Completion:
     cached_prompt_tokens: int = 0
     seconds: float = 0.0
     from_cache: bool = False
+    # The server's build of the model (OpenAI's ``system_fingerprint``), when it reports one: a cached answer from
+    # another build is not reused.
+    system_fingerprint: str | None = None
 
 
 @dataclass
@@ -38,6 +41,8 @@ class GenerationParams:
 
 @runtime_checkable
 class Reader(Protocol):
+    """An LLM backend. Readers may also offer ``identity`` (see :func:`reader_identity`)."""
+
     model: str
     context_window: int
     tokenizer: Tokenizer
@@ -47,6 +52,15 @@ class Reader(Protocol):
     def count_prompt_tokens(self, messages: list[Message]) -> int:
         """Prompt tokens the reader will bill for ``messages``, chat template included."""
         ...
+
+
+def reader_identity(reader: Reader) -> str:
+    """What the reader's answers depend on, as one string with no secrets: the key of every cache of its output.
+
+    The model name alone is not enough (two GGUFs named alike, two servers serving one alias); readers that know
+    more (a GGUF's content fingerprint, a server's URL) expose it as ``identity``; others fall back to the name.
+    """
+    return getattr(reader, "identity", None) or reader.model
 
 
 def complete_many(

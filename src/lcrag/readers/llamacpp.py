@@ -34,6 +34,7 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         parallel: int = 1,
         cache_ram_mib: int = 1024,
         verbose: bool = False,
+        timeout: float | None = None,
     ):
         # Spinning OpenMP workers starve each other on a busy small machine; passive waits keep generation steady.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -59,7 +60,10 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         self._server = xllamacpp.Server(params)
         self.base_url = self._server.listening_address
         self.model_path = path
-        super().__init__(model=path.stem, base_url=self.base_url, api_key=None, max_concurrency=parallel)
+        # Identity: the file's content, not its name (two GGUFs may share one) nor its loopback port.
+        extra = {"timeout": timeout} if timeout else {}
+        super().__init__(model=path.stem, base_url=self.base_url, api_key=None, max_concurrency=parallel,
+                         identity=models.gguf_identity(path), **extra)
         log.info("embedded llama.cpp serving %s at %s", path.name, self.base_url)
 
     def close(self) -> None:

@@ -7,7 +7,8 @@ import time
 
 from lcrag.errors import InputError, ReaderError
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.readers.http import HttpClient, resolve_endpoint
+from lcrag.readers.http import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
+from lcrag.redaction import redact_url
 from lcrag.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
 
 # Chat templates add a few tokens per message; used only when the server cannot render its template for us.
@@ -28,19 +29,25 @@ class OpenAIChatReader:
         api_key: str | None = None,
         context_window: int | None = None,
         tokenizer: Tokenizer | None = None,
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 5,
         max_concurrency: int = 4,
+        identity: str | None = None,
     ):
         base_url, api_key = resolve_endpoint(base_url, api_key, "reader")
         if not base_url.endswith("/v1"):
             base_url += "/v1"
         self.model = model
+        # The server and the model it serves (the same alias on two servers may be two models); never credentials.
+        self.identity = identity or f"openai:{model}@{redact_url(base_url)}"
+        # The build the server last reported (OpenAI's system_fingerprint); None until it reports one.
+        self.system_fingerprint: str | None = None
         self.max_concurrency = max_concurrency
         self._http = HttpClient(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, max_connections=max_concurrency)
         self._server_root = base_url[: -len("/v1")]
         self._root_http = HttpClient(self._server_root, api_key=api_key, timeout=timeout, max_retries=max_retries)
-        self.tokenizer: Tokenizer = tokenizer or LlamaServerTokenizer(self._server_root, model)
+        self.tokenizer: Tokenizer = tokenizer or LlamaServerTokenizer(
+            self._server_root, self.identity, timeout=timeout, api_key=api_key)
         self._context_window = context_window
         self._can_apply_template: bool | None = None
         self._gate = threading.BoundedSemaphore(max_concurrency)
@@ -66,7 +73,7 @@ class OpenAIChatReader:
                     return int(item["max_model_len"])
         except ReaderError:
             pass
-        raise InputError(f"cannot learn the context window of {self.model}; pass --context-window")
+        raise InputError(f"cannot learn the context window of {self.identity}; pass --context-window")
 
     def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
         payload = {"model": self.model, "messages": messages, **params.as_payload()}
@@ -77,9 +84,15 @@ class OpenAIChatReader:
         try:
             text = data["choices"][0]["message"]["content"] or ""
             usage = data["usage"]
+            if not isinstance(usage, dict) or not isinstance(text, str):
+                raise TypeError
         except (KeyError, IndexError, TypeError):
-            raise ReaderError(f"{self.model}: response without choices or usage") from None
+            raise ReaderError(f"{self.identity}: response without choices or usage") from None
         details = usage.get("prompt_tokens_details") or {}
+        fingerprint = data.get("system_fingerprint")
+        fingerprint = fingerprint if isinstance(fingerprint, str) and fingerprint else None
+        if fingerprint:
+            self.system_fingerprint = fingerprint
         return Completion(
             text=text,
             model=self.model,
@@ -87,6 +100,7 @@ class OpenAIChatReader:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             seconds=seconds,
+            system_fingerprint=fingerprint,
         )
 
     def count_prompt_tokens(self, messages: list[Message]) -> int:

@@ -130,16 +130,17 @@ class OpenAIEmbedder:
         base_url: str | None = None,
         api_key: str | None = None,
         batch_size: int = 64,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         max_retries: int = 5,
     ):
-        from lcrag.readers.http import HttpClient, resolve_endpoint
+        from lcrag.readers.http import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
 
         base_url, api_key = resolve_endpoint(base_url, api_key, "embedder")
-        self._http = HttpClient(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self._http = HttpClient(base_url, api_key=api_key, timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
         self.model = model
         self.batch_size = batch_size
-        self.name = f"openai:{model}@{self._http.base_url}"
+        # Keys the embedding caches and is stored in manifests: the server and model, never credentials.
+        self.name = f"openai:{model}@{self._http.shown_url}"
         self.dimension = 0  # learned from the first response
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -159,12 +160,16 @@ class OpenAIEmbedder:
         return vectors
 
 
-def make_embedder(spec: str = "minilm", base_url: str | None = None, api_key: str | None = None) -> Embedder:
-    """``minilm`` (bundled ONNX), ``st:NAME_OR_PATH`` (sentence-transformers), ``openai:MODEL`` (HTTP)."""
+def make_embedder(spec: str = "minilm", base_url: str | None = None, api_key: str | None = None,
+                  timeout: float | None = None) -> Embedder:
+    """``minilm`` (bundled ONNX), ``st:NAME_OR_PATH`` (sentence-transformers), ``openai:MODEL`` (HTTP; ``timeout``:
+    seconds one call may take, retries included)."""
     if spec in ("minilm", "default", ""):
         return OnnxMiniLMEmbedder()
     if spec.startswith("st:"):
         return SentenceTransformerEmbedder(spec[3:] or None)
     if spec.startswith("openai:"):
-        return OpenAIEmbedder(spec[len("openai:") :], base_url=base_url, api_key=api_key)
-    raise InputError(f"unknown embedder {spec!r}; use minilm, st:NAME_OR_PATH or openai:MODEL")
+        return OpenAIEmbedder(spec[len("openai:") :], base_url=base_url, api_key=api_key, timeout=timeout)
+    from lcrag.readers import redact_spec
+
+    raise InputError(f"unknown embedder {redact_spec(spec)!r}; use minilm, st:NAME_OR_PATH or openai:MODEL")

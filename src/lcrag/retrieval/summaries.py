@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from lcrag.assembly.truncation import truncate_middle
-from lcrag.readers.base import Completion, GenerationParams, Reader, complete_many
+from lcrag.readers.base import Completion, GenerationParams, Reader, complete_many, reader_identity
 from lcrag.retrieval.embedders import Embedder
 from lcrag.types import Chunk
 
@@ -76,8 +76,8 @@ class Summarizer:
 
     @property
     def key(self) -> str:
-        """What decides a summary: the model, the prompt and the length limit."""
-        return f"{self.reader.model}|{self.system}|{self.template}|{self.params.max_tokens}"
+        """What decides a summary: the model (its identity, not just its name), the prompt and the length limit."""
+        return f"{reader_identity(self.reader)}|{self.system}|{self.template}|{self.params.max_tokens}"
 
     def _messages(self, context: str) -> list[dict[str, str]]:
         messages = [{"role": "system", "content": self.system}] if self.system else []
