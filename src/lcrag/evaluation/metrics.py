@@ -1,7 +1,13 @@
 """Scores, ported from the official scorers so that numbers match them exactly.
 
 Each public scorer names its variant (``METRICS[name].variant``); results carry that name:
-- LongBench v1 ``metrics.py`` (THUDM/LongBench@2e00731): ``normalize_answer``, ``qa_f1_score``, ``rouge_score``;
+- LongBench v1 ``metrics.py`` and ``eval.py`` (THUDM/LongBench@2e00731), all 21 tasks: ``qa_f1_score``,
+  ``qa_f1_zh_score``, ``rouge_score``, ``rouge_zh_score`` (jieba), ``classification_score``, ``retrieval_score``,
+  ``retrieval_zh_score``, ``count_score``, ``code_sim_score``, and eval.py's first-line rule (trec, triviaqa, samsum,
+  lsht). ``code_sim_score`` calls fuzzywuzzy's ``fuzz.ratio`` (GPL-2, not in our Apache-2.0 install); LongBench's
+  requirements install it without python-Levenshtein, so it is difflib's ``SequenceMatcher`` ratio rounded to a
+  whole percent, which :func:`fuzz_ratio` computes with the standard library (the parity tests show equal scores;
+  rapidfuzz's ``fuzz.ratio`` is an Indel ratio and differs);
 - InfiniteBench ``src/compute_scores.py`` (OpenBMB/InfiniteBench@88b3daa): En.QA F1, En.MC letter scoring, passkey;
 - LongRAG (TIGER-AI-Lab/LongRAG@ba92f95 ``eval/`` + paper §6.2): EM after NFD normalisation, refined EM,
   and answer recall (DPR ``has_answer`` token containment);
@@ -10,12 +16,15 @@ Each public scorer names its variant (``METRICS[name].variant``); results carry 
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Any
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -53,6 +62,90 @@ def rouge_l_longbench(prediction: str, ground_truth: str) -> float:
         return Rouge().get_scores([prediction], [ground_truth], avg=True)["rouge-l"]["f"]
     except Exception:  # LongBench's own rule: an unscorable pair (empty, only punctuation) scores 0
         return 0.0
+
+
+_ZH_PUNCTUATION = set(string.punctuation + "！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏.")
+
+
+def normalize_zh_answer(s: str) -> str:
+    """LongBench ``normalize_zh_answer``: lower case, drop ASCII and Chinese punctuation, drop all white space."""
+    return "".join("".join(ch for ch in s.lower() if ch not in _ZH_PUNCTUATION).split())
+
+
+def jieba_words(text: str) -> list[str]:
+    """jieba's accurate-mode segmentation (``cut_all=False``), as LongBench's Chinese metrics use it."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter is not ours to print
+    return list(jieba.cut(text, cut_all=False))
+
+
+def qa_f1_zh_score(prediction: str, ground_truth: str) -> float:
+    """LongBench ``qa_f1_zh_score``: token F1 over jieba words, each normalised, empty ones dropped."""
+    pred = [w for w in map(normalize_zh_answer, jieba_words(prediction)) if w]
+    gold = [w for w in map(normalize_zh_answer, jieba_words(ground_truth)) if w]
+    return f1_score(pred, gold)
+
+
+def rouge_zh_score(prediction: str, ground_truth: str) -> float:
+    """LongBench ``rouge_zh_score``: ROUGE-L F of the jieba words joined by spaces."""
+    return rouge_l_longbench(" ".join(jieba_words(prediction)), " ".join(jieba_words(ground_truth)))
+
+
+def classification_score(prediction: str, ground_truth: str, all_classes: list[str]) -> float:
+    """LongBench ``classification_score`` (trec, lsht), verbatim: 1/n over the n class names found in the
+    prediction, after dropping names that are part of the gold one; 0 when the gold is not found.
+
+    The removal runs while iterating the list, so a name right after a removed one is not checked (official quirk).
+    """
+    matches = [c for c in all_classes if c in prediction]
+    for term in matches:
+        if term in ground_truth and term != ground_truth:
+            matches.remove(term)
+    return 1.0 / len(matches) if ground_truth in matches else 0.0
+
+
+def _share_of_numbers(prediction: str, wanted: str) -> float:
+    numbers = re.findall(r"\d+", prediction)
+    return 0.0 if not numbers else float(sum(n == wanted for n in numbers) / len(numbers))
+
+
+def count_score(prediction: str, ground_truth: str) -> float:
+    """LongBench ``count_score`` (passage_count): the share of the numbers in the prediction that equal the gold."""
+    return _share_of_numbers(prediction, str(ground_truth))
+
+
+def retrieval_score(prediction: str, ground_truth: str, pattern: str = r"Paragraph (\d+)") -> float:
+    """LongBench ``retrieval_score`` (passage_retrieval_en): the share of the prediction's numbers that equal the
+    gold paragraph number (the gold answer is "Paragraph N")."""
+    return _share_of_numbers(prediction, re.findall(pattern, ground_truth)[0])
+
+
+def retrieval_zh_score(prediction: str, ground_truth: str) -> float:
+    """LongBench ``retrieval_zh_score`` (passage_retrieval_zh): the same, the gold answer being "段落N"."""
+    return retrieval_score(prediction, ground_truth, r"段落(\d+)")
+
+
+def fuzz_ratio(a: str, b: str) -> int:
+    """fuzzywuzzy 0.18 ``fuzz.ratio`` as LongBench's requirements install it (pure Python, no python-Levenshtein):
+    100 for equal strings, 0 when either is empty, else difflib's ratio × 100 rounded (Python's round)."""
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    return int(round(100 * SequenceMatcher(None, a, b).ratio()))
+
+
+def code_sim_score(prediction: str, ground_truth: str) -> float:
+    """LongBench ``code_sim_score`` (lcc, repobench-p): the first predicted line with no ```, # or //, compared
+    with the gold line by ``fuzz.ratio`` / 100."""
+    line = next((ln for ln in prediction.lstrip("\n").split("\n") if not ("`" in ln or "#" in ln or "//" in ln)), "")
+    return fuzz_ratio(line, ground_truth) / 100
+
+
+def first_line(prediction: str) -> str:
+    """LongBench eval.py's post-processing for trec, triviaqa, samsum and lsht: the first line of the prediction."""
+    return prediction.lstrip("\n").split("\n")[0]
 
 
 # -- InfiniteBench ----------------------------------------------------------------------------------------------------
@@ -98,9 +191,13 @@ def first_int_match(prediction: str) -> str:
     return ""
 
 
-def infinitebench_passkey(prediction: str, label: str) -> bool:
-    """InfiniteBench passkey / number_string: the first integer in the prediction equals the label."""
-    return first_int_match(prediction) == str(label)
+def infinitebench_passkey(prediction: str, label: str | list[str]) -> bool:
+    """InfiniteBench ``get_score_one_passkey`` (and number_string), verbatim: the label, or its first element when
+    it is a list, equals the first run of digits in the prediction, compared as strings (the official data stores
+    the key as a string; a number label never matches there, so the loader refuses one)."""
+    if isinstance(label, list):
+        label = label[0]
+    return label == first_int_match(prediction)
 
 
 # -- LongRAG ----------------------------------------------------------------------------------------------------------
@@ -192,7 +289,15 @@ def choice_set_accuracy(prediction: str, answers: list[str]) -> bool:
 class Metric:
     name: str
     variant: str
-    score: Callable[[str, list[str]], float]  # prediction, gold answers -> 0..1
+    # prediction, gold answers -> 0..1; with ``needs_classes``, also the record's ``all_classes``
+    score: Callable[..., float]
+    needs_classes: bool = False
+
+    def score_item(self, prediction: str, item: Any) -> float:
+        """The score of ``prediction`` for an ``EvalItem`` (LongBench classification also reads its classes)."""
+        if self.needs_classes:
+            return self.score(prediction, item.answers, item.meta["all_classes"])
+        return self.score(prediction, item.answers)
 
 
 def first_or_second(prediction: str, label: str) -> bool:
@@ -202,7 +307,16 @@ def first_or_second(prediction: str, label: str) -> bool:
 
 
 def _max_over(fn: Callable[[str, str], float]) -> Callable[[str, list[str]], float]:
+    """LongBench eval.py's ``scorer``: the best score over the gold answers, 0 without any."""
     return lambda pred, golds: max((fn(pred, g) for g in golds), default=0.0)
+
+
+def _on_first_line(fn: Callable[[str, list[str]], float]) -> Callable[[str, list[str]], float]:
+    return lambda pred, golds: fn(first_line(pred), golds)
+
+
+def _classification(pred: str, golds: list[str], all_classes: list[str]) -> float:
+    return max((classification_score(first_line(pred), g, all_classes) for g in golds), default=0.0)
 
 
 METRICS: dict[str, Metric] = {
@@ -210,9 +324,28 @@ METRICS: dict[str, Metric] = {
     for m in [
         Metric("qa_f1", "LongBench v1 qa_f1_score, max over gold answers", _max_over(qa_f1_score)),
         Metric("rouge_l", "LongBench v1 rouge_score (pltrdy rouge, ROUGE-L F), max over gold answers", _max_over(rouge_l_longbench)),
+        # the other LongBench v1 tasks (eval.py dataset2metric); "first line": eval.py scores only the first line
+        Metric("qa_f1_first_line", "LongBench v1 qa_f1_score on the prediction's first line (triviaqa), max over gold answers",
+               _on_first_line(_max_over(qa_f1_score))),
+        Metric("rouge_l_first_line", "LongBench v1 rouge_score on the prediction's first line (samsum), max over gold answers",
+               _on_first_line(_max_over(rouge_l_longbench))),
+        Metric("qa_f1_zh", "LongBench v1 qa_f1_zh_score (jieba words), max over gold answers", _max_over(qa_f1_zh_score)),
+        Metric("rouge_zh", "LongBench v1 rouge_zh_score (jieba words, pltrdy rouge ROUGE-L F), max over gold answers",
+               _max_over(rouge_zh_score)),
+        Metric("classification_first_line", "LongBench v1 classification_score with the record's all_classes on the "
+               "prediction's first line (trec, lsht), max over gold answers", _classification, needs_classes=True),
+        Metric("retrieval", "LongBench v1 retrieval_score (share of numbers equal to the gold 'Paragraph N'), max over gold answers",
+               _max_over(retrieval_score)),
+        Metric("retrieval_zh", "LongBench v1 retrieval_zh_score (share of numbers equal to the gold '段落N'), max over gold answers",
+               _max_over(retrieval_zh_score)),
+        Metric("count", "LongBench v1 count_score (share of numbers equal to the gold count), max over gold answers",
+               _max_over(count_score)),
+        Metric("code_sim", "LongBench v1 code_sim_score (fuzzywuzzy fuzz.ratio as difflib ratio, stdlib), max over gold answers",
+               _max_over(code_sim_score)),
         Metric("infbench_qa_f1", "InfiniteBench En.QA qa_f1_score", infinitebench_qa_f1),
         Metric("infbench_choice", "InfiniteBench En.MC get_score_one_longbook_choice_eng", lambda p, g: float(infinitebench_choice(p, g))),
-        Metric("passkey", "InfiniteBench passkey: first integer == label", lambda p, g: float(infinitebench_passkey(p, g[0]))),
+        Metric("passkey", "InfiniteBench get_score_one_passkey: first integer == label[0] (a string)",
+               lambda p, g: float(infinitebench_passkey(p, g[0]))),
         Metric("first_second", "first 'first'/'second' in the prediction equals the label (two passkeys)",
                lambda p, g: float(first_or_second(p, g[0]))),
         Metric("em", "LongRAG single_ans_em (NFD + SQuAD normalisation)", lambda p, g: float(exact_match(p, g))),

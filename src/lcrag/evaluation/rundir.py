@@ -22,7 +22,7 @@ from pathlib import Path
 from filelock import Timeout
 
 from lcrag.errors import RunDirectoryError
-from lcrag.readers.cache import CompletionCache
+from lcrag.readers.cache import CompletionCache, parse_completion
 from lcrag.storage import atomic_write_text, file_lock
 
 log = logging.getLogger("lcrag")
@@ -134,15 +134,6 @@ _CACHE_ADVICE = ("the file is left as it is: move it away to answer the missing 
                  "or start a new --out")
 
 
-def _is_completion(value: str) -> bool:
-    try:
-        entry = json.loads(value)
-    except (TypeError, ValueError):
-        return False
-    return (isinstance(entry, dict) and isinstance(entry.get("text"), str)
-            and all(isinstance(entry.get(k), int) for k in ("prompt_tokens", "completion_tokens")))
-
-
 def check_run_cache(path: Path) -> None:
     """The run's completion cache is user data (it proves no LLM call is repeated), so damage is reported, not set
     aside: the database must pass SQLite's quick check and every entry must be a completion. Read-only."""
@@ -156,7 +147,7 @@ def check_run_cache(path: Path) -> None:
             if status != "ok":
                 raise RunDirectoryError(f"{path}: damaged SQLite database ({status}); {_CACHE_ADVICE}")
             for rowid, value in db.execute("SELECT rowid, value FROM completions"):
-                if not _is_completion(value):
+                if parse_completion(value) is None:  # the cache's own rule, so no entry passes here and fails later
                     raise RunDirectoryError(f"{path}: row {rowid} of table completions is not a completion; "
                                             f"{_CACHE_ADVICE}")
         finally:
@@ -168,10 +159,7 @@ def check_run_cache(path: Path) -> None:
 def open_run_cache(path: Path) -> CompletionCache:
     """The run's completion cache, checked first (see :func:`check_run_cache`)."""
     check_run_cache(path)
-    try:
-        return CompletionCache(path)
-    except sqlite3.DatabaseError as exc:
-        raise RunDirectoryError(f"{path}: damaged SQLite database ({exc}); {_CACHE_ADVICE}") from None
+    return CompletionCache(path, derived=False)  # damage found later is reported too, never set aside
 
 
 def ensure_run_dir(run_dir: Path) -> None:
