@@ -141,7 +141,7 @@ def test_cli_build_ask_and_eval(corpus_file, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["corpus", "build", "missing.jsonl", "--out", "x"], "corpus file not found"),
+    (["corpus", "build", "missing.jsonl", "--out", "x"], "missing.jsonl does not exist"),
     (["corpus", "build", "{corpus}", "--out", "x", "--unit", "chapter"], "unknown unit"),
     (["corpus", "ask", "nowhere", "q"], "not a corpus index"),
     (["corpus", "build", "{corpus}", "--out", "{questions}"], "is not a directory"),

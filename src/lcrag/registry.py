@@ -1,0 +1,189 @@
+"""Registries: every part (strategy, retriever, reader, embedder, chunker, loader, dataset format, metric) registers
+itself where it is defined, with its name, a one-line help and its options.
+
+The CLI's choices and ``--help`` text, the settings' validation and the run files all read the registries, so no list
+of names exists anywhere else: adding a part is one new file. Built-in parts are found by importing the modules of
+their package (``builtins``); third-party parts come from entry points (``lcrag.strategies``, ``lcrag.retrievers``,
+...), listed by name without being imported and loaded only when asked for, so start-up never pays for a plugin's
+dependencies. A plugin that fails to load is reported in one line naming it, and lcrag keeps working.
+
+    @RETRIEVERS.register("bm25", help="chunks by BM25 (tantivy)")
+    class BM25Retriever: ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, TypeVar
+
+from lcrag.errors import OptionError
+
+log = logging.getLogger("lcrag")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One typed option of a part: default, valid range or choices, and help (the CLI and config files use them)."""
+
+    name: str
+    type: type = int
+    default: Any = None
+    help: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def check(self, value: Any, owner: str = "") -> Any:
+        """``value`` if valid, else an :class:`OptionError` naming the option and its valid range."""
+        where = f"{owner} option {self.name}" if owner else self.name
+        if value is None:
+            return value
+        if self.choices is not None:
+            if value not in self.choices:
+                raise OptionError(f"{where} must be one of {', '.join(self.choices)}; got {value!r}")
+            return value
+        if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                          or (self.type is int and not isinstance(value, int))):
+            raise OptionError(f"{where} must be a {'whole ' if self.type is int else ''}number, got {value!r}")
+        if self.min is not None and value < self.min:
+            raise OptionError(f"{where} must be ≥ {self.min:g}, got {value}")
+        if self.max is not None and value > self.max:
+            raise OptionError(f"{where} must be ≤ {self.max:g}, got {value}")
+        return value
+
+
+@dataclass(frozen=True)
+class Part:
+    """A registered part: what it is called, what it does, how to make it, what it takes."""
+
+    kind: str
+    name: str
+    help: str
+    factory: Callable[..., Any]
+    options: tuple[Option, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def check_options(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with every unknown or out-of-range option refused (defaults filled in)."""
+        known = {o.name for o in self.options}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise OptionError(f"{self.kind} {self.name!r} has no option {', '.join(unknown)}"
+                              + (f"; it takes {', '.join(sorted(known))}" if known else ""))
+        return {o.name: o.check(values.get(o.name, o.default), f"{self.kind} {self.name!r}") for o in self.options}
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        return self.factory(*args, **kwargs)
+
+
+class Registry:
+    """The parts of one kind. ``builtins`` are packages whose modules are imported on first use (they register
+    themselves); ``group`` is the entry-point group third-party packages add parts to."""
+
+    def __init__(self, kind: str, group: str, builtins: Iterable[str] = ()):
+        self.kind = kind
+        self.group = group
+        self._builtin_packages = tuple(builtins)
+        self._parts: dict[str, Part] = {}
+        self._builtins_loaded = False
+        self._failed: set[str] = set()
+        self._lock = threading.RLock()
+
+    # -- registration -------------------------------------------------------------------------------------------
+    def register(self, name: str, help: str, options: Iterable[Option] = (), **meta: Any) -> Callable[[T], T]:
+        """Decorator: register a class or factory function under ``name``; returns it unchanged."""
+
+        def add(factory: T) -> T:
+            self.add(Part(self.kind, name, help, factory, tuple(options), dict(meta)))
+            return factory
+
+        return add
+
+    def add(self, part: Part) -> None:
+        with self._lock:
+            existing = self._parts.get(part.name)
+            if existing is not None and existing.factory is not part.factory:
+                qual = getattr(existing.factory, "__module__", "?")
+                raise OptionError(f"{self.kind} {part.name!r} is registered twice (first by {qual})")
+            self._parts[part.name] = part
+
+    def remove(self, name: str) -> None:
+        """Forget a part (tests that add a temporary one clean up with this)."""
+        with self._lock:
+            self._parts.pop(name, None)
+
+    # -- lookup -------------------------------------------------------------------------------------------------
+    def names(self) -> tuple[str, ...]:
+        """Every part's name, built-ins first in registration order, then plugins (not imported to list them)."""
+        self._load_builtins()
+        plugins = [ep.name for ep in self._entry_points() if ep.name not in self._parts and ep.name not in self._failed]
+        return tuple(self._parts) + tuple(sorted(set(plugins)))
+
+    def get(self, name: str) -> Part:
+        """The part called ``name`` (a plugin is imported now); unknown names get the list of valid ones."""
+        self._load_builtins()
+        if name not in self._parts:
+            self._load_plugin(name)
+        part = self._parts.get(name)
+        if part is None:
+            raise OptionError(f"unknown {self.kind} {name!r}; choose one of {', '.join(self.names())}")
+        return part
+
+    def check(self, name: str) -> str:
+        self.get(name)
+        return name
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self.get(str(name))
+        except OptionError:
+            return False
+        return True
+
+    def describe(self) -> str:
+        """``name: help`` for each part, for ``--help`` texts."""
+        return "; ".join(f"{n}: {self.get(n).help}" for n in self.names())
+
+    # -- loading ------------------------------------------------------------------------------------------------
+    def _load_builtins(self) -> None:
+        if self._builtins_loaded:
+            return
+        with self._lock:
+            if self._builtins_loaded:
+                return
+            for package in self._builtin_packages:
+                module = importlib.import_module(package)
+                for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+                    if not info.name.startswith("_"):
+                        importlib.import_module(f"{package}.{info.name}")
+            self._builtins_loaded = True
+
+    def _entry_points(self) -> list:
+        return list(entry_points(group=self.group))
+
+    def _load_plugin(self, name: str) -> None:
+        for ep in self._entry_points():
+            if ep.name != name or name in self._failed:
+                continue
+            try:
+                loaded = ep.load()  # importing the module registers the part; an object may also be given
+            except Exception as exc:  # noqa: BLE001 - any error in third-party code: report it, keep working
+                self._failed.add(name)
+                log.warning("plugin %s (%s) failed to load: %s: %s", name, ep.value, type(exc).__name__, exc)
+                return
+            if name not in self._parts and callable(loaded):
+                help_text = (getattr(loaded, "__doc__", "") or "").strip().splitlines()[:1]
+                self.add(Part(self.kind, name, help_text[0] if help_text else "", loaded,
+                              tuple(getattr(loaded, "options", ()))))
+            return
