@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -489,7 +490,8 @@ def audit_damage(w: Path) -> tuple[list[Case], list[str]]:
 # -- concurrency -------------------------------------------------------------------------------------------------
 def together(argss: list, env: dict, w: Path, timeout: float = 300) -> list[tuple]:
     procs = [start(a, env, w) for a in argss]
-    return [finish(p, timeout) for p in procs]
+    with ThreadPoolExecutor(len(procs)) as pool:  # each process's own end time
+        return list(pool.map(lambda p: finish(p, timeout), procs))
 
 
 def outcome(res: list[tuple]) -> str:

@@ -319,7 +319,12 @@ def passkey(
     length_values = _ints(lengths, "lengths")
     if not length_values or min(length_values) < 64:
         raise LcragError("--lengths must be at least 64 tokens each")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise LcragError(f"{out} is a file: name a directory for the generated JSONL files")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LcragError(f"cannot create {out}: {exc.strerror or exc}") from None
     with ExitStack() as stack, spinner("generating PassKey haystacks…"):
         tok = _tokenizer(tokenizer, stack)
         for name in names:
@@ -356,10 +361,43 @@ def _global_options(
         os.environ["LCRAG_MAX_FILE_MB"] = repr(max_file_mb)
 
 
+def _usage_error_line(exc: Exception) -> str | None:
+    """The one line for a command-line usage error (bad option value, unknown command), else None.
+
+    Duck-typed: typer ships its own copy of click's exceptions, and other versions use click's own."""
+    if getattr(exc, "exit_code", None) != 2 or not callable(getattr(exc, "format_message", None)):
+        return None
+    param = getattr(exc, "param", None)
+    hint = getattr(param, "opts", None) or ([getattr(param, "name", "")] if param is not None else [])
+    message = " ".join(exc.format_message().split())
+    if hint and hint[0] and hint[0] not in message:
+        message = f"{hint[0]}: {message}"
+    return f"lcrag: error: {message} (see lcrag --help)"
+
+
+def _run() -> int:
+    # Not typer's standalone mode: its usage errors are a framed box of several lines; ours are one.
+    try:
+        code = typer.main.get_command(app).main(prog_name="lcrag", standalone_mode=False)
+    except Exception as exc:  # noqa: BLE001 - only usage errors are handled here; anything else is re-raised
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `lcrag` alone, or a group without its command
+            ctx = getattr(exc, "ctx", None)
+            print(ctx.get_help() if ctx else str(exc), file=sys.stderr)
+            return 2
+        if type(exc).__name__ == "Abort":
+            raise KeyboardInterrupt from None
+        line = _usage_error_line(exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 2
+    return code if isinstance(code, int) else 0
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="lcrag: %(levelname)s: %(message)s")
     try:
-        app()  # typer reports usage errors itself (exit code 2)
+        sys.exit(_run())
     except LcragError as exc:
         print(f"lcrag: error: {cli_message(exc)}", file=sys.stderr)
         sys.exit(2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -22,10 +21,13 @@ def _md(header: list[str], body: list[list]) -> str:
 
 
 def _manifest(run_dir: Path) -> dict:
-    path = run_dir / "manifest.json"
-    if not path.exists():
+    """The run's manifest; a missing or damaged one is a one-line error naming the file."""
+    from lcrag.evaluation.rundir import read_manifest
+
+    manifest = read_manifest(run_dir) if run_dir.is_dir() else None
+    if manifest is None:
         raise LcragError(f"{run_dir} holds no manifest.json: not a run directory of lcrag eval")
-    return json.loads(path.read_text())
+    return manifest
 
 
 @analyze_app.command("failures")
@@ -44,7 +46,16 @@ def failures(
     from lcrag.strategies.base import Timer, retrieve_context
     from lcrag.types import Document
 
+    from lcrag.readers import parse_reader_spec
+    from lcrag.readers.http import check_base_url
+
     manifest = _manifest(run_dir)
+    if llm:  # checked now, even when no question needs classifying
+        parse_reader_spec(llm)
+    if base_url:
+        check_base_url(base_url)
+    if dataset is not None and not dataset.exists():
+        raise LcragError(f"--dataset {dataset} does not exist")
     rows = routed_to_lc(load_rows(run_dir))
     out_dir = run_dir / "analysis"
     out_dir.mkdir(exist_ok=True)
@@ -99,7 +110,12 @@ def questions(
     from lcrag.options import at_least
 
     at_least("top", top, 1)
+    for run_dir in run_dirs:
+        _manifest(run_dir)
     rows = [r for d in run_dirs for r in load_rows(d)]
+    configs = sorted({r["config"] for r in rows if r["strategy"] == "rag"})
+    if rag_config is not None and rag_config not in configs:
+        raise LcragError(f"--rag-config {rag_config!r} is not in these runs; they hold {', '.join(configs) or 'no RAG rows'}")
     sides = exclusive_questions(rows, rag_config, loose)
     first, second = sides
     qw_header, qw_body = question_words(sides)

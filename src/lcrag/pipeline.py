@@ -10,6 +10,7 @@ from lcrag.assembly import ContextAssembler
 from lcrag.assembly.context import ORDERS
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.documents import load_document
+from lcrag.documents.files import check_regular_file
 from lcrag.errors import InputError
 from lcrag.options import SettingError, at_least, one_of
 from lcrag.paths import default_cache_dir
@@ -19,9 +20,11 @@ from lcrag.readers import (
     GenerationParams,
     Reader,
     make_reader,
+    parse_reader_spec,
 )
-from lcrag.readers.http import DEFAULT_TIMEOUT
+from lcrag.readers.http import DEFAULT_TIMEOUT, check_base_url
 from lcrag.retrieval import RETRIEVERS, DocumentIndex, Embedder, make_embedder
+from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import STRATEGY_NAMES, PromptSet, QueryContext, make_strategy
@@ -83,6 +86,19 @@ class Settings:
                                                  f"got {self.context_window}")
         if not isinstance(self.prompts, PromptSet):
             raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
+        self._check_specs()
+
+    def _check_specs(self) -> None:
+        """Reader, embedder, server and tokenizer names are checked without loading anything: a typo fails now, not
+        after an hour of indexing (or never, when an answer comes from the cache)."""
+        parse_reader_spec(self.llm)
+        if self.summary_llm is not None:
+            parse_reader_spec(self.summary_llm)
+        parse_embedder_spec(self.embedder)
+        if self.base_url:
+            check_base_url(self.base_url)
+        if self.tokenizer:
+            check_regular_file(Path(self.tokenizer))
 
     def chunking_for(self, strategy: str) -> str:
         return self.chunking or DEFAULT_CHUNKING.get(strategy, FALLBACK_CHUNKING)

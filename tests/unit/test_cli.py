@@ -151,6 +151,20 @@ BAD_INPUTS = [
     (["ask", DOC, "   ", "--strategy", "closed-book", *OFFLINE], "question is empty"),
     (["ask", DOC, "q", "-s", "rag", "-r", "tree", *OFFLINE, "--summary-llm", "{missing.gguf}", "--cache-dir", "{no_docs}/c"],
      "does not exist"),
+    # names checked before anything loads, even when the answer would come from the cache (found by the audit)
+    (["ask", DOC, "q", "--embedder", "bogus"], "unknown embedder 'bogus'"),
+    (["index", DOC, "--llm", "bogus"], "unknown reader 'bogus'"),
+    (["ask", DOC, "q", "--tokenizer", "{no_docs}/missing.json"], "missing.json does not exist"),
+    (["ask", DOC, "q", "--base-url", "http://[::1"], "bad base URL"),
+    (["ask", DOC, "q", "--base-url", "ftp://host/v1"], "bad base URL 'ftp://host/v1'"),
+    (["ask", DOC, "q", "--llm", "openai:m@http://user:secret@host:99999/v1"], "bad base URL 'http://***@host:99999/v1'"),
+    (["passkey", DOC, "--lengths", "100"], "is a file"),
+    # usage errors are one line too, not typer's framed box
+    (["ask", DOC, "q", "-k", "abc"], "Invalid value for '-k'"),
+    (["--max-file-mb", "abc", "ask", DOC, "q"], "Invalid value for '--max-file-mb'"),
+    (["ask", DOC, "q", "--no-such-option"], "No such option: --no-such-option"),
+    (["no-such-command"], "No such command 'no-such-command'"),
+    (["demo", "--words", "abc"], "Invalid value for '--words'"),
 ]
 
 
@@ -161,9 +175,8 @@ def test_bad_input_is_one_line_exit_2(doc, bad_files, monkeypatch, capsys, args,
     code, err = run_main(args, monkeypatch, capsys)
     assert code == 2, err
     assert message in err
-    assert "Traceback" not in err
-    if message != "Invalid value":  # typer draws its usage errors in a box of several lines
-        assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and "secret" not in err
+    assert len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.parametrize("text, encoding", [("Größe, café, naïve. " * 20, "latin-1"), ("Hello wörld ✓ " * 20, "utf-16")])
@@ -187,3 +200,25 @@ def test_unreachable_server_is_one_line(doc):
                    "--llm", "openai:m@http://127.0.0.1:9/v1")
     assert result.returncode == 2
     assert "failed after" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["analyze", "failures", "{run}"], "manifest.json:1: not valid JSON"),
+    (["analyze", "questions", "{run}"], "manifest.json:1: not valid JSON"),
+    (["analyze", "failures", "{good}", "--llm", "bogus"], "unknown reader 'bogus'"),
+    (["analyze", "failures", "{good}", "--dataset", "{good}/missing.jsonl"], "missing.jsonl does not exist"),
+    (["analyze", "questions", "{good}", "--rag-config", "rag|bm25|k99"], "--rag-config 'rag|bm25|k99' is not in these runs"),
+])
+def test_analyze_refuses_damaged_runs_and_bad_options(tmp_path, monkeypatch, capsys, args, message):
+    """Found by benchmarks/audit_hardening.py: a damaged manifest was a traceback, bad names were accepted."""
+    run, good = tmp_path / "run", tmp_path / "good"
+    for d in (run, good):
+        d.mkdir()
+    (run / "manifest.json").write_text("{oops")
+    (run / "rows.jsonl").write_text("")
+    (good / "manifest.json").write_text('{"reader": "smollm2", "dataset": "x.jsonl"}')
+    row = {"item_id": "q1", "config": "rag|bm25|k5", "strategy": "rag", "route": "rag", "dataset": "d"}
+    (good / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    args = [a.replace("{run}", str(run)).replace("{good}", str(good)) for a in args]
+    code, err = run_main(args, monkeypatch, capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -1,10 +1,12 @@
 """Defect 2b (issue 14): option values are checked in one place, the settings objects, before any model call."""
 
+import re
+
 import pytest
 
 import lcrag
 from lcrag import pipeline
-from lcrag.errors import OptionError
+from lcrag.errors import InputError, OptionError
 from lcrag.options import EvalOptions, cli_message
 from lcrag.pipeline import Settings
 
@@ -90,3 +92,17 @@ def test_eval_runner_checks_its_options_too(tmp_path):
     with pytest.raises(OptionError, match="budget must be ≥ 1, got 0"):
         EvalRunner([item], [RunConfig("rag", budget=0)], tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before the run directory is made
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("llm", "bogus", "unknown reader 'bogus'"),
+    ("llm", "/nowhere/model.gguf", "does not exist"),
+    ("summary_llm", "openai:", "needs a model name"),
+    ("embedder", "bogus", "unknown embedder 'bogus'"),
+    ("base_url", "http://[::1", "bad base URL"),
+    ("base_url", "localhost:8000", "bad base URL"),
+    ("tokenizer", "/nowhere/tokenizer.json", "does not exist"),
+])
+def test_names_are_checked_before_anything_loads(field, value, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        Settings(**{field: value})

@@ -27,6 +27,7 @@ __all__ = [
     "Reader",
     "complete_many",
     "make_reader",
+    "parse_reader_spec",
     "reader_identity",
 ]
 
@@ -50,24 +51,36 @@ def make_reader(
     one HTTP call may take, retries included (default :data:`lcrag.readers.http.DEFAULT_TIMEOUT`).
     """
     from lcrag.readers.http import DEFAULT_TIMEOUT
-
     from lcrag.tokenization import HFTokenizer
 
-    spec = spec.strip()
-    if spec in ("", "smollm2", "default") or spec.startswith("gguf:") or spec.endswith(".gguf"):
+    kind, name, url = parse_reader_spec(spec)
+    if kind == "gguf":
         from lcrag.readers.llamacpp import EmbeddedLlamaReader
 
-        path = None if spec in ("", "smollm2", "default") else spec.removeprefix("gguf:")
-        if path is not None and not Path(path).is_file():
+        return EmbeddedLlamaReader(name, context_window=context_window or 0, threads=threads, timeout=timeout)
+    tok = HFTokenizer(tokenizer) if tokenizer else None
+    return OpenAIChatReader(name, base_url=url or base_url, api_key=api_key, context_window=context_window,
+                            tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)
+
+
+def parse_reader_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``(kind, model or path, url)`` of a reader spec, checked without loading anything: ``("gguf", None, None)``
+    for the bundled model, ``("gguf", PATH, None)``, or ``("openai", MODEL, URL or None)``."""
+    from lcrag.readers.http import check_base_url
+
+    spec = spec.strip() if isinstance(spec, str) else ""
+    if spec in ("", "smollm2", "default"):
+        return "gguf", None, None
+    if spec.startswith("gguf:") or spec.endswith(".gguf"):
+        path = spec.removeprefix("gguf:")
+        if not Path(path).is_file():
             raise InputError(f"GGUF model {path} does not exist")
-        return EmbeddedLlamaReader(path, context_window=context_window or 0, threads=threads, timeout=timeout)
+        return "gguf", path, None
     if spec.startswith("openai:"):
         model, _, url = spec[len("openai:") :].partition("@")
         if not model:
             raise InputError("openai: needs a model name, e.g. openai:gpt-4o-mini")
-        tok = HFTokenizer(tokenizer) if tokenizer else None
-        return OpenAIChatReader(model, base_url=url or base_url, api_key=api_key, context_window=context_window,
-                                tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)
+        return "openai", model, check_base_url(url) if url else None
     raise InputError(f"unknown reader {redact_spec(spec)!r}; use smollm2, PATH.gguf or openai:MODEL[@URL]")
 
 

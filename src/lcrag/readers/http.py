@@ -32,6 +32,19 @@ DEFAULT_TIMEOUT = 600.0
 T = TypeVar("T")
 
 
+def check_base_url(url: str) -> str:
+    """``url`` if it is an http(s) URL with a host; otherwise an :class:`InputError` (credentials redacted)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise InputError(f"bad base URL {redact_url(url)!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"bad base URL {redact_url(url)!r}: give http(s)://HOST[:PORT]/PATH, "
+                         f"e.g. http://localhost:8000/v1")
+    return url
+
+
 class DeadlineExceeded(Exception):
     """A call did not finish within its deadline (internal: turned into a ReaderError naming the URL)."""
 

@@ -164,12 +164,23 @@ def make_embedder(spec: str = "minilm", base_url: str | None = None, api_key: st
                   timeout: float | None = None) -> Embedder:
     """``minilm`` (bundled ONNX), ``st:NAME_OR_PATH`` (sentence-transformers), ``openai:MODEL`` (HTTP; ``timeout``:
     seconds one call may take, retries included)."""
-    if spec in ("minilm", "default", ""):
+    kind, name = parse_embedder_spec(spec)
+    if kind == "minilm":
         return OnnxMiniLMEmbedder()
+    if kind == "st":
+        return SentenceTransformerEmbedder(name or None)
+    return OpenAIEmbedder(name, base_url=base_url, api_key=api_key, timeout=timeout)
+
+
+def parse_embedder_spec(spec: str) -> tuple[str, str]:
+    """``(kind, name)`` of an embedder spec, checked without loading anything."""
+    spec = spec.strip() if isinstance(spec, str) else ""
+    if spec in ("minilm", "default", ""):
+        return "minilm", ""
     if spec.startswith("st:"):
-        return SentenceTransformerEmbedder(spec[3:] or None)
-    if spec.startswith("openai:"):
-        return OpenAIEmbedder(spec[len("openai:") :], base_url=base_url, api_key=api_key, timeout=timeout)
+        return "st", spec[3:]
+    if spec.startswith("openai:") and spec[len("openai:") :]:
+        return "openai", spec[len("openai:") :]
     from lcrag.readers import redact_spec
 
     raise InputError(f"unknown embedder {redact_spec(spec)!r}; use minilm, st:NAME_OR_PATH or openai:MODEL")

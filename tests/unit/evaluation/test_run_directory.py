@@ -141,7 +141,7 @@ CHANGES = {
     "max_tokens": lambda s: replace(s, max_tokens=32),
     "prompts_sha256": lambda s: replace(s, prompts=replace(PromptSet(), closed_book="Q: {question}")),
     "order": lambda s: replace(s, order="document"),
-    "tokenizer": lambda s: replace(s, tokenizer="other/tokenizer.json"),
+    "tokenizer": lambda s: replace(s, tokenizer=__file__),  # any existing file: the scripted reader never loads it
 }
 
 
@@ -175,7 +175,7 @@ def test_resume_with_another_embedder_is_refused_before_it_loads(tmp_path, monke
                reader=ScriptedReader()).run()
     with pytest.raises(RunDirectoryError, match=r"\(embedder differ\)"):
         EvalRunner(ITEMS, expand_configs(["rag"], ["dense"], [1], []), tmp_path / "dense",
-                   replace(settings, embedder="other-embedder"), reader=ScriptedReader()).run()
+                   replace(settings, embedder="st:other-embedder"), reader=ScriptedReader()).run()
     assert len(loaded) == 1  # the refused run never reached the embedder
     assert json.loads((tmp_path / "dense" / "manifest.json").read_text())["embedder"] == "minilm"
 
