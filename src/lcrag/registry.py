@@ -187,3 +187,15 @@ class Registry:
                 self.add(Part(self.kind, name, help_text[0] if help_text else "", loaded,
                               tuple(getattr(loaded, "options", ()))))
             return
+
+
+# The registries, one per kind of part. Each names the package whose modules define its built-in parts (imported on
+# first use; keep heavy imports inside functions there) and the entry-point group plugins use.
+STRATEGIES = Registry("strategy", "lcrag.strategies", builtins=("lcrag.strategies",))
+RETRIEVERS = Registry("retriever", "lcrag.retrievers", builtins=("lcrag.retrieval",))
+READERS = Registry("reader", "lcrag.readers", builtins=("lcrag.readers",))
+EMBEDDERS = Registry("embedder", "lcrag.embedders", builtins=("lcrag.retrieval",))
+CHUNKERS = Registry("chunker", "lcrag.chunkers", builtins=("lcrag.chunking",))
+LOADERS = Registry("loader", "lcrag.loaders", builtins=("lcrag.documents",))
+DATASET_FORMATS = Registry("dataset format", "lcrag.datasets", builtins=("lcrag.evaluation",))
+METRICS = Registry("metric", "lcrag.metrics", builtins=("lcrag.evaluation",))
