@@ -13,6 +13,7 @@ dependencies. A plugin that fails to load is reported in one line naming it, and
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import pkgutil
@@ -130,6 +131,13 @@ class Registry:
         plugins = [ep.name for ep in self._entry_points() if ep.name not in self._parts and ep.name not in self._failed]
         return tuple(self._parts) + tuple(sorted(set(plugins)))
 
+    def names_except(self, **meta: Any) -> tuple[str, ...]:
+        """:meth:`names` without the parts whose meta has all these values (e.g. ``needs="corpus"``). Plugins not yet
+        imported are listed: their meta is unknown until they are used, and listing must not import them."""
+        names = self.names()
+        return tuple(n for n in names
+                     if n not in self._parts or any(self._parts[n].meta.get(k) != v for k, v in meta.items()))
+
     def get(self, name: str) -> Part:
         """The part called ``name`` (a plugin is imported now); unknown names get the list of valid ones."""
         self._load_builtins()
@@ -151,9 +159,42 @@ class Registry:
             return False
         return True
 
-    def describe(self) -> str:
-        """``name: help`` for each part, for ``--help`` texts."""
-        return "; ".join(f"{n}: {self.get(n).help}" for n in self.names())
+    def describe(self, names: Iterable[str] | None = None) -> str:
+        """``name: help`` for each part (or each of ``names``), for ``--help`` texts; plugins not yet imported are
+        named without their help, so that listing them never imports them."""
+        return "; ".join(f"{n}: {self._parts[n].help}" if n in self._parts else n
+                         for n in (self.names() if names is None else names))
+
+    def parts(self) -> list[Part]:
+        """Every part, plugins imported (for lookups by something other than the name, e.g. a loader's suffix)."""
+        return [self.get(n) for n in self.names()]
+
+    # -- specs (``prefix:rest``, an alias, or ``PATH.suffix``: readers, embedders) --------------------------------
+    def match_spec(self, spec: str) -> tuple[Part, str | None] | None:
+        """The part a spec names and the spec's rest (``None`` for an alias), or ``None``. Parts are tried in
+        order (the ``default`` part first, then as registered), each by its meta ``aliases``, ``prefixes`` (default:
+        its name) and ``suffixes``; a plugin is imported only when the spec's prefix is its name."""
+        for part in self._default_first():
+            matched, rest = spec_rest(part, spec)
+            if matched:
+                return part, rest
+        prefix, colon, _ = spec.partition(":")
+        if colon and prefix not in self._parts and prefix in {ep.name for ep in self._entry_points()}:
+            part = self.get(prefix)
+            matched, rest = spec_rest(part, spec)
+            return (part, rest) if matched else None
+        return None
+
+    def spec_forms(self) -> str:
+        """How specs are written, from each part's meta ``forms``, for messages: ``a, b or c``."""
+        forms = [f for p in self._default_first() for f in p.meta.get("forms", (f"{p.name}:…",))]
+        forms += [f"{n}:…" for n in self.names() if n not in self._parts]
+        return spoken_list(forms)
+
+    def _default_first(self) -> list[Part]:
+        """The loaded parts, the one whose meta says ``default=True`` first (import order must not decide)."""
+        self._load_builtins()
+        return sorted(self._parts.values(), key=lambda part: not part.meta.get("default"))
 
     # -- loading ------------------------------------------------------------------------------------------------
     def _load_builtins(self) -> None:
@@ -170,7 +211,7 @@ class Registry:
             self._builtins_loaded = True
 
     def _entry_points(self) -> list:
-        return list(entry_points(group=self.group))
+        return list(group_entry_points(self.group))
 
     def _load_plugin(self, name: str) -> None:
         for ep in self._entry_points():
@@ -189,13 +230,45 @@ class Registry:
             return
 
 
+def group_entry_points(group: str) -> tuple:
+    """The installed entry points of ``group``. Every installed package is scanned once per process (a scan costs
+    ~5 ms, and ``--help`` lists every registry); ``installed_entry_points.cache_clear()`` after installing one."""
+    return tuple(installed_entry_points().select(group=group))
+
+
+@functools.cache
+def installed_entry_points():
+    return entry_points()
+
+
+def spec_rest(part: Part, spec: str) -> tuple[bool, str | None]:
+    """Whether ``part`` reads ``spec``, and the rest: ``None`` for one of its ``aliases``, what follows
+    ``prefix:`` for one of its ``prefixes``, the whole spec for one of its ``suffixes``."""
+    if spec in part.meta.get("aliases", ()):
+        return True, None
+    for prefix in part.meta.get("prefixes", (part.name,)):
+        if spec.startswith(f"{prefix}:"):
+            return True, spec[len(prefix) + 1 :]
+    if spec.endswith(tuple(part.meta.get("suffixes", ()))):
+        return True, spec
+    return False, None
+
+
+def spoken_list(items: Iterable[str]) -> str:
+    """``a, b or c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
 # The registries, one per kind of part. Each names the package whose modules define its built-in parts (imported on
 # first use; keep heavy imports inside functions there) and the entry-point group plugins use.
 STRATEGIES = Registry("strategy", "lcrag.strategies", builtins=("lcrag.strategies",))
 RETRIEVERS = Registry("retriever", "lcrag.retrievers", builtins=("lcrag.retrieval",))
 READERS = Registry("reader", "lcrag.readers", builtins=("lcrag.readers",))
 EMBEDDERS = Registry("embedder", "lcrag.embedders", builtins=("lcrag.retrieval",))
-CHUNKERS = Registry("chunker", "lcrag.chunkers", builtins=("lcrag.chunking",))
+CHUNKERS = Registry("chunk unit", "lcrag.chunkers", builtins=("lcrag.chunking",))
 LOADERS = Registry("loader", "lcrag.loaders", builtins=("lcrag.documents",))
-DATASET_FORMATS = Registry("dataset format", "lcrag.datasets", builtins=("lcrag.evaluation",))
-METRICS = Registry("metric", "lcrag.metrics", builtins=("lcrag.evaluation",))
+# Formats and metrics name their own modules: importing all of lcrag.evaluation (runner, report) to list them would be
+# slow and circular.
+DATASET_FORMATS = Registry("dataset format", "lcrag.datasets", builtins=("lcrag.evaluation.datasets",))
+METRICS = Registry("metric", "lcrag.metrics", builtins=("lcrag.evaluation.metrics",))

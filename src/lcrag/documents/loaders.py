@@ -1,4 +1,8 @@
-"""Load documents from .txt/.md files, directories of them, or JSONL."""
+"""Load documents from .txt/.md files, directories of them, or JSONL.
+
+Each loader registers in :data:`lcrag.registry.LOADERS` with the suffixes it reads (meta ``suffixes``); a file
+whose suffix no loader claims is read by the ``default`` one (plain text). A new format is one new module in
+``lcrag.documents`` (or a plugin) registering its suffixes."""
 
 from __future__ import annotations
 
@@ -8,12 +12,10 @@ from pathlib import Path
 
 from lcrag.documents.files import decode_text, read_regular_file
 from lcrag.errors import InputError
+from lcrag.registry import LOADERS, Part, spoken_list
 from lcrag.types import Document
 
 log = logging.getLogger(__name__)
-
-TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
-JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 
 
 def _read_text(path: Path) -> str:
@@ -21,14 +23,18 @@ def _read_text(path: Path) -> str:
     return decode_text(path, read_regular_file(path))
 
 
-def _load_text_file(path: Path) -> Document:
+@LOADERS.register("text", help="plain text or Markdown, one document per file (and any file no loader claims)",
+                  default=True, suffixes=(".txt", ".md", ".markdown", ".text"), forms=(".txt", ".md"))
+def load_text_file(path: Path) -> list[Document]:
     text = _read_text(path)
     if not text.strip():
         raise InputError(f"{path} is empty")
-    return Document(text=text, id=path.stem, title=path.stem, source=str(path))
+    return [Document(text=text, id=path.stem, title=path.stem, source=str(path))]
 
 
-def _load_jsonl(path: Path) -> list[Document]:
+@LOADERS.register("jsonl", help="JSON Lines, one document per record: 'text', optional 'id' and 'title'",
+                  suffixes=(".jsonl", ".ndjson"), forms=(".jsonl",))
+def load_jsonl(path: Path) -> list[Document]:
     text = _read_text(path)
     docs: list[Document] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -55,10 +61,23 @@ def _load_jsonl(path: Path) -> list[Document]:
     return docs
 
 
+def _loader_for(path: Path) -> Part:
+    """The loader registered for ``path``'s suffix (case-insensitive), else the default one."""
+    parts = LOADERS.parts()
+    suffix = path.suffix.lower()
+    claimed = [p for p in parts if suffix in p.meta.get("suffixes", ())]
+    return (claimed or [p for p in parts if p.meta.get("default")])[0]
+
+
+def _readable_suffixes() -> set[str]:
+    return {suffix for part in LOADERS.parts() for suffix in part.meta.get("suffixes", ())}
+
+
 def _document_files(directory: Path) -> list[Path]:
-    """The directory's .txt, .md and .jsonl regular files, recursively, sorted; pipes, sockets, devices and broken
-    links with those names are skipped with a warning (reading a pipe would block)."""
-    named = sorted(f for f in directory.rglob("*") if f.suffix.lower() in TEXT_SUFFIXES | JSONL_SUFFIXES)
+    """The directory's files some loader reads (.txt, .md, .jsonl, ...), recursively, sorted; pipes, sockets,
+    devices and broken links with those names are skipped with a warning (reading a pipe would block)."""
+    suffixes = _readable_suffixes()
+    named = sorted(f for f in directory.rglob("*") if f.suffix.lower() in suffixes)
     files = [f for f in named if f.is_file()]  # follows links, True only for regular files
     skipped = [str(f) for f in named if not f.is_file() and not f.is_dir()]
     if skipped:
@@ -68,21 +87,21 @@ def _document_files(directory: Path) -> list[Path]:
 
 
 def load_documents(path: str | Path) -> list[Document]:
-    """Every document at ``path``: a text file, a JSONL file, or a directory (its .txt, .md and .jsonl files, recursively, sorted by path)."""
+    """Every document at ``path``: a file (read by the loader registered for its suffix), or a directory (its
+    files some loader reads, e.g. .txt, .md and .jsonl, recursively, sorted by path)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p} does not exist")
     if p.is_dir():
         files = _document_files(p)
         if not files:
-            raise InputError(f"{p} holds no .txt, .md or .jsonl files")
+            forms = [f for part in LOADERS.parts() for f in part.meta.get("forms", part.meta.get("suffixes", ()))]
+            raise InputError(f"{p} holds no {spoken_list(forms)} files")
         docs: list[Document] = []
         for f in files:
             docs.extend(load_documents(f))
         return docs
-    if p.suffix.lower() in JSONL_SUFFIXES:
-        return _load_jsonl(p)
-    return [_load_text_file(p)]
+    return list(_loader_for(p).create(p))
 
 
 def load_document(path: str | Path) -> Document:

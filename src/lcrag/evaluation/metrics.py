@@ -21,10 +21,12 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
+
+from lcrag import registry
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -319,9 +321,28 @@ def _classification(pred: str, golds: list[str], all_classes: list[str]) -> floa
     return max((classification_score(first_line(pred), g, all_classes) for g in golds), default=0.0)
 
 
-METRICS: dict[str, Metric] = {
-    m.name: m
-    for m in [
+class MetricTable(Mapping[str, Metric]):
+    """The registered metrics (:data:`lcrag.registry.METRICS`: name, variant as help, scorer as factory) by name,
+    as :class:`Metric` objects; recorded rows name their metric, so a plugin's metric is scored and reported too."""
+
+    def __getitem__(self, name: str) -> Metric:
+        if not isinstance(name, str) or name not in registry.METRICS:
+            raise KeyError(name)
+        part = registry.METRICS.get(name)
+        return Metric(part.name, part.help, part.factory, needs_classes=bool(part.meta.get("needs_classes")))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.METRICS.names())
+
+    def __len__(self) -> int:
+        return len(registry.METRICS.names())
+
+
+METRICS = MetricTable()
+
+# The built-in metrics, each registered under its name with its variant as help (a plugin registers the same way:
+# ``@METRICS.register("name", help="variant")`` on a ``(prediction, answers) -> float`` function).
+for _metric in [
         Metric("qa_f1", "LongBench v1 qa_f1_score, max over gold answers", _max_over(qa_f1_score)),
         Metric("rouge_l", "LongBench v1 rouge_score (pltrdy rouge, ROUGE-L F), max over gold answers", _max_over(rouge_l_longbench)),
         # the other LongBench v1 tasks (eval.py dataset2metric); "first line": eval.py scores only the first line
@@ -354,5 +375,5 @@ METRICS: dict[str, Metric] = {
         Metric("choice_acc", "first standalone A-D letter equals the gold letter", lambda p, g: float(choice_accuracy(p, g))),
         Metric("choice_set", "set of leading A-D letters equals the gold set (multiple-answer choice)",
                lambda p, g: float(choice_set_accuracy(p, g))),
-    ]
-}
+]:
+    registry.METRICS.register(_metric.name, help=_metric.variant, needs_classes=_metric.needs_classes)(_metric.score)

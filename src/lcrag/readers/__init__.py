@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from lcrag.errors import InputError
 from lcrag.redaction import redact_url
 from lcrag.readers.base import (
@@ -16,6 +14,7 @@ from lcrag.readers.base import (
 )
 from lcrag.readers.cache import CachedReader, CompletionCache
 from lcrag.readers.openai_compat import OpenAIChatReader
+from lcrag.registry import READERS, Part
 
 __all__ = [
     "CachedReader",
@@ -50,38 +49,33 @@ def make_reader(
     ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
     one HTTP call may take, retries included (default :data:`lcrag.readers.http.DEFAULT_TIMEOUT`).
     """
-    from lcrag.readers.http import DEFAULT_TIMEOUT
-    from lcrag.tokenization import HFTokenizer
-
-    kind, name, url = parse_reader_spec(spec)
-    if kind == "gguf":
-        from lcrag.readers.llamacpp import EmbeddedLlamaReader
-
-        return EmbeddedLlamaReader(name, context_window=context_window or 0, threads=threads, timeout=timeout)
-    tok = HFTokenizer(tokenizer) if tokenizer else None
-    return OpenAIChatReader(name, base_url=url or base_url, api_key=api_key, context_window=context_window,
-                            tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)
+    part, model, url = _reader_part(spec)
+    return part.create(model, url, base_url=base_url, api_key=api_key, context_window=context_window,
+                       tokenizer=tokenizer, threads=threads, timeout=timeout)
 
 
 def parse_reader_spec(spec: str) -> tuple[str, str | None, str | None]:
     """``(kind, model or path, url)`` of a reader spec, checked without loading anything: ``("gguf", None, None)``
-    for the bundled model, ``("gguf", PATH, None)``, or ``("openai", MODEL, URL or None)``."""
-    from lcrag.readers.http import check_base_url
+    for the bundled model, ``("gguf", PATH, None)``, or ``("openai", MODEL, URL or None)``; ``kind`` is the name
+    of the registered reader (:data:`lcrag.registry.READERS`) that reads the spec."""
+    part, model, url = _reader_part(spec)
+    return part.name, model, url
 
+
+def _reader_part(spec: str) -> tuple[Part, str | None, str | None]:
+    # Each reader declares the specs it reads (aliases, ``prefix:``, ``.suffix``) and how it parses them.
     spec = spec.strip() if isinstance(spec, str) else ""
-    if spec in ("", "smollm2", "default"):
-        return "gguf", None, None
-    if spec.startswith("gguf:") or spec.endswith(".gguf"):
-        path = spec.removeprefix("gguf:")
-        if not Path(path).is_file():
-            raise InputError(f"GGUF model {path} does not exist")
-        return "gguf", path, None
-    if spec.startswith("openai:"):
-        model, _, url = spec[len("openai:") :].partition("@")
-        if not model:
-            raise InputError("openai: needs a model name, e.g. openai:gpt-4o-mini")
-        return "openai", model, check_base_url(url) if url else None
-    raise InputError(f"unknown reader {redact_spec(spec)!r}; use smollm2, PATH.gguf or openai:MODEL[@URL]")
+    found = READERS.match_spec(spec)
+    if found is None:
+        raise InputError(f"unknown reader {redact_spec(spec)!r}; use {READERS.spec_forms()}")
+    part, rest = found
+    parse = part.meta.get("parse", _model_without_url)
+    model, url = parse(rest)
+    return part, model, url
+
+
+def _model_without_url(rest: str | None) -> tuple[str | None, None]:
+    return rest, None
 
 
 def redact_spec(spec: str | None) -> str | None:

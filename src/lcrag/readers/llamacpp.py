@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lcrag.errors import InputError, ModelNotFoundError
 from lcrag.readers.openai_compat import OpenAIChatReader
+from lcrag.registry import READERS
 
 log = logging.getLogger(__name__)
 
@@ -69,3 +70,21 @@ class EmbeddedLlamaReader(OpenAIChatReader):
     def close(self) -> None:
         super().close()
         self._server = None
+
+
+def _gguf_path(rest: str | None) -> tuple[str | None, None]:
+    """The model of a ``gguf:PATH`` or ``PATH.gguf`` spec, checked to exist now (``None``: the bundled model)."""
+    if rest is None:
+        return None, None
+    if not Path(rest).is_file():
+        raise InputError(f"GGUF model {rest} does not exist")
+    return rest, None
+
+
+@READERS.register("gguf", help="a local GGUF run in-process by llama.cpp (smollm2, the default: the bundled "
+                  "SmolLM2-135M-Instruct)", default=True, aliases=("", "smollm2", "default"), prefixes=("gguf",),
+                  suffixes=(".gguf",), forms=("smollm2", "PATH.gguf"), parse=_gguf_path)
+def embedded_reader(model: str | None, url: None, *, context_window: int | None = None, threads: int | None = None,
+                    timeout: float | None = None, **_endpoint: object) -> EmbeddedLlamaReader:
+    """The reader of a GGUF spec; ``_endpoint`` (base URL, key, tokenizer) is for servers, this one is its own."""
+    return EmbeddedLlamaReader(model, context_window=context_window or 0, threads=threads, timeout=timeout)

@@ -7,9 +7,10 @@ import time
 
 from lcrag.errors import InputError, ReaderError
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.readers.http import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
+from lcrag.readers.http import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
 from lcrag.redaction import redact_url
-from lcrag.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
+from lcrag.registry import READERS
+from lcrag.tokenization import HFTokenizer, LlamaServerTokenizer, Tokenizer, count_tokens
 
 # Chat templates add a few tokens per message; used only when the server cannot render its template for us.
 _TEMPLATE_TOKENS_PER_MESSAGE = 8
@@ -117,3 +118,23 @@ class OpenAIChatReader:
     def close(self) -> None:
         self._http.close()
         self._root_http.close()
+
+
+def _model_and_url(rest: str) -> tuple[str, str | None]:
+    """``(MODEL, URL or None)`` of an ``openai:MODEL[@URL]`` spec, the URL checked now."""
+    model, _, url = rest.partition("@")
+    if not model:
+        raise InputError("openai: needs a model name, e.g. openai:gpt-4o-mini")
+    return model, check_base_url(url) if url else None
+
+
+@READERS.register("openai", help="an OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama): "
+                  "openai:MODEL[@URL]", prefixes=("openai",), forms=("openai:MODEL[@URL]",), parse=_model_and_url)
+def openai_reader(model: str, url: str | None, *, base_url: str | None = None, api_key: str | None = None,
+                  context_window: int | None = None, tokenizer: str | None = None, timeout: float | None = None,
+                  **_local: object) -> OpenAIChatReader:
+    """The reader of an ``openai:`` spec (``tokenizer``: a tokenizer.json for servers without ``/tokenize``);
+    ``_local`` (threads) is for in-process readers."""
+    tok = HFTokenizer(tokenizer) if tokenizer else None
+    return OpenAIChatReader(model, base_url=url or base_url, api_key=api_key, context_window=context_window,
+                            tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)

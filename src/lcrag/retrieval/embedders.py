@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from lcrag.errors import InputError, ModelNotFoundError, ReaderError
+from lcrag.registry import EMBEDDERS
 
 
 @runtime_checkable
@@ -163,24 +164,43 @@ class OpenAIEmbedder:
 def make_embedder(spec: str = "minilm", base_url: str | None = None, api_key: str | None = None,
                   timeout: float | None = None) -> Embedder:
     """``minilm`` (bundled ONNX), ``st:NAME_OR_PATH`` (sentence-transformers), ``openai:MODEL`` (HTTP; ``timeout``:
-    seconds one call may take, retries included)."""
+    seconds one call may take, retries included), or any spec a registered embedder (:data:`EMBEDDERS`) reads."""
     kind, name = parse_embedder_spec(spec)
-    if kind == "minilm":
-        return OnnxMiniLMEmbedder()
-    if kind == "st":
-        return SentenceTransformerEmbedder(name or None)
-    return OpenAIEmbedder(name, base_url=base_url, api_key=api_key, timeout=timeout)
+    return EMBEDDERS.get(kind).create(name, base_url=base_url, api_key=api_key, timeout=timeout)
 
 
 def parse_embedder_spec(spec: str) -> tuple[str, str]:
-    """``(kind, name)`` of an embedder spec, checked without loading anything."""
+    """``(kind, name)`` of an embedder spec, checked without loading anything; ``kind`` names the registered
+    embedder that reads it."""
     spec = spec.strip() if isinstance(spec, str) else ""
-    if spec in ("minilm", "default", ""):
-        return "minilm", ""
-    if spec.startswith("st:"):
-        return "st", spec[3:]
-    if spec.startswith("openai:") and spec[len("openai:") :]:
-        return "openai", spec[len("openai:") :]
-    from lcrag.readers import redact_spec
+    found = EMBEDDERS.match_spec(spec)
+    # an embedder's ``parse`` returns None for a spec it cannot use (``openai:`` without a model)
+    name = found[0].meta.get("parse", _rest_or_empty)(found[1]) if found else None
+    if name is None:
+        from lcrag.readers import redact_spec
 
-    raise InputError(f"unknown embedder {redact_spec(spec)!r}; use minilm, st:NAME_OR_PATH or openai:MODEL")
+        raise InputError(f"unknown embedder {redact_spec(spec)!r}; use {EMBEDDERS.spec_forms()}")
+    return found[0].name, name
+
+
+def _rest_or_empty(rest: str | None) -> str:
+    return rest or ""
+
+
+@EMBEDDERS.register("minilm", help="the bundled all-MiniLM-L6-v2 (int8 ONNX, offline)", default=True,
+                    aliases=("minilm", "default", ""), prefixes=(), forms=("minilm",))
+def minilm_embedder(name: str, **_endpoint: object) -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder()
+
+
+@EMBEDDERS.register("st", help="any sentence-transformers model by name or path (pip install lcrag[st])",
+                    prefixes=("st",), forms=("st:NAME_OR_PATH",))
+def sentence_transformers_embedder(name: str, **_endpoint: object) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(name or None)
+
+
+@EMBEDDERS.register("openai", help="an OpenAI-compatible /embeddings endpoint", prefixes=("openai",),
+                    forms=("openai:MODEL",), parse=lambda rest: rest or None)
+def openai_embedder(name: str, base_url: str | None = None, api_key: str | None = None,
+                    timeout: float | None = None) -> OpenAIEmbedder:
+    return OpenAIEmbedder(name, base_url=base_url, api_key=api_key, timeout=timeout)

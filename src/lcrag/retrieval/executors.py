@@ -20,10 +20,11 @@ EXECUTORS = ("local", "ray")
 
 class _EmbedActor:
     def __init__(self, spec: str, threads: int | None):
-        from lcrag.retrieval.embedders import OnnxMiniLMEmbedder
+        from lcrag.retrieval.embedders import OnnxMiniLMEmbedder, parse_embedder_spec
 
         # The bundled ONNX embedder takes a thread count: one actor per CPU, one thread each, is the fastest split.
-        self.embedder = OnnxMiniLMEmbedder(threads=threads) if spec in ("minilm", "default", "") else make_embedder(spec)
+        bundled = parse_embedder_spec(spec)[0] == "minilm"
+        self.embedder = OnnxMiniLMEmbedder(threads=threads) if bundled else make_embedder(spec)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)

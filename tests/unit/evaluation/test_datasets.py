@@ -319,3 +319,20 @@ def test_a_repeated_id_is_an_error_naming_both_lines(tmp_path):
 def test_generic_answers_given_as_one_string(tmp_path, answers, expected):
     path = write_jsonl(tmp_path / "mine.jsonl", [{"question": "When?", "answers": answers, "context": "c"}])
     assert load_dataset(path).items[0].answers == expected
+
+
+@pytest.mark.parametrize("record, fmt", [
+    ({"input": "Q?", "context": "C.", "answers": ["a"], "dataset": "qasper", "_id": "x1"}, "longbench"),
+    ({"input": "Doc.", "instructions": ["Q?"], "outputs": ["a"], "evaluation": "f1"}, "leval"),
+    ({"_id": "h1", "question": "Q?", "answer": "a", "context": [["T", ["s."]]],
+      "supporting_facts": [["T", 0]], "type": "bridge", "level": "easy"}, "hotpotqa"),
+    ({"question": "Q?", "answers": ["a"], "context": "C."}, "generic"),
+])
+def test_a_renamed_benchmark_file_is_recognised_by_its_fields(tmp_path, record, fmt):
+    """A user's copy named my_questions.jsonl is read with its real schema, not refused as a generic file."""
+    from lcrag.evaluation.datasets import detect_format
+
+    path = tmp_path / "my_questions.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    assert detect_format(path) == fmt
+    assert len(load_dataset(path).items) == 1
