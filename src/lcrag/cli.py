@@ -22,8 +22,8 @@ from lcrag.options import EvalOptions, SettingError, at_least, cli_message
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
-from lcrag.retrieval import RETRIEVERS
-from lcrag.strategies import STRATEGY_NAMES, PromptSet
+from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, READERS, RETRIEVERS, STRATEGIES
+from lcrag.strategies import PromptSet, document_strategies, needs_corpus
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
@@ -31,11 +31,14 @@ app.add_typer(analyze_app, name="analyze")
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 
-Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {', '.join(STRATEGY_NAMES)}.")]
-RetrieverOpt = Annotated[str, typer.Option("--retriever", "-r", help=f"One of: {', '.join(RETRIEVERS)}.")]
-LLM = Annotated[str, typer.Option("--llm", help="smollm2 (bundled), PATH.gguf, or openai:MODEL[@BASE_URL].")]
-Chunking = Annotated[Optional[str], typer.Option("--chunking", help="words:300, tokens:128 or sentences:300 (default: the strategy's own).")]
-Embedder = Annotated[str, typer.Option("--embedder", help="minilm (bundled ONNX), st:NAME_OR_PATH, or openai:MODEL.")]
+# Choices and their help come from the registries (built-ins and plugins, which are named without being imported).
+Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {STRATEGIES.describe(document_strategies())}.")]
+RetrieverOpt = Annotated[str, typer.Option("--retriever", "-r", help=f"One of: {RETRIEVERS.describe()}.")]
+CHUNKING_HELP = f"UNIT:SIZE (e.g. words:300, tokens:128), UNIT one of: {CHUNKERS.describe()}"
+_READER_FORMS = READERS.spec_forms().replace("[", "\\[")  # escaped: rich would take "[@URL]" for markup and drop it
+LLM = Annotated[str, typer.Option("--llm", help=f"The reader: {_READER_FORMS} (smollm2: bundled).")]
+Chunking = Annotated[Optional[str], typer.Option("--chunking", help=f"{CHUNKING_HELP} (default: the strategy's own).")]
+Embedder = Annotated[str, typer.Option("--embedder", help=f"The embedder: {EMBEDDERS.spec_forms()} (minilm: bundled ONNX).")]
 BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible server, e.g. http://localhost:8000/v1.")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
@@ -116,8 +119,8 @@ def _index_cost_line(cost: dict) -> str:
 @app.command()
 def index(
     doc: Annotated[Path, typer.Argument(help="The document to index.")],
-    chunking: Annotated[str, typer.Option("--chunking", help="words:300, tokens:128 or sentences:300.")] = "words:300",
-    retriever: Annotated[str, typer.Option("--retriever", "-r", help="bm25, dense, hybrid or all.")] = "all",
+    chunking: Annotated[str, typer.Option("--chunking", help=f"{CHUNKING_HELP}.")] = "words:300",
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help=f"{', '.join(RETRIEVERS.names())} or all (bm25 and dense).")] = "all",
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseURL = None,
@@ -125,7 +128,7 @@ def index(
 ) -> None:
     """Chunk DOC and build its BM25 index and embeddings on disk (later questions reuse them)."""
     kinds = ("bm25", "dense") if retriever in ("all", "hybrid") else (retriever,)
-    _check("retriever", kinds[0], RETRIEVERS)
+    RETRIEVERS.check(kinds[0])
     settings = Settings(llm=llm, embedder=embedder, base_url=base_url, cache_dir=cache_dir, cache=False, chunking=chunking)
     document = as_document(doc)
     with progress_factory() as progress:
@@ -221,15 +224,31 @@ def _ints(value: str | None, name: str) -> list[int]:
         raise LcragError(f"--{name} takes whole numbers separated by commas") from None
 
 
+def _registered_parts(strategies: list[str], retrievers: list[str]) -> tuple[list[str], list[str]]:
+    """The names, each checked against its registry; a corpus-backed strategy's retrievers are the corpus index's
+    scorers."""
+    from lcrag.retrieval.corpus_index import SCORERS
+
+    for name in strategies:
+        STRATEGIES.check(name)
+    corpus_backed = any(needs_corpus(n) for n in strategies)
+    for name in retrievers:
+        if corpus_backed:
+            _check("retriever", name, SCORERS)
+        else:
+            RETRIEVERS.check(name)
+    return strategies, retrievers
+
+
 @app.command("eval")
 def evaluate(
-    dataset: Annotated[Path, typer.Option("--dataset", help="A dataset file or directory (LongBench, InfiniteBench, L-Eval, HotpotQA, MuSiQue, generic JSONL).")],
+    dataset: Annotated[Path, typer.Option("--dataset", help="A dataset file or directory (its format: see --format).")],
     out: Annotated[Path, typer.Option("--out", help="Run directory: rows.jsonl, manifest.json, cache/; re-run to resume.")],
-    strategies: Annotated[str, typer.Option("--strategies", help="Comma-separated strategies.")] = "lc,rag,self-route",
-    retriever: Annotated[str, typer.Option("--retriever", help="Comma-separated retrievers.")] = "bm25",
+    strategies: Annotated[str, typer.Option("--strategies", help=f"Comma-separated strategies: {', '.join(STRATEGIES.names())}.")] = "lc,rag,self-route",
+    retriever: Annotated[str, typer.Option("--retriever", help=f"Comma-separated retrievers: {', '.join(RETRIEVERS.names())} (corpus strategies: the corpus index's scorers).")] = "bm25",
     k: Annotated[str, typer.Option("-k", help="Comma-separated k values.")] = "5",
     budget: Annotated[Optional[str], typer.Option("--budget", help="Comma-separated retrieved-token budgets (added to the k values).")] = None,
-    fmt: Annotated[Optional[str], typer.Option("--format", help="Dataset format (default: from the path).")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help=f"Dataset format, one of {', '.join(DATASET_FORMATS.names())} (default: from the path).")] = None,
     chunking: Chunking = None,
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
@@ -251,15 +270,9 @@ def evaluate(
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
     from lcrag.chunking.units import UNIT_KINDS
     from lcrag.evaluation.datasets import load_dataset
-    from lcrag.evaluation.runner import CORPUS_STRATEGIES, EvalRunner, expand_configs
-    from lcrag.retrieval.corpus_index import SCORERS
+    from lcrag.evaluation.runner import EvalRunner, expand_configs
 
-    names = _csv(strategies, "strategies")
-    for name in names:
-        _check("strategy", name, STRATEGY_NAMES + CORPUS_STRATEGIES)
-    retrievers = _csv(retriever, "retriever")
-    for name in retrievers:
-        _check("retriever", name, SCORERS if any(n in CORPUS_STRATEGIES for n in names) else RETRIEVERS)
+    names, retrievers = _registered_parts(_csv(strategies, "strategies"), _csv(retriever, "retriever"))
     units = _csv(unit, "unit")
     for name in units:
         _check("unit", name, UNIT_KINDS)

@@ -23,17 +23,16 @@ from lcrag.readers import (
     parse_reader_spec,
 )
 from lcrag.readers.http import DEFAULT_TIMEOUT, check_base_url
-from lcrag.retrieval import RETRIEVERS, DocumentIndex, Embedder, make_embedder
+from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.retrieval.tree_index import NAVIGATIONS
-from lcrag.strategies import STRATEGY_NAMES, PromptSet, QueryContext, make_strategy
+from lcrag.strategies import PromptSet, QueryContext, document_strategies, make_strategy
 from lcrag.types import Answer, Document
 
-# Each paper's own chunking, used when the user names none.
-DEFAULT_CHUNKING = {"op-rag": "tokens:128"}
+# The chunking used when neither the user nor the strategy (its registered meta ``chunking``) names one.
 FALLBACK_CHUNKING = "words:300"
-CHUNK_UNITS = ("words", "tokens", "sentences")
 
 
 @dataclass
@@ -66,8 +65,8 @@ class Settings:
     def __post_init__(self) -> None:
         """Every value is checked here, once, before any model loads: the CLI, the Python API and ``replace()``
         all pass through this, and the message gives the valid range."""
-        one_of("strategy", self.strategy, STRATEGY_NAMES)
-        one_of("retriever", self.retriever, RETRIEVERS)
+        one_of("strategy", self.strategy, document_strategies())
+        one_of("retriever", self.retriever, RETRIEVERS.names())
         one_of("order", self.order, ORDERS, optional=True)
         one_of("tree_navigation", self.tree_navigation, NAVIGATIONS)
         if self.chunking is not None:
@@ -101,7 +100,8 @@ class Settings:
             check_regular_file(Path(self.tokenizer))
 
     def chunking_for(self, strategy: str) -> str:
-        return self.chunking or DEFAULT_CHUNKING.get(strategy, FALLBACK_CHUNKING)
+        """The user's chunking, else the strategy's own (each paper's, e.g. OP-RAG's tokens:128), else words:300."""
+        return self.chunking or STRATEGIES.get(strategy).meta.get("chunking", FALLBACK_CHUNKING)
 
     @property
     def separate_summary_llm(self) -> str | None:
@@ -112,8 +112,9 @@ class Settings:
 def parse_chunking(spec: str) -> tuple[str, int | None]:
     """``(unit, size)`` of ``words:300``, ``tokens:128`` or ``sentences:300``; a unit alone takes its default size."""
     unit, _, size = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    if unit not in CHUNK_UNITS or (size and not (size.isdigit() and int(size) >= 1)):
-        raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(CHUNK_UNITS)} and SIZE ≥ 1 "
+    units = CHUNKERS.names()
+    if unit not in units or (size and not (size.isdigit() and int(size) >= 1)):
+        raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(units)} and SIZE ≥ 1 "
                                        f"(e.g. words:300, tokens:128), got {spec!r}")
     return unit, int(size) if size else None
 
@@ -181,7 +182,7 @@ class Pipeline:
 
     def chunker(self, chunking: str) -> Chunker:
         unit, size = parse_chunking(chunking)
-        tokenizer = self.reader.tokenizer if unit == "tokens" else None
+        tokenizer = self.reader.tokenizer if CHUNKERS.get(unit).meta.get("needs_tokenizer") else None
         return make_chunker(unit, size, tokenizer)
 
     def index(self, document: Document | str | Path, chunking: str | None = None) -> DocumentIndex:

@@ -160,9 +160,11 @@ class Registry:
         return True
 
     def describe(self, names: Iterable[str] | None = None) -> str:
-        """``name: help`` for each part (or each of ``names``), for ``--help`` texts; plugins not yet imported are
-        named without their help, so that listing them never imports them."""
-        return "; ".join(f"{n}: {self._parts[n].help}" if n in self._parts else n
+        """``name: help`` for each part (or each of ``names``), for ``--help`` texts; a plugin not yet imported gets
+        the package it comes from instead of its help, so that listing it never imports it."""
+        origins = {ep.name: getattr(getattr(ep, "dist", None), "name", None) for ep in self._entry_points()}
+        return "; ".join(f"{n}: {self._parts[n].help}" if n in self._parts
+                         else f"{n}: plugin from {origins[n]}" if origins.get(n) else n
                          for n in (self.names() if names is None else names))
 
     def parts(self) -> list[Part]:
@@ -220,14 +222,23 @@ class Registry:
             try:
                 loaded = ep.load()  # importing the module registers the part; an object may also be given
             except Exception as exc:  # noqa: BLE001 - any error in third-party code: report it, keep working
-                self._failed.add(name)
-                log.warning("plugin %s (%s) failed to load: %s: %s", name, ep.value, type(exc).__name__, exc)
+                self._plugin_failed(ep, f"{type(exc).__name__}: {exc}")
                 return
             if name not in self._parts and callable(loaded):
                 help_text = (getattr(loaded, "__doc__", "") or "").strip().splitlines()[:1]
                 self.add(Part(self.kind, name, help_text[0] if help_text else "", loaded,
                               tuple(getattr(loaded, "options", ()))))
+            if name not in self._parts:  # imported, but registered something else (or nothing) under this name
+                self._plugin_failed(ep, f"it registered no {self.kind} named {name!r}")
             return
+
+    def _plugin_failed(self, ep: Any, reason: str) -> None:
+        """Report a plugin that cannot be used in one line naming it (its package, entry point and reason), and
+        forget its name so that it is neither listed nor tried again."""
+        self._failed.add(ep.name)
+        reason = " ".join(reason.split())  # one line, whatever the exception's message holds
+        package = f" from {ep.dist.name}" if getattr(ep, "dist", None) is not None else ""
+        log.warning("plugin %s%s (%s = %s) failed to load: %s", ep.name, package, self.group, ep.value, reason)
 
 
 def group_entry_points(group: str) -> tuple:

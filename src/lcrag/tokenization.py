@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
-from typing import Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lcrag.errors import InputError, ReaderError
+from lcrag.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import httpx
+else:  # imported on first use (see lcrag.lazy)
+    httpx = lazy_module("httpx")
 
 
 @runtime_checkable

@@ -27,7 +27,7 @@ from lcrag.pipeline import Settings
         ({"threads": 0}, "threads must be ≥ 1, got 0"),
         ({"k": 0}, "k must be ≥ 1, got 0"),
         ({"budget": 0}, "budget must be ≥ 1, got 0"),
-        ({"strategy": "magic"}, "strategy must be one of closed-book, lc, rag, op-rag, self-route; got 'magic'"),
+        ({"strategy": "magic"}, "strategy must be one of closed-book, lc, rag, op-rag, self-route"),
         ({"retriever": "grep"}, "retriever must be one of bm25, dense"),
         ({"order": "random"}, "order must be one of score, document; got 'random'"),
         ({"tree_navigation": "guess"}, "tree_navigation must be one of embedding, llm; got 'guess'"),

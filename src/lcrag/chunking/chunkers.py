@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lcrag.errors import InputError
+from lcrag.registry import CHUNKERS, Option
 from lcrag.tokenization import Tokenizer
 from lcrag.types import Chunk, Document
 
@@ -152,14 +153,32 @@ class TokenSentenceChunker:
         return pack_sentences(text, sized, self.max_tokens)
 
 
+def size_option(default: int, what: str) -> Option:
+    return Option("size", int, default, what, min=1)
+
+
+@CHUNKERS.register("words", help="SIZE words a chunk (default 300)", options=(size_option(300, "words a chunk"),))
+def words_chunker(size: int = 300, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
+    return WordChunker(size, overlap)
+
+
+@CHUNKERS.register("tokens", help="SIZE reader tokens a chunk (default 128)",
+                   options=(size_option(128, "reader tokens a chunk"),), needs_tokenizer=True)
+def tokens_chunker(size: int = 128, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
+    if tokenizer is None:
+        raise InputError("chunking by tokens needs the reader's tokenizer")
+    return TokenChunker(tokenizer, size, overlap)
+
+
+@CHUNKERS.register("sentences", help="whole sentences, at most SIZE words a chunk (default 300)",
+                   options=(size_option(300, "words a chunk, at most"),))
+def sentences_chunker(size: int = 300, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
+    return SentenceChunker(size)
+
+
 def make_chunker(unit: str, size: int | None = None, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
-    """A chunker by name: ``words`` (default 300), ``tokens`` (default 128, needs the reader's tokenizer), ``sentences``."""
-    if unit == "words":
-        return WordChunker(size or 300, overlap)
-    if unit == "tokens":
-        if tokenizer is None:
-            raise InputError("chunking by tokens needs the reader's tokenizer")
-        return TokenChunker(tokenizer, size or 128, overlap)
-    if unit == "sentences":
-        return SentenceChunker(size or 300)
-    raise InputError(f"unknown chunk unit {unit!r}; choose words, tokens or sentences")
+    """A chunker by its registered unit (``words``, ``tokens``, ``sentences``, ...); ``size`` defaults to the unit's
+    own. Units whose meta says ``needs_tokenizer`` are given the reader's tokenizer."""
+    part = CHUNKERS.get(unit)  # unknown: an OptionError listing the registered units
+    size = part.check_options({"size": size} if size else {})["size"]
+    return part.create(size, tokenizer, overlap)

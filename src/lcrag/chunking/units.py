@@ -14,15 +14,20 @@ or dict iteration over hashed values, so the same corpus gives the same units on
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 import re
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
 from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 UNIT_KINDS = ("passage", "document", "grouped")
 GROUPINGS = ("auto", "links", "mentions", "neighbours")

@@ -332,10 +332,12 @@ class MetricTable(Mapping[str, Metric]):
         return Metric(part.name, part.help, part.factory, needs_classes=bool(part.meta.get("needs_classes")))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(registry.METRICS.names())
+        # Only metrics that load: a broken plugin is reported once (by the registry) and left out, as a mapping's
+        # keys must all be readable.
+        return iter([name for name in registry.METRICS.names() if name in registry.METRICS])
 
     def __len__(self) -> int:
-        return len(registry.METRICS.names())
+        return len(list(iter(self)))
 
 
 METRICS = MetricTable()

@@ -38,6 +38,7 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader
 from lcrag.redaction import redact_url
 from lcrag.storage import atomic_write_text
+from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
 QUESTION_WORDS = ("who", "what", "where", "when", "which", "how", "why")
@@ -53,9 +54,6 @@ def question_type(question: str) -> str:
                               "will", "would", "should"}:
         return "yes-no"
     return "other"
-
-
-CORPUS_STRATEGIES = ("longrag",)  # strategies that read a corpus index instead of the item's own context
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ class RunConfig:
     @property
     def id(self) -> str:
         size = f"budget{self.budget}" if self.budget else f"k{self.k}"
-        if self.strategy in ("lc", "closed-book"):
+        if strategy_needs(self.strategy) in ("question", "document"):  # no retrieval: one config
             return self.strategy
         if self.unit:
             return f"{self.strategy}|{self.unit}|{self.retriever}|{size}"
@@ -87,7 +85,7 @@ def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], 
     strategies also run over each unit kind (budgets are context-token limits for them)."""
     configs: dict[str, RunConfig] = {}
     for strategy in strategies:
-        for unit in (units or ["grouped"]) if strategy in CORPUS_STRATEGIES else [None]:
+        for unit in (units or ["grouped"]) if needs_corpus(strategy) else [None]:
             for retriever in retrievers:
                 for size in [("k", k) for k in ks] + [("budget", b) for b in budgets]:
                     kw = {"k": size[1]} if size[0] == "k" else {"budget": size[1]}
@@ -165,8 +163,8 @@ class EvalRunner:
         EvalOptions(ks=tuple(c.k for c in configs if c.budget is None),
                     budgets=tuple(c.budget for c in configs if c.budget is not None), concurrency=concurrency)
         self.corpus_dir = Path(corpus) if corpus else None
-        needs_context = [c.id for c in configs if c.strategy not in CORPUS_STRATEGIES + ("closed-book",)]
-        if any(c.strategy in CORPUS_STRATEGIES for c in configs) and self.corpus_dir is None:
+        needs_context = [c.id for c in configs if strategy_needs(c.strategy) in ("document", "chunks")]
+        if any(needs_corpus(c.strategy) for c in configs) and self.corpus_dir is None:
             raise InputError("longrag reads a corpus: pass --corpus INDEX (built with `lcrag corpus build`)")
         missing = [i.id for i in items if i.context is None]
         if missing and needs_context:
@@ -311,7 +309,7 @@ class EvalRunner:
             "closed_book_correct": closed_book_correct,
             **({"summary_chunks": sum(1 for c in answer.chunks if c.layer), "index_cost": answer.index_cost}
                if answer.index_cost else {}),
-            **(self._corpus_fields(item, config, answer) if config.strategy in CORPUS_STRATEGIES else {}),
+            **(self._corpus_fields(item, config, answer) if needs_corpus(config.strategy) else {}),
         }
 
     def _corpus_fields(self, item: EvalItem, config: RunConfig, answer) -> dict:
@@ -364,7 +362,7 @@ class EvalRunner:
         documents: dict[str, Document] = {}
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
-            if config.strategy in CORPUS_STRATEGIES:
+            if needs_corpus(config.strategy):
                 answer = self._longrag(item, config).run(item.question)
             else:
                 # Closed-book never reads the document, so corpus-backed questions stand in with the question.

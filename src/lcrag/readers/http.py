@@ -15,13 +15,17 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
-
 from lcrag.errors import InputError, ReaderError
+from lcrag.lazy import lazy_module
 from lcrag.redaction import redact_url
+
+if TYPE_CHECKING:
+    import httpx
+else:  # imported on first use (see lcrag.lazy)
+    httpx = lazy_module("httpx")
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,10 @@ with the same document reuse its KV cache across questions.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import threading
 from pathlib import Path
 
 from lcrag.errors import InputError, ModelNotFoundError
@@ -39,36 +41,61 @@ class EmbeddedLlamaReader(OpenAIChatReader):
     ):
         # Spinning OpenMP workers starve each other on a busy small machine; passive waits keep generation steady.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        try:
-            import xllamacpp
-        except ImportError:
-            raise ModelNotFoundError("the embedded reader needs xllamacpp: pip install xllamacpp") from None
+        if importlib.util.find_spec("xllamacpp") is None:  # checked now, imported (~50 ms) only when started
+            raise ModelNotFoundError("the embedded reader needs xllamacpp: pip install xllamacpp")
         from lcrag import models
 
         path = Path(model_path) if model_path else models.smollm2_gguf()
         if not path.is_file():
             raise InputError(f"GGUF model {path} does not exist")
-        params = xllamacpp.CommonParams()
-        params.model.path = str(path)
-        params.n_ctx = int(context_window)  # 0: the model's training context
-        params.n_parallel = parallel
-        params.port = 0  # any free loopback port
-        params.verbosity = 1 if verbose else 0
-        params.cache_ram_mib = cache_ram_mib
-        n = threads or default_threads()
-        params.cpuparams.n_threads = n
-        params.cpuparams_batch.n_threads = n
-        self._server = xllamacpp.Server(params)
-        self.base_url = self._server.listening_address
         self.model_path = path
-        # Identity: the file's content, not its name (two GGUFs may share one) nor its loopback port.
-        extra = {"timeout": timeout} if timeout else {}
-        super().__init__(model=path.stem, base_url=self.base_url, api_key=None, max_concurrency=parallel,
-                         identity=models.gguf_identity(path), **extra)
-        log.info("embedded llama.cpp serving %s at %s", path.name, self.base_url)
+        self.model = path.stem
+        # Identity: the file's content, not its name (two GGUFs may share one) nor its loopback port. Known without
+        # the server, so a cached answer never starts it.
+        self.identity = models.gguf_identity(path)
+        self.max_concurrency = parallel
+        self.system_fingerprint = None
+        self._server = None
+        self._start_lock = threading.Lock()
+        self._options = {"context_window": context_window, "threads": threads, "parallel": parallel,
+                         "cache_ram_mib": cache_ram_mib, "verbose": verbose, "timeout": timeout}
+
+    def __getattr__(self, name: str):
+        # Called only for attributes not set yet: those of the HTTP client, which exist once the server is started
+        # (on the first completion, token count or context window; never for a cache hit).
+        if name.startswith("__") or "_start_lock" not in self.__dict__ or self.__dict__.get("_server") is not None:
+            raise AttributeError(name)
+        self._start()
+        return getattr(self, name)
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._server is not None:
+                return
+            import xllamacpp
+
+            opts = self._options
+            params = xllamacpp.CommonParams()
+            params.model.path = str(self.model_path)
+            params.n_ctx = int(opts["context_window"])  # 0: the model's training context
+            params.n_parallel = opts["parallel"]
+            params.port = 0  # any free loopback port
+            params.verbosity = 1 if opts["verbose"] else 0
+            params.cache_ram_mib = opts["cache_ram_mib"]
+            n = opts["threads"] or default_threads()
+            params.cpuparams.n_threads = n
+            params.cpuparams_batch.n_threads = n
+            server = xllamacpp.Server(params)
+            extra = {"timeout": opts["timeout"]} if opts["timeout"] else {}
+            super().__init__(model=self.model, base_url=server.listening_address, api_key=None,
+                             max_concurrency=opts["parallel"], identity=self.identity, **extra)
+            self.base_url = server.listening_address
+            self._server = server  # last: other threads see a started reader only once it is complete
+            log.info("embedded llama.cpp serving %s at %s", self.model_path.name, self.base_url)
 
     def close(self) -> None:
-        super().close()
+        if self.__dict__.get("_server") is not None:  # a reader never started has nothing to close
+            super().close()
         self._server = None
 
 

@@ -9,10 +9,9 @@ from lcrag.retrieval.embedders import (
     make_embedder,
 )
 from lcrag.retrieval.hybrid import HybridRetriever
-from lcrag.retrieval.index import RETRIEVERS, DocumentIndex
+from lcrag.retrieval.index import DocumentIndex
 
 __all__ = [
-    "RETRIEVERS",
     "BM25Retriever",
     "DenseRetriever",
     "DocumentIndex",
@@ -24,3 +23,15 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "make_embedder",
 ]
+
+
+def __getattr__(name: str):
+    if name == "RETRIEVERS":  # deprecated: the registry lists them (lcrag.registry.RETRIEVERS)
+        import warnings
+
+        from lcrag.registry import RETRIEVERS
+
+        warnings.warn("lcrag.retrieval.RETRIEVERS is deprecated; use lcrag.registry.RETRIEVERS.names()",
+                      DeprecationWarning, stacklevel=2)
+        return RETRIEVERS.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,8 +7,14 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from lcrag.registry import RETRIEVERS
+from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.types import Chunk, ScoredChunk
+
+if TYPE_CHECKING:
+    from lcrag.retrieval.index import DocumentIndex
 
 # tantivy's "default" analyzer splits on non-alphanumeric characters and lowercases; queries are built the same way
 # (term queries from words, never the query parser, which raises on quotes, parentheses and AND/OR in questions).
@@ -95,3 +101,21 @@ class BM25Retriever:
         # Ties broken by position, so equal scores give the same order on every run.
         results.sort(key=lambda s: (-s.score, s.chunk.index))
         return results
+
+
+@RETRIEVERS.register("bm25", help="chunks ranked by BM25 (tantivy)")
+def bm25_retriever(index: DocumentIndex) -> BM25Retriever:
+    """The index's BM25 retriever: its tantivy index is built once and checked before use."""
+    bm25_dir = index.dir / "bm25"
+    return index.store.open("bm25", ["bm25"], lambda: _open_bm25(index.chunks, bm25_dir),
+                            lambda: BM25Retriever.build(index.chunks, bm25_dir))
+
+
+def _open_bm25(chunks: list[Chunk], bm25_dir: Path) -> BM25Retriever:
+    try:
+        retriever = BM25Retriever(chunks, bm25_dir)
+    except ValueError as error:  # tantivy's error for an index it cannot open
+        raise ArtifactDamaged(f"bm25: {error}") from None
+    if retriever.size != len(chunks):
+        raise ArtifactDamaged(f"bm25 holds {retriever.size} chunks, not {len(chunks)}")
+    return retriever

@@ -20,6 +20,7 @@ built again. Builds of one index take a lock (``.build.lock``), so a second proc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 import hashlib
 import json
 import logging
@@ -32,7 +33,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 from filelock import Timeout
 
 from lcrag.chunking.units import (
@@ -52,11 +52,17 @@ from lcrag.chunking.units import (
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
 from lcrag.documents.files import check_regular_file
 from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
 from lcrag.retrieval.bm25 import query_terms
 from lcrag.retrieval.dense import EmbedBatches, embed_rows, local_batches
 from lcrag.retrieval.embedders import Embedder
 from lcrag.storage import atomic_write_text, file_lock
 from lcrag.tokenization import Tokenizer, count_many
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 SCORERS = ("dense", "bm25")
 FAISS_KINDS = ("flat", "ivf", "hnsw")

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from lcrag.lazy import lazy_module
+from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.types import Chunk, ScoredChunk
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lcrag.retrieval.index import DocumentIndex
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
+
 ProgressFn = Callable[[int], None]
 
 
-EmbedBatches = Callable[[Iterator[list[str]]], Iterator[np.ndarray]]
+EmbedBatches = Callable[[Iterator[list[str]]], Iterator["np.ndarray"]]
 
 
 def local_batches(embedder: Embedder) -> EmbedBatches:
@@ -119,3 +127,8 @@ class DenseRetriever:
         # Stable order: by score, then by position.
         order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
         return [ScoredChunk(self.chunks[i], float(scores[i])) for i in order]
+
+
+@RETRIEVERS.register("dense", help="chunks ranked by embedding similarity (--embedder)")
+def dense_retriever(index: DocumentIndex) -> DenseRetriever:
+    return DenseRetriever(index.chunks, index.chunk_vectors(), index.embedder)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lcrag.errors import InputError, ModelNotFoundError, ReaderError
+from lcrag.lazy import lazy_module
 from lcrag.registry import EMBEDDERS
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 
 @runtime_checkable

@@ -7,13 +7,18 @@ flight, so memory on the driver stays at a few batches whatever the corpus size.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from collections.abc import Iterator
 
-import numpy as np
-
 from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
 from lcrag.retrieval.dense import EmbedBatches, local_batches
 from lcrag.retrieval.embedders import make_embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 EXECUTORS = ("local", "ray")
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.base import Retriever
 from lcrag.types import ScoredChunk
+
+if TYPE_CHECKING:
+    from lcrag.retrieval.index import DocumentIndex
 
 
 class HybridRetriever:
@@ -26,3 +32,8 @@ class HybridRetriever:
         if k:
             order = order[:k]
         return [ScoredChunk(chunks[i], fused[i]) for i in order]
+
+
+@RETRIEVERS.register("hybrid", help="BM25 and dense rankings fused by reciprocal rank")
+def hybrid_retriever(index: DocumentIndex) -> HybridRetriever:
+    return HybridRetriever([index.retriever("bm25"), index.retriever("dense")])

@@ -15,25 +15,23 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
 from lcrag.readers.base import Reader
+from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.base import Retriever
-from lcrag.retrieval.bm25 import BM25Retriever
-from lcrag.retrieval.dense import DenseRetriever, embed_chunks, load_vectors
+from lcrag.retrieval.dense import embed_chunks, load_vectors
 from lcrag.retrieval.embedders import Embedder
-from lcrag.retrieval.hybrid import HybridRetriever
 from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
-from lcrag.retrieval.raptor import RaptorConfig, RaptorIndex
-from lcrag.retrieval.sentence_window import SentenceWindowRetriever
-from lcrag.retrieval.summaries import Summarizer
-from lcrag.retrieval.tree_index import TreeIndexRetriever, build_tree_index, open_tree_index, tree_key, tree_summarizer
+from lcrag.retrieval.raptor import RaptorConfig
 from lcrag.storage import atomic_write_text
 from lcrag.tokenization import Tokenizer, count_tokens
 from lcrag.types import Chunk, Document
 
-RETRIEVERS = ("bm25", "dense", "hybrid", "sentence-window", "tree", "raptor")
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ class DocumentIndex:
         self.chunker = chunker
         self.key = _sha(f"{document.content_hash}\n{chunker.key}")
         self.dir = Path(cache_dir) / "indexes" / self.key
-        self._store = ArtifactStore(self.dir)
+        self.store = ArtifactStore(self.dir)
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self._progress = progress
@@ -94,7 +92,7 @@ class DocumentIndex:
 
     # -- chunks -----------------------------------------------------------------------------------------------
     def _load_or_chunk(self) -> list[Chunk]:
-        return self._store.open("chunks", ["chunks.jsonl", "meta.json"], self._read_chunks, self._write_chunks)
+        return self.store.open("chunks", ["chunks.jsonl", "meta.json"], self._read_chunks, self._write_chunks)
 
     def _read_chunks(self) -> list[Chunk]:
         text = self.document.text
@@ -131,27 +129,13 @@ class DocumentIndex:
             self._embedder = self._embedder_factory()
         return self._embedder
 
-    def _bm25(self) -> BM25Retriever:
-        bm25_dir = self.dir / "bm25"
-        return self._store.open("bm25", ["bm25"], lambda: self._open_bm25(bm25_dir),
-                                lambda: BM25Retriever.build(self.chunks, bm25_dir))
-
-    def _open_bm25(self, bm25_dir: Path) -> BM25Retriever:
-        try:
-            retriever = BM25Retriever(self.chunks, bm25_dir)
-        except ValueError as error:  # tantivy's error for an index it cannot open
-            raise ArtifactDamaged(f"bm25: {error}") from None
-        if retriever.size != len(self.chunks):
-            raise ArtifactDamaged(f"bm25 holds {retriever.size} chunks, not {len(self.chunks)}")
-        return retriever
-
-    def _dense(self) -> DenseRetriever:
+    def chunk_vectors(self) -> np.ndarray:
+        """The chunks' embeddings by :attr:`embedder`, embedded once and loaded from disk after."""
         embedder = self.embedder
         name = f"embeddings-{_sha(embedder.name)[:16]}.npy"
         path = self.dir / name
-        vectors = self._store.open(name, [name], lambda: load_vectors(path, len(self.chunks)),
-                                   lambda: self._embed(embedder, path))
-        return DenseRetriever(self.chunks, vectors, embedder)
+        return self.store.open(name, [name], lambda: load_vectors(path, len(self.chunks)),
+                               lambda: self._embed(embedder, path))
 
     def _embed(self, embedder: Embedder, path: Path) -> None:
         tick = self._progress("embedding chunks", len(self.chunks)) if self._progress else None
@@ -169,48 +153,13 @@ class DocumentIndex:
         """The reader that writes summaries (the answering reader unless another was given)."""
         return self._summary_reader_factory() if self._summary_reader_factory else self.reader
 
-    def _sentence_window(self) -> SentenceWindowRetriever:
-        return SentenceWindowRetriever.open(self.document, self.embedder, self.cache_dir, self.options.window)
-
-    def _tree(self) -> TreeIndexRetriever:
-        o = self.options
-        summarizer = tree_summarizer(self.summary_reader)
-        dense = self._dense()  # the leaves are this index's chunks, with the embeddings dense retrieval uses
-        directory = self.dir / f"tree-{tree_key(summarizer, self.embedder, o.tree_children)}"
-        tree = open_tree_index(directory, lambda: build_tree_index(
-            self.document.content_hash, self.chunks, dense.vectors, self.embedder, summarizer, o.tree_children))
-        return TreeIndexRetriever(tree, self.embedder, self.reader, o.tree_navigation, o.tree_branch)
-
-    def _raptor(self) -> Retriever:
-        # RAPTOR has its own leaves (100-token sentence groups, counted by the summarizer so that one tree serves any
-        # reader), so its trees live outside this chunking's folder.
-        reader = self.summary_reader
-        forest = RaptorIndex(self.cache_dir / "raptor", reader.tokenizer, self.embedder, Summarizer(reader),
-                             self.options.raptor)
-        if self.document.parts:
-            # One tree per file or record: adding a file to a collection builds that file's tree only.
-            return forest.retriever([part for _, part in self.document.parts],
-                                    [offset for offset, _ in self.document.parts])
-        return forest.retriever([self.document])
-
     def retriever(self, kind: str) -> Retriever:
-        """Any of :data:`RETRIEVERS`, built on first use and loaded from disk after."""
-        if kind not in RETRIEVERS:
-            raise InputError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
+        """Any registered retriever (:data:`lcrag.registry.RETRIEVERS`), built on first use by its factory, which
+        takes this index, and loaded from disk after."""
+        part = RETRIEVERS.get(kind)  # unknown: an OptionError listing the registered ones
         with self._lock:
             if kind not in self._retrievers:
-                if kind == "bm25":
-                    self._retrievers[kind] = self._bm25()
-                elif kind == "dense":
-                    self._retrievers[kind] = self._dense()
-                elif kind == "sentence-window":
-                    self._retrievers[kind] = self._sentence_window()
-                elif kind == "tree":
-                    self._retrievers[kind] = self._tree()
-                elif kind == "raptor":
-                    self._retrievers[kind] = self._raptor()
-                else:
-                    self._retrievers[kind] = HybridRetriever([self.retriever("bm25"), self.retriever("dense")])
+                self._retrievers[kind] = part.create(self)
             return self._retrievers[kind]
 
     # -- token counts for budgets -----------------------------------------------------------------------------
@@ -225,7 +174,7 @@ class DocumentIndex:
         with self._lock:
             counts = self._token_counts.get(tokenizer.name)
             if counts is None:
-                counts = self._store.open(name, [name], lambda: _read_counts(path),
+                counts = self.store.open(name, [name], lambda: _read_counts(path),
                                           lambda: atomic_write_text(path, "{}"))
                 self._token_counts[tokenizer.name] = counts
             keys = [_sha(c.text)[:20] for c in chunks]
@@ -235,5 +184,5 @@ class DocumentIndex:
             if missing:
                 # Another process may add other counts meanwhile; the last table wins and the rest are recounted.
                 table = json.dumps(counts)
-                self._store.update(name, [name], lambda: atomic_write_text(path, table))
+                self.store.update(name, [name], lambda: atomic_write_text(path, table))
             return [counts[key] for key in keys]

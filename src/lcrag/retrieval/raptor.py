@@ -30,17 +30,25 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lcrag.chunking import TokenSentenceChunker
 from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
+from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import BuildCost, Summarizer, SummaryTree, embed_texts
 from lcrag.retrieval.tree_index import open_tree_index
 from lcrag.storage import atomic_write_text
 from lcrag.tokenization import Tokenizer, count_many
 from lcrag.types import Chunk, Document, ScoredChunk
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lcrag.retrieval.index import DocumentIndex
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 log = logging.getLogger(__name__)
 
@@ -277,3 +285,17 @@ class CollapsedTreeRetriever:
         scores = self.vectors @ self.embedder.embed([query])[0]
         order = sorted(range(len(self.nodes)), key=lambda i: (-float(scores[i]), i))[: k or len(self.nodes)]
         return [ScoredChunk(self.nodes[i], float(scores[i])) for i in order]
+
+
+@RETRIEVERS.register("raptor", help="a RAPTOR tree of clustered summaries, searched flat (collapsed tree)")
+def raptor_retriever(index: DocumentIndex) -> CollapsedTreeRetriever:
+    # RAPTOR has its own leaves (100-token sentence groups, counted by the summarizer so that one tree serves any
+    # reader), so its trees live outside this chunking's folder.
+    reader = index.summary_reader
+    forest = RaptorIndex(index.cache_dir / "raptor", reader.tokenizer, index.embedder, Summarizer(reader),
+                         index.options.raptor)
+    if index.document.parts:
+        # One tree per file or record: adding a file to a collection builds that file's tree only.
+        return forest.retriever([part for _, part in index.document.parts],
+                                [offset for offset, _ in index.document.parts])
+    return forest.retriever([index.document])

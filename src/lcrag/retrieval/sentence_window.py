@@ -10,16 +10,24 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lcrag.chunking import SentenceChunker
 from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
+from lcrag.registry import RETRIEVERS, Option
 from lcrag.retrieval.dense import embed_rows, load_vectors, local_batches
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
 from lcrag.storage import atomic_write_text
 from lcrag.types import Chunk, Document, ScoredChunk
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lcrag.retrieval.index import DocumentIndex
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 
 def _write_spans(document: Document, path: Path) -> None:
@@ -92,3 +100,9 @@ class SentenceWindowRetriever:
             if k and len(results) >= k:
                 break
         return results
+
+
+@RETRIEVERS.register("sentence-window", help="single sentences matched, returned with their neighbours",
+                     options=(Option("window", int, 3, "sentences either side of a hit", min=0),))
+def sentence_window_retriever(index: DocumentIndex) -> SentenceWindowRetriever:
+    return SentenceWindowRetriever.open(index.document, index.embedder, index.cache_dir, index.options.window)

@@ -6,6 +6,7 @@ call, so a retriever can report it apart from the per-question calls.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 import json
 import os
 import shutil
@@ -13,12 +14,16 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from lcrag.assembly.truncation import truncate_middle
+from lcrag.lazy import lazy_module
 from lcrag.readers.base import Completion, GenerationParams, Reader, complete_many, reader_identity
 from lcrag.retrieval.embedders import Embedder
 from lcrag.types import Chunk
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 # RAPTOR (Sarthi et al. 2024), raptor/SummarizationModels.py: system message and prompt, verbatim.
 RAPTOR_SYSTEM = "You are a Summarizing Text Portal"

@@ -18,15 +18,23 @@ import logging
 import re
 import time
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
 from lcrag.readers.base import GenerationParams, Reader
+from lcrag.registry import RETRIEVERS, Option
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import TREE_PROMPT, BuildCost, Summarizer, SummaryTree, embed_texts
 from lcrag.storage import file_lock, set_aside
 from lcrag.types import Chunk, LLMCall, ScoredChunk
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lcrag.retrieval.index import DocumentIndex
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
 
 log = logging.getLogger(__name__)
 
@@ -162,3 +170,16 @@ class TreeIndexRetriever:
 
     def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
         return self.run_with_calls(query, k)[0]
+
+
+@RETRIEVERS.register(
+    "tree", help="a summary tree over the chunks, walked from the root (LlamaIndex's tree index)",
+    options=(Option("tree_navigation", str, "embedding", "how a branch is picked", choices=NAVIGATIONS),))
+def tree_retriever(index: DocumentIndex) -> TreeIndexRetriever:
+    o = index.options
+    summarizer = tree_summarizer(index.summary_reader)
+    # The leaves are the index's chunks, with the embeddings dense retrieval uses.
+    directory = index.dir / f"tree-{tree_key(summarizer, index.embedder, o.tree_children)}"
+    tree = open_tree_index(directory, lambda: build_tree_index(
+        index.document.content_hash, index.chunks, index.chunk_vectors(), index.embedder, summarizer, o.tree_children))
+    return TreeIndexRetriever(tree, index.embedder, index.reader, o.tree_navigation, o.tree_branch)

@@ -11,9 +11,12 @@ import re
 from dataclasses import dataclass, field
 
 from lcrag.assembly import truncate_middle
+from lcrag.chunking.units import UNIT_KINDS
 from lcrag.errors import InputError
 from lcrag.readers.base import GenerationParams, Reader
 from lcrag.retrieval.corpus_index import CorpusIndex, UnitHit
+from lcrag.registry import STRATEGIES, Option
+from lcrag.retrieval.corpus_index import SCORERS
 from lcrag.strategies.base import Timer
 from lcrag.types import Answer, ChunkUsed, LLMCall
 
@@ -102,6 +105,14 @@ class Context:
     truncated_tokens: int = 0
 
 
+@STRATEGIES.register(
+    "longrag", help="top-k corpus units in one long prompt, then a short answer (LongRAG; needs --corpus)",
+    options=(Option("unit", str, "grouped", "retrieval unit", choices=UNIT_KINDS),
+             Option("scorer", str, "dense", "how units are scored", choices=SCORERS),
+             Option("k", int, 4, "units retrieved", min=1),
+             Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1))),
+    needs="corpus",  # reads a corpus index, not the question's own document: the eval runner and CLI ask this
+)
 @dataclass
 class LongRAG:
     """Answer questions over a corpus index with a long reader."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 
-from lcrag.errors import InputError
-from lcrag.evaluation.metrics import normalize_answer
+from lcrag.assembly.context import ORDERS
+from lcrag.registry import STRATEGIES, Option
 from lcrag.strategies.base import (
     QueryContext,
     Strategy,
@@ -15,11 +14,13 @@ from lcrag.strategies.base import (
     long_context,
     retrieve_context,
 )
+from lcrag.strategies.routing import Declined, Routed, is_unanswerable
 from lcrag.types import Answer, LLMCall
 
-log = logging.getLogger(__name__)
+__all__ = ["RAG", "ClosedBook", "LongContext", "SelfRoute", "is_unanswerable", "make_strategy"]
 
 
+@STRATEGIES.register("closed-book", help="the question only (the reader's own knowledge)", needs="question")
 class ClosedBook(Strategy):
     """No context: what the reader knows on its own (the LC-vs-RAG study's question filter)."""
 
@@ -31,6 +32,7 @@ class ClosedBook(Strategy):
         return Answer(text, question, self.name, route="closed-book", calls=[call], timings=timer.timings)
 
 
+@STRATEGIES.register("lc", help="the whole document, cut in the middle when it exceeds the window", needs="document")
 class LongContext(Strategy):
     """The whole document in the prompt, cut in the middle by reader tokens when it exceeds the window."""
 
@@ -46,75 +48,63 @@ class LongContext(Strategy):
 
 
 class RAG(Strategy):
-    """Retrieved chunks only. ``order`` overrides the assembler's: score (Self-Route's baseline) or document (OP-RAG)."""
+    """Retrieved chunks only. ``order`` overrides the assembler's: score (Self-Route's baseline) or document (OP-RAG).
+    ``template`` names the prompt (a :class:`PromptSet` field) and ``stage`` the LLM call: Self-Route's first step is
+    this strategy with its own prompt, called "route"."""
 
-    def __init__(self, order: str | None = None, name: str = "rag"):
+    def __init__(self, order: str | None = None, name: str = "rag", template: str = "rag", stage: str = "answer"):
         self.order = order
         self.name = name
+        self.template = template
+        self.stage = stage
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
         assembler = replace(ctx.assembler, order=self.order) if self.order else ctx.assembler
         calls: list[LLMCall] = []
         context = retrieve_context(ctx, question, assembler, timer, calls)
-        text, call = call_reader(ctx, "answer", ctx.prompts.messages(ctx.prompts.rag, question, context.text), timer)
+        messages = ctx.prompts.messages(getattr(ctx.prompts, self.template), question, context.text)
+        text, call = call_reader(ctx, self.stage, messages, timer)
         return Answer(text, question, self.name, route="rag", calls=calls + [call], chunks=context.chunks,
                       timings=timer.timings, index_cost=context.index_cost)
 
 
-def is_unanswerable(text: str) -> bool:
-    """Self-Route's decline test: the answer normalises (LongBench ``normalize_answer``) to "unanswerable"."""
-    return normalize_answer(text) == "unanswerable"
-
-
-class SelfRoute(Strategy):
+class SelfRoute(Routed):
     """Step 1: RAG with the option to answer "unanswerable"; step 2, only for declined questions: LC.
 
     ``order="document"`` gives Self-Route over order-preserving retrieval (OP-RAG's assembly).
     """
 
-    name = "self-route"
-
     def __init__(self, order: str | None = None):
         self.order = order
-
-    def run(self, ctx: QueryContext, question: str) -> Answer:
-        timer = Timer()
-        assembler = replace(ctx.assembler, order=self.order) if self.order else ctx.assembler
-        calls: list[LLMCall] = []
-        context = retrieve_context(ctx, question, assembler, timer, calls)
-        route_text, route_call = call_reader(
-            ctx, "route", ctx.prompts.messages(ctx.prompts.self_route, question, context.text), timer
-        )
-        if not is_unanswerable(route_text):
-            if "unanswerable" in normalize_answer(route_text) or "cannot be answered" in route_text.lower():
-                log.info("self-route kept a near-decline as the answer: %r", route_text)
-            return Answer(
-                route_text, question, self.name, route="rag", calls=calls + [route_call], chunks=context.chunks,
-                timings=timer.timings, raw_route_answer=route_text, index_cost=context.index_cost,
-            )
-        messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
-        text, lc_call = call_reader(ctx, "answer", messages, timer)
-        return Answer(
-            text, question, self.name, route="lc", calls=calls + [route_call, lc_call], chunks=context.chunks,
-            timings=timer.timings, truncated_tokens=kept.cut_tokens, raw_route_answer=route_text,
-            index_cost=context.index_cost,
-        )
+        super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route"),
+                         Declined(), LongContext())
 
 
-STRATEGY_NAMES = ("closed-book", "lc", "rag", "op-rag", "self-route")
+def order_option(default: str) -> Option:
+    return Option("order", str, default, "chunks in score or document order", choices=ORDERS)
+
+
+@STRATEGIES.register("rag", help="top-k chunks ordered by score", options=(order_option("score"),))
+def rag(order: str = "score") -> Strategy:
+    return RAG(order=order, name="rag")
+
+
+@STRATEGIES.register("op-rag", help="top-k chunks kept in document order (OP-RAG)", options=(order_option("document"),),
+                     chunking="tokens:128")  # the paper's own chunking, used when the user names none
+def op_rag(order: str = "document") -> Strategy:
+    return RAG(order=order, name="op-rag")
+
+
+@STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC",
+                     options=(order_option("score"),))
+def self_route(order: str = "score") -> Strategy:
+    return SelfRoute(order=order)
 
 
 def make_strategy(name: str, order: str | None = None) -> Strategy:
-    """A strategy by name; ``order`` (score or document) overrides the retrieval strategies' default ordering."""
-    if name == "closed-book":
-        return ClosedBook()
-    if name == "lc":
-        return LongContext()
-    if name == "rag":
-        return RAG(order=order or "score", name="rag")
-    if name == "op-rag":
-        return RAG(order=order or "document", name="op-rag")
-    if name == "self-route":
-        return SelfRoute(order=order or "score")
-    raise InputError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}")
+    """A strategy by name; ``order`` (score or document) overrides the retrieval strategies' default ordering (parts
+    without an order option ignore it). Unknown names get the registered ones."""
+    part = STRATEGIES.get(name)
+    given = {"order": order} if order and part.option("order") else {}
+    return part.create(**part.check_options(given))

@@ -1,0 +1,110 @@
+"""Searching a corpus index's units: MaxP over piece embeddings (exact, or through faiss) and BM25 (tantivy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lcrag.errors import InputError
+from lcrag.lazy import lazy_module
+from lcrag.retrieval.bm25 import query_terms
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use (see lcrag.lazy)
+    np = lazy_module("numpy")
+
+
+@dataclass
+class UnitHit:
+    unit: int
+    score: float
+
+
+def piece_layout(piece_unit: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """How to reduce piece scores to unit scores: an order that puts each unit's pieces together (None when they
+    already are, as for passages and documents), where each unit's run starts in that order, and the run's unit."""
+    order = None if np.all(piece_unit[1:] >= piece_unit[:-1]) else np.argsort(piece_unit, kind="stable")
+    ordered = piece_unit if order is None else piece_unit[order]
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) else ordered
+    return order, starts, ordered[starts]
+
+
+def maxp_search(vectors: np.ndarray, piece_unit: np.ndarray, qv: np.ndarray, k: int, block: int = 32768,
+                layout: tuple | None = None) -> list[list[UnitHit]]:
+    """MaxP: a unit's score is the best score of its pieces. Exact: piece scores are computed streaming the
+    (memory-mapped) matrix in blocks, then each unit's maximum is one ``reduceat`` over its run of pieces.
+    One list of hits per query. ``layout`` (from :func:`piece_layout`) saves re-deriving the runs per call."""
+    order, starts, unit_ids = layout if layout is not None else piece_layout(piece_unit)
+    n = len(vectors)
+    out: list[list[UnitHit]] = []
+    per_call = max(1, min(len(qv), (1 << 25) // max(1, n)))  # the piece score matrix stays <= 128 MB
+    for q0 in range(0, len(qv), per_call):
+        q = np.asarray(qv[q0 : q0 + per_call], dtype=np.float32)
+        scores = np.empty((n, len(q)), dtype=np.float32)
+        for lo in range(0, n, block):
+            scores[lo : lo + block] = np.asarray(vectors[lo : lo + block]) @ q.T
+        if order is not None:
+            scores = scores[order]
+        best = np.maximum.reduceat(scores, starts, axis=0) if n else scores  # (units, queries)
+        for j in range(len(q)):
+            out.append([UnitHit(int(unit_ids[h.unit]), h.score) for h in _top(best[:, j], k)])
+    return out
+
+
+def _top(scores: np.ndarray, k: int) -> list[UnitHit]:
+    k = min(k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    order = sorted(top.tolist(), key=lambda u: (-float(scores[u]), u))
+    return [UnitHit(u, float(scores[u])) for u in order if np.isfinite(scores[u])]
+
+
+def import_faiss():
+    try:
+        import faiss
+    except ImportError:
+        raise InputError("faiss is not installed: pip install 'lcrag[faiss]'") from None
+    faiss.omp_set_num_threads(1)  # one query per call: threads only add overhead (measured here)
+    return faiss
+
+
+def faiss_search(index, piece_unit: np.ndarray, qv: np.ndarray, k: int) -> list[list[UnitHit]]:
+    """The top ``k`` units per query from a faiss index over the pieces: a unit scores its best piece found."""
+    depth = min(index.ntotal, max(100, 20 * k))  # pieces fetched to find k distinct units
+    scores, ids = index.search(np.ascontiguousarray(qv, dtype=np.float32), depth)
+    out = []
+    for row_scores, row_ids in zip(scores, ids):
+        best: dict[int, float] = {}
+        for s, p in zip(row_scores.tolist(), row_ids.tolist()):
+            if p >= 0:
+                u = int(piece_unit[p])
+                if u not in best or s > best[u]:
+                    best[u] = s
+        ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
+        out.append([UnitHit(u, float(s)) for u, s in ranked])
+    return out
+
+
+class UnitBM25:
+    """The tantivy index over one unit kind's text (built by :func:`lcrag.retrieval.corpus.build.build_bm25`)."""
+
+    def __init__(self, path: Path):
+        import tantivy
+
+        index = tantivy.Index.open(str(path))
+        self.schema, self.searcher = index.schema, index.searcher()
+
+    def search(self, query: str, k: int) -> list[UnitHit]:
+        import tantivy
+
+        terms = query_terms(query)
+        if not terms:
+            return []
+        q = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", t)) for t in terms]
+        )
+        hits = [UnitHit(self.searcher.doc(addr)["idx"][0], float(score))
+                for score, addr in self.searcher.search(q, k).hits]
+        hits.sort(key=lambda h: (-h.score, h.unit))
+        return hits

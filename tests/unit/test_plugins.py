@@ -1,0 +1,172 @@
+"""Plugins: third-party parts come from entry points, are listed without being imported, are imported only when used,
+and one that fails to load is reported in one line naming it while lcrag keeps working.
+
+Most tests use the example plugin in tests/plugins/lcrag-example-plugin (a ``keyword-overlap`` retriever, a
+``first-chunk`` strategy and a ``broken`` metric whose module raises ImportError), which the README's test command
+installs; the rest give a fresh registry entry points of their own."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from importlib import metadata
+from importlib.metadata import EntryPoint
+
+import pytest
+
+import lcrag
+from lcrag import Settings, pipeline
+from lcrag.cli import main
+from lcrag.errors import OptionError
+from lcrag.registry import RETRIEVERS, Registry
+
+PLUGIN = "lcrag-example-plugin"
+TEXT = "alpha one two three four. beta five six seven eight. gamma nine ten eleven twelve. omega the end is here."
+
+
+@pytest.fixture(scope="module", autouse=True)
+def example_plugin_installed():
+    try:
+        metadata.distribution(PLUGIN)
+    except metadata.PackageNotFoundError:
+        pytest.fail(f"the example plugin is not installed: pip install -e tests/plugins/{PLUGIN} (the README's test "
+                    "command does it)", pytrace=False)
+
+
+def python(code: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter: no plugin imported yet, no plugin failure remembered."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_plugins_are_listed_without_being_imported():
+    done = python("import json, sys\n"
+                  "from lcrag.registry import RETRIEVERS, STRATEGIES\n"
+                  "names = RETRIEVERS.names() + STRATEGIES.names() + (RETRIEVERS.describe(), STRATEGIES.describe())\n"
+                  "print(json.dumps([names, sorted(m for m in sys.modules if m.startswith('lcrag_example_plugin'))]))")
+    names, imported = json.loads(done.stdout)
+    assert {"keyword-overlap", "first-chunk"} <= set(names) and imported == []
+    assert "keyword-overlap: plugin from lcrag-example-plugin" in names[-2]  # --help names it, from its package
+    assert done.stderr == ""
+
+
+def test_ask_help_lists_the_plugin_parts():
+    done = subprocess.run([sys.executable, "-m", "lcrag.cli", "ask", "--help"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "keyword-overlap" in done.stdout and "first-chunk" in done.stdout
+
+
+def test_the_plugin_retriever_answers_through_lcrag_ask(tmp_path, monkeypatch, scripted_reader):
+    reader = scripted_reader(lambda messages: "here")
+    monkeypatch.setattr(pipeline, "make_reader", lambda *args, **kwargs: reader)
+    document = tmp_path / "doc.txt"
+    document.write_text(TEXT)
+    answer = lcrag.ask(document, "Where is the end?", strategy="rag", retriever="keyword-overlap", k=1,
+                       chunking="words:5", cache=False, cache_dir=tmp_path / "cache")
+    assert answer.text == "here" and answer.route == "rag"
+    assert [c.index for c in answer.chunks] == [3]  # the only chunk holding "the", "end", "is"
+    assert "omega the end is here." in reader.calls[0][-1]["content"]
+    assert RETRIEVERS.get("keyword-overlap").factory.__module__ == "lcrag_example_plugin.retriever"
+
+
+def test_the_plugin_strategy_answers_from_the_first_chunk(tmp_path, scripted_reader):
+    reader = scripted_reader(lambda messages: "alpha")
+    document = tmp_path / "doc.txt"
+    document.write_text(TEXT)
+    pipe = lcrag.Pipeline(Settings(strategy="first-chunk", chunking="words:5", cache=False, cache_dir=tmp_path / "c"),
+                          reader=reader)
+    try:
+        answer = pipe.ask(document, "Where is the end?")
+    finally:
+        pipe.close()
+    assert (answer.strategy, answer.route, [c.index for c in answer.chunks]) == ("first-chunk", "first-chunk", [0])
+    assert "alpha one two three four." in reader.calls[0][-1]["content"]
+    assert "omega" not in reader.calls[0][-1]["content"]
+
+
+def test_lcrag_eval_runs_the_plugin_strategy_and_retriever(tmp_path, monkeypatch, scripted_reader, capsys):
+    monkeypatch.setattr(pipeline, "make_reader", lambda *args, **kwargs: scripted_reader(lambda messages: "omega"))
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text(json.dumps({"question": "What is at the end?", "answers": ["omega"], "context": TEXT}) + "\n")
+    out = tmp_path / "run"
+    monkeypatch.setattr(sys, "argv", ["lcrag", "eval", "--dataset", str(dataset), "--out", str(out), "--strategies",
+                                      "first-chunk,rag", "--retriever", "keyword-overlap", "-k", "1",
+                                      "--chunking", "words:5"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code in (0, None), capsys.readouterr().err
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert sorted(row["strategy"] for row in rows) == ["first-chunk", "rag"]
+    assert all(row["retriever"] == "keyword-overlap" for row in rows if row["strategy"] == "rag")
+
+
+def test_a_broken_plugin_is_one_warning_line_naming_it_and_lcrag_keeps_working():
+    done = python("from lcrag.errors import OptionError\n"
+                  "from lcrag.registry import METRICS, RETRIEVERS\n"
+                  "assert 'broken' in METRICS.names()  # listed: not imported yet\n"
+                  "for _ in range(3):\n"
+                  "    try:\n"
+                  "        METRICS.get('broken')\n"
+                  "    except OptionError as exc:\n"
+                  "        print(exc)\n"
+                  "assert 'broken' not in METRICS and 'broken' not in METRICS.names()\n"
+                  "assert 'qa_f1' in [part.name for part in METRICS.parts()]\n"
+                  "assert RETRIEVERS.get('keyword-overlap').name == 'keyword-overlap'\n")
+    assert done.returncode == 0, done.stderr
+    warnings = done.stderr.splitlines()
+    assert len(warnings) == 1, done.stderr
+    assert "plugin broken from lcrag-example-plugin (lcrag.metrics = lcrag_example_plugin.broken) failed to load: " \
+           "ImportError: lcrag_example_plugin.broken needs the package 'not-installed-anywhere'" in warnings[0]
+    assert done.stdout.splitlines()[0].startswith("unknown metric 'broken'; choose one of qa_f1")
+
+
+# -- the mechanism, on a registry of its own (no installed package needed) -------------------------------------------
+@pytest.fixture
+def things(tmp_path, monkeypatch):
+    """A registry whose entry points are three temporary modules: one registers its part, one raises, one registers
+    nothing under its entry point's name."""
+    modules = {
+        "lcrag_test_plugin_good": "from lcrag_test_plugin_registry import THINGS\n"
+                                  "@THINGS.register('good', help='a good thing')\ndef good():\n    return 'good'\n",
+        "lcrag_test_plugin_bad": "raise RuntimeError('no GPU here\\nsecond line')\n",
+        "lcrag_test_plugin_other": "from lcrag_test_plugin_registry import THINGS\n"
+                                   "@THINGS.register('other-name', help='?')\ndef other():\n    return 'other'\n",
+    }
+    for module, code in modules.items():
+        (tmp_path / f"{module}.py").write_text(code)
+    registry = Registry("thing", "lcrag.test-things")
+    registry_module = type(sys)("lcrag_test_plugin_registry")
+    registry_module.THINGS = registry
+    monkeypatch.setitem(sys.modules, "lcrag_test_plugin_registry", registry_module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = [EntryPoint("good", "lcrag_test_plugin_good", "lcrag.test-things"),
+              EntryPoint("bad", "lcrag_test_plugin_bad", "lcrag.test-things"),
+              EntryPoint("mislabelled", "lcrag_test_plugin_other", "lcrag.test-things")]
+    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    yield registry
+    for module in modules:
+        sys.modules.pop(module, None)
+
+
+def test_a_plugin_is_imported_only_when_asked_for(things):
+    assert things.names() == ("bad", "good", "mislabelled")
+    assert things.describe() == "bad; good; mislabelled"
+    assert not {"lcrag_test_plugin_good", "lcrag_test_plugin_bad"} & set(sys.modules)
+    assert things.get("good").create() == "good"
+    assert "lcrag_test_plugin_good" in sys.modules and "lcrag_test_plugin_bad" not in sys.modules
+
+
+def test_failing_plugins_are_reported_once_in_one_line_and_forgotten(things, caplog):
+    with caplog.at_level(logging.WARNING, logger="lcrag"):
+        for _ in range(2):
+            for name in ("bad", "mislabelled"):
+                with pytest.raises(OptionError, match=f"unknown thing '{name}'; choose one of "):
+                    things.get(name)
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [
+        "plugin bad (lcrag.test-things = lcrag_test_plugin_bad) failed to load: RuntimeError: no GPU here second line",
+        "plugin mislabelled (lcrag.test-things = lcrag_test_plugin_other) failed to load: it registered no thing "
+        "named 'mislabelled'",
+    ]
+    assert things.names() == ("other-name", "good")  # what it did register is usable
