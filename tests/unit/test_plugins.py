@@ -2,9 +2,12 @@
 and one that fails to load is reported in one line naming it while lcrag keeps working.
 
 Most tests use the example plugin in tests/plugins/lcrag-example-plugin (a ``keyword-overlap`` retriever, a
-``first-chunk`` strategy and a ``broken`` metric whose module raises ImportError), which the README's test command
-installs; the rest give a fresh registry entry points of their own."""
+``first-chunk`` strategy and a ``broken`` metric whose module raises ImportError). The README's test command installs
+it with ``pip install --target .venv/lcrag-plugins``: a real installation, visible only to the tests here (they put
+that directory on the path), so that the other tests keep seeing the built-in parts alone. The last tests give a fresh
+registry entry points of their own."""
 
+import importlib
 import json
 import logging
 import os
@@ -12,6 +15,7 @@ import subprocess
 import sys
 from importlib import metadata
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 
@@ -19,28 +23,54 @@ import lcrag
 from lcrag import Settings, pipeline
 from lcrag.cli import main
 from lcrag.errors import OptionError
-from lcrag.registry import RETRIEVERS, Registry
+from lcrag.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
 
 PLUGIN = "lcrag-example-plugin"
 TEXT = "alpha one two three four. beta five six seven eight. gamma nine ten eleven twelve. omega the end is here."
 
 
-@pytest.fixture(scope="module", autouse=True)
+SITE = Path(sys.prefix) / "lcrag-plugins"  # where the README's test command installs the example plugin
+INSTALL = f"pip install --upgrade --target {SITE} ./tests/plugins/{PLUGIN}"
+
+
+@pytest.fixture(scope="module")
 def example_plugin_installed():
+    """The example plugin's installation on the path (and its entry points seen) for these tests only."""
+    sys.path.insert(0, str(SITE))
+    importlib.invalidate_caches()
+    installed_entry_points.cache_clear()
     try:
-        metadata.distribution(PLUGIN)
-    except metadata.PackageNotFoundError:
-        pytest.fail(f"the example plugin is not installed: pip install -e tests/plugins/{PLUGIN} (the README's test "
-                    "command does it)", pytrace=False)
+        try:
+            metadata.distribution(PLUGIN)
+            installed = True
+        except metadata.PackageNotFoundError:
+            installed = False
+        if not installed:
+            pytest.fail(f"the example plugin is not installed in {SITE}: {INSTALL} (the README's test command does it)",
+                        pytrace=False)
+        yield
+    finally:
+        sys.path.remove(str(SITE))
+        installed_entry_points.cache_clear()
+        RETRIEVERS.remove("keyword-overlap")
+        STRATEGIES.remove("first-chunk")
+        METRICS._failed.discard("broken")
+        for module in [m for m in sys.modules if m.startswith("lcrag_example_plugin")]:
+            del sys.modules[module]
 
 
-def python(code: str) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter: no plugin imported yet, no plugin failure remembered."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def python(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
+    """``python -c code`` (or ``python ARGS``) in a fresh interpreter with the example plugin on its path: no plugin
+    imported yet, no plugin failure remembered."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")])),
+           "COLUMNS": "400", "NO_COLOR": "1"}
+    command = [sys.executable, "-c", code] if code is not None else [sys.executable, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.mark.usefixtures("example_plugin_installed")
 def test_plugins_are_listed_without_being_imported():
-    done = python("import json, sys\n"
+    done = python(code="import json, sys\n"
                   "from lcrag.registry import RETRIEVERS, STRATEGIES\n"
                   "names = RETRIEVERS.names() + STRATEGIES.names() + (RETRIEVERS.describe(), STRATEGIES.describe())\n"
                   "print(json.dumps([names, sorted(m for m in sys.modules if m.startswith('lcrag_example_plugin'))]))")
@@ -50,13 +80,14 @@ def test_plugins_are_listed_without_being_imported():
     assert done.stderr == ""
 
 
+@pytest.mark.usefixtures("example_plugin_installed")
 def test_ask_help_lists_the_plugin_parts():
-    done = subprocess.run([sys.executable, "-m", "lcrag.cli", "ask", "--help"], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"})
+    done = python("-m", "lcrag.cli", "ask", "--help")
     assert done.returncode == 0, done.stderr
     assert "keyword-overlap" in done.stdout and "first-chunk" in done.stdout
 
 
+@pytest.mark.usefixtures("example_plugin_installed")
 def test_the_plugin_retriever_answers_through_lcrag_ask(tmp_path, monkeypatch, scripted_reader):
     reader = scripted_reader(lambda messages: "here")
     monkeypatch.setattr(pipeline, "make_reader", lambda *args, **kwargs: reader)
@@ -70,6 +101,7 @@ def test_the_plugin_retriever_answers_through_lcrag_ask(tmp_path, monkeypatch, s
     assert RETRIEVERS.get("keyword-overlap").factory.__module__ == "lcrag_example_plugin.retriever"
 
 
+@pytest.mark.usefixtures("example_plugin_installed")
 def test_the_plugin_strategy_answers_from_the_first_chunk(tmp_path, scripted_reader):
     reader = scripted_reader(lambda messages: "alpha")
     document = tmp_path / "doc.txt"
@@ -85,6 +117,7 @@ def test_the_plugin_strategy_answers_from_the_first_chunk(tmp_path, scripted_rea
     assert "omega" not in reader.calls[0][-1]["content"]
 
 
+@pytest.mark.usefixtures("example_plugin_installed")
 def test_lcrag_eval_runs_the_plugin_strategy_and_retriever(tmp_path, monkeypatch, scripted_reader, capsys):
     monkeypatch.setattr(pipeline, "make_reader", lambda *args, **kwargs: scripted_reader(lambda messages: "omega"))
     dataset = tmp_path / "data.jsonl"
@@ -101,8 +134,9 @@ def test_lcrag_eval_runs_the_plugin_strategy_and_retriever(tmp_path, monkeypatch
     assert all(row["retriever"] == "keyword-overlap" for row in rows if row["strategy"] == "rag")
 
 
+@pytest.mark.usefixtures("example_plugin_installed")
 def test_a_broken_plugin_is_one_warning_line_naming_it_and_lcrag_keeps_working():
-    done = python("from lcrag.errors import OptionError\n"
+    done = python(code="from lcrag.errors import OptionError\n"
                   "from lcrag.registry import METRICS, RETRIEVERS\n"
                   "assert 'broken' in METRICS.names()  # listed: not imported yet\n"
                   "for _ in range(3):\n"
