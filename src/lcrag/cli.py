@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -17,13 +18,14 @@ from rich.table import Table
 
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
-from lcrag.errors import LcragError
-from lcrag.options import EvalOptions, SettingError, at_least, cli_message
+from lcrag.config import CONFIG_FIELDS, Config
+from lcrag.errors import LcragError, OptionError
+from lcrag.options import SettingError, at_least, cli_message
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, READERS, RETRIEVERS, STRATEGIES
-from lcrag.strategies import PromptSet, document_strategies, needs_corpus
+from lcrag.strategies import document_strategies, needs_corpus
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
@@ -47,6 +49,23 @@ Window = Annotated[int, typer.Option("--window", help="sentence-window retriever
 SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help="tree retriever: embedding or llm (the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
+RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
+
+
+def _run_config(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tuple[str, Callable]] | None = None) -> Config:
+    """The run file's configuration (or the defaults) with the values of the flags the user gave over it.
+
+    A flag counts as given when it was on the command line or came from its environment variable (not typer's
+    default). Parameters are named as the configuration's fields, except those in ``renamed``: param -> (field,
+    conversion of the flag's value)."""
+    renamed = renamed or {}
+    given = {}
+    for param, value in ctx.params.items():
+        field, convert = renamed.get(param, (param, None))
+        source = ctx.get_parameter_source(param)
+        if field in CONFIG_FIELDS and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given[field] = convert(value) if convert else value
+    return (Config.from_file(run_file) if run_file else Config()).merged(given)
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -56,6 +75,7 @@ def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 @app.command()
 def ask(
+    ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="A .txt/.md file, a directory of them, or JSONL with a 'text' field.")],
     question: Annotated[str, typer.Argument(help="The question.")],
     strategy: Strategy = "self-route",
@@ -79,20 +99,15 @@ def ask(
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
+    config: RunFile = None,
 ) -> None:
     """Answer QUESTION about DOC."""
-    settings = Settings(  # checks every value, with the valid range
-        strategy=strategy, retriever=retriever, k=k, budget=budget, order=order, chunking=chunking, llm=llm,
-        embedder=embedder, base_url=base_url, context_window=context_window, tokenizer=tokenizer,
-        max_tokens=max_tokens, cache=not no_cache, cache_dir=cache_dir, threads=threads, timeout=timeout,
-        prompts=PromptSet.from_file(prompts) if prompts else PromptSet(), window=window,
-        tree_navigation=tree_navigation, summary_llm=summary_llm,
-    )
+    settings = _run_config(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
     document = as_document(doc)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
         try:
-            with spinner(f"answering with {strategy}…"):
+            with spinner(f"answering with {settings.strategy}…"):
                 answer = pipeline.ask(document, question)
         finally:
             pipeline.close()
@@ -240,10 +255,34 @@ def _registered_parts(strategies: list[str], retrievers: list[str]) -> tuple[lis
     return strategies, retrievers
 
 
+def _eval_run_config(ctx: typer.Context, run_file: Path | None) -> Config:
+    """``lcrag eval``'s configuration: the run file's, then the flags given (comma-separated lists become tuples)."""
+    from lcrag.chunking.units import UNIT_KINDS
+
+    def listed(name: str) -> Callable:
+        return lambda value: tuple(_csv(value, name))
+
+    def numbers(name: str) -> Callable:
+        return lambda value: tuple(_ints(value, name))
+
+    run = _run_config(ctx, run_file, {
+        "strategies": ("strategies", listed("strategies")), "retriever": ("retrievers", listed("retriever")),
+        "k": ("ks", numbers("k")), "budget": ("budgets", numbers("budget")), "fmt": ("format", None),
+        "unit": ("units", listed("unit")),
+    })
+    for flag, value in (("--dataset", run.eval.dataset), ("--out", run.eval.out)):
+        if value is None:
+            raise OptionError(f"{flag} is required (or {flag[2:]} in the eval section of --config)")
+    for name in run.eval.units:
+        _check("unit", name, UNIT_KINDS)
+    return run
+
+
 @app.command("eval")
 def evaluate(
-    dataset: Annotated[Path, typer.Option("--dataset", help="A dataset file or directory (its format: see --format).")],
-    out: Annotated[Path, typer.Option("--out", help="Run directory: rows.jsonl, manifest.json, cache/; re-run to resume.")],
+    ctx: typer.Context,
+    dataset: Annotated[Optional[Path], typer.Option("--dataset", help="A dataset file or directory (its format: see --format); required, here or in --config.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory: rows.jsonl, manifest.json, cache/; re-run to resume; required, here or in --config.")] = None,
     strategies: Annotated[str, typer.Option("--strategies", help=f"Comma-separated strategies: {', '.join(STRATEGIES.names())}.")] = "lc,rag,self-route",
     retriever: Annotated[str, typer.Option("--retriever", help=f"Comma-separated retrievers: {', '.join(RETRIEVERS.names())} (corpus strategies: the corpus index's scorers).")] = "bm25",
     k: Annotated[str, typer.Option("-k", help="Comma-separated k values.")] = "5",
@@ -266,27 +305,23 @@ def evaluate(
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
+    config: RunFile = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
-    from lcrag.chunking.units import UNIT_KINDS
     from lcrag.evaluation.datasets import load_dataset
     from lcrag.evaluation.runner import EvalRunner, expand_configs
 
-    names, retrievers = _registered_parts(_csv(strategies, "strategies"), _csv(retriever, "retriever"))
-    units = _csv(unit, "unit")
-    for name in units:
-        _check("unit", name, UNIT_KINDS)
-    options = EvalOptions(ks=tuple(_ints(k, "k")), budgets=tuple(_ints(budget, "budget")), limit=limit,
-                          concurrency=concurrency)
-    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, context_window=context_window, chunking=chunking,
-                        threads=threads, window=window, tree_navigation=tree_navigation, summary_llm=summary_llm,
-                        timeout=timeout)
-    loaded = load_dataset(dataset, fmt, skip_bad=skip_bad, limit=options.limit)
+    run = _eval_run_config(ctx, config)
+    wanted = run.eval
+    names, retrievers = _registered_parts(list(wanted.strategies), list(wanted.retrievers))
+    settings = run.settings()
+    loaded = load_dataset(wanted.dataset, wanted.format, skip_bad=wanted.skip_bad, limit=wanted.limit)
     if loaded.skipped:
         stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
-    runner = EvalRunner(loaded.items, expand_configs(names, retrievers, list(options.ks), list(options.budgets), units),
-                        out, settings, dataset_path=dataset, concurrency=options.concurrency, filter_closed_book=filter_closed_book,
-                        drop_closed_book=drop_closed_book, corpus=corpus)
+    configs = expand_configs(names, retrievers, list(wanted.ks), list(wanted.budgets), list(wanted.units))
+    runner = EvalRunner(loaded.items, configs, wanted.out, settings, dataset_path=wanted.dataset,
+                        concurrency=wanted.concurrency, filter_closed_book=wanted.filter_closed_book,
+                        drop_closed_book=wanted.drop_closed_book, corpus=wanted.corpus, eval_config=wanted)
     tokens = {"prompt": 0, "completion": 0}
     with progress_factory() as progress:
         bar = None
@@ -301,8 +336,8 @@ def evaluate(
             bar(1, f"evaluating · {tokens['prompt']:,} prompt + {tokens['completion']:,} completion tokens")
 
         rows = runner.run(on_row)
-    stdout.print(f"{len(rows)} rows in {out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
-                 f"{tokens['completion']} completion tokens · report: lcrag report {out}", highlight=False)
+    stdout.print(f"{len(rows)} rows in {wanted.out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
+                 f"{tokens['completion']} completion tokens · report: lcrag report {wanted.out}", highlight=False)
 
 
 @app.command()

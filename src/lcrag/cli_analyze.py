@@ -30,6 +30,19 @@ def _manifest(run_dir: Path) -> dict:
     return manifest
 
 
+def _check_failures_options(llm: str | None, base_url: str | None, dataset: Path | None) -> None:
+    """Checked now, even when no question needs classifying."""
+    from lcrag.http import check_base_url
+    from lcrag.readers import parse_reader_spec
+
+    if llm:
+        parse_reader_spec(llm)
+    if base_url:
+        check_base_url(base_url)
+    if dataset is not None and not dataset.exists():
+        raise LcragError(f"--dataset {dataset} does not exist")
+
+
 @analyze_app.command("failures")
 def failures(
     run_dir: Annotated[Path, typer.Argument(help="A run directory of `lcrag eval` with a self-route configuration.")],
@@ -46,16 +59,8 @@ def failures(
     from lcrag.strategies.base import Timer, retrieve_context
     from lcrag.types import Document
 
-    from lcrag.readers import parse_reader_spec
-    from lcrag.readers.http import check_base_url
-
     manifest = _manifest(run_dir)
-    if llm:  # checked now, even when no question needs classifying
-        parse_reader_spec(llm)
-    if base_url:
-        check_base_url(base_url)
-    if dataset is not None and not dataset.exists():
-        raise LcragError(f"--dataset {dataset} does not exist")
+    _check_failures_options(llm, base_url, dataset)
     rows = routed_to_lc(load_rows(run_dir))
     out_dir = run_dir / "analysis"
     out_dir.mkdir(exist_ok=True)

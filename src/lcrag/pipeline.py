@@ -7,12 +7,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lcrag.assembly import ContextAssembler
-from lcrag.assembly.context import ORDERS
 from lcrag.chunking import Chunker, make_chunker
+from lcrag.config import ChunkingConfig, parse_chunking, settings_sections
 from lcrag.documents import load_document
-from lcrag.documents.files import check_regular_file
 from lcrag.errors import InputError
-from lcrag.options import SettingError, at_least, one_of
+from lcrag.options import at_least
 from lcrag.paths import default_cache_dir
 from lcrag.readers import (
     CachedReader,
@@ -20,15 +19,12 @@ from lcrag.readers import (
     GenerationParams,
     Reader,
     make_reader,
-    parse_reader_spec,
 )
-from lcrag.readers.http import DEFAULT_TIMEOUT, check_base_url
-from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+from lcrag.readers.http import DEFAULT_TIMEOUT
+from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
-from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
-from lcrag.retrieval.tree_index import NAVIGATIONS
-from lcrag.strategies import PromptSet, QueryContext, document_strategies, make_strategy
+from lcrag.strategies import PromptSet, QueryContext, make_strategy
 from lcrag.types import Answer, Document
 
 # The chunking used when neither the user nor the strategy (its registered meta ``chunking``) names one.
@@ -63,41 +59,10 @@ class Settings:
     prompts: PromptSet = field(default_factory=PromptSet)
 
     def __post_init__(self) -> None:
-        """Every value is checked here, once, before any model loads: the CLI, the Python API and ``replace()``
-        all pass through this, and the message gives the valid range."""
-        one_of("strategy", self.strategy, document_strategies())
-        one_of("retriever", self.retriever, RETRIEVERS.names())
-        one_of("order", self.order, ORDERS, optional=True)
-        one_of("tree_navigation", self.tree_navigation, NAVIGATIONS)
-        if self.chunking is not None:
-            parse_chunking(self.chunking)
-        at_least("k", self.k, 1)
-        at_least("budget", self.budget, 1, optional=True)
-        at_least("window", self.window, 0)  # 0: the hit sentence alone
-        at_least("context_window", self.context_window, 1, optional=True)
-        at_least("threads", self.threads, 1, optional=True)
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 1e9:
-            raise SettingError("timeout", f"must be a number of seconds above 0 and below 1e9, got {self.timeout!r}")
-        at_least("max_tokens", self.max_tokens, 1)
-        if self.context_window is not None and self.context_window <= self.max_tokens:
-            # The answer is generated inside the window, after the prompt.
-            raise SettingError("context_window", f"must be above max_tokens ({self.max_tokens}), "
-                                                 f"got {self.context_window}")
-        if not isinstance(self.prompts, PromptSet):
-            raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
-        self._check_specs()
-
-    def _check_specs(self) -> None:
-        """Reader, embedder, server and tokenizer names are checked without loading anything: a typo fails now, not
-        after an hour of indexing (or never, when an answer comes from the cache)."""
-        parse_reader_spec(self.llm)
-        if self.summary_llm is not None:
-            parse_reader_spec(self.summary_llm)
-        parse_embedder_spec(self.embedder)
-        if self.base_url:
-            check_base_url(self.base_url)
-        if self.tokenizer:
-            check_regular_file(Path(self.tokenizer))
+        """Every value is checked once, before any model loads, by the configuration objects (one per concern,
+        :mod:`lcrag.config`): the CLI, the Python API, ``replace()`` and run files all pass through them, and the
+        message gives the valid range. Names of readers, embedders and files are checked without loading anything."""
+        settings_sections(self)
 
     def chunking_for(self, strategy: str) -> str:
         """The user's chunking, else the strategy's own (each paper's, e.g. OP-RAG's tokens:128), else words:300."""
@@ -107,16 +72,6 @@ class Settings:
     def separate_summary_llm(self) -> str | None:
         """``summary_llm`` when it names a model other than the answering reader's, else None."""
         return self.summary_llm if self.summary_llm not in (None, self.llm) else None
-
-
-def parse_chunking(spec: str) -> tuple[str, int | None]:
-    """``(unit, size)`` of ``words:300``, ``tokens:128`` or ``sentences:300``; a unit alone takes its default size."""
-    unit, _, size = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    units = CHUNKERS.names()
-    if unit not in units or (size and not (size.isdigit() and int(size) >= 1)):
-        raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(units)} and SIZE ≥ 1 "
-                                       f"(e.g. words:300, tokens:128), got {spec!r}")
-    return unit, int(size) if size else None
 
 
 def as_document(document: Document | str | Path) -> Document:
@@ -197,6 +152,7 @@ class Pipeline:
                     document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
                     reader_factory=lambda: self.reader, options=options,
                     summary_reader_factory=lambda: self.summary_reader,
+                    config={"chunking": ChunkingConfig(chunking).to_dict()},  # embeddings are named by their embedder
                 )
             return self._indexes[key]
 

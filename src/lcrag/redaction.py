@@ -18,3 +18,11 @@ def redact_url(url: str | None) -> str | None:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_spec(spec: str | None) -> str | None:
+    """A model spec as stored or shown: ``openai:MODEL@URL`` with the URL's credentials redacted."""
+    if not spec or "@" not in spec or not spec.startswith("openai:"):
+        return spec
+    model, _, url = spec.partition("@")
+    return f"{model}@{redact_url(url)}"

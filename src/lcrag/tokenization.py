@@ -11,12 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lcrag.errors import InputError, ReaderError
-from lcrag.lazy import lazy_module
 
 if TYPE_CHECKING:
     import httpx
-else:  # imported on first use (see lcrag.lazy)
-    httpx = lazy_module("httpx")
 
 
 @runtime_checkable
@@ -56,6 +53,8 @@ class LlamaServerTokenizer:
 
     def __init__(self, base_url: str, model_identity: str, timeout: float = 120.0, client: httpx.Client | None = None,
                  api_key: str | None = None):
+        import httpx  # here, not at the top: ~0.1 s that only a server tokenizer needs
+
         from lcrag.redaction import redact_url
 
         self.base_url = base_url.rstrip("/")
@@ -68,7 +67,9 @@ class LlamaServerTokenizer:
         self._client = client or httpx.Client(timeout=timeout, headers=headers)
 
     def _post(self, path: str, payload: dict) -> dict:
-        from lcrag.readers.http import DeadlineExceeded, per_operation_timeout, run_within
+        import httpx
+
+        from lcrag.http import DeadlineExceeded, per_operation_timeout, run_within
 
         try:
             response = run_within(self.timeout, lambda: self._client.post(

@@ -89,6 +89,39 @@ def _parse(line: str, lineno: int) -> tuple[str, str, str, str | None]:
     return str(doc_id), title, text, links
 
 
+def _new_database(path: Path) -> sqlite3.Connection:
+    """An empty store being written: no journal nor syncs (a failed ingest deletes the file anyway)."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    db.executescript(SCHEMA)
+    return db
+
+
+def _insert(db: sqlite3.Connection, rows: list[tuple], progress: Callable[[int], None] | None) -> None:
+    db.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?)", rows)
+    if progress:
+        progress(len(rows))
+    rows.clear()
+
+
+def _records(source: Path, skip_bad: bool, report: IngestReport) -> Iterator[tuple[str, str, str, str | None]]:
+    """The corpus's records, one line at a time; a malformed one raises, naming file and line, or with
+    ``skip_bad`` is counted in ``report`` (the first 20 with their reason) and left out."""
+    with _open(source) as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield _parse(_decode_line(source, raw, lineno), lineno)
+            except ValueError as exc:
+                if not skip_bad:
+                    raise InputError(f"{source}:{lineno}: {exc}") from None
+                report.skipped += 1
+                if len(report.errors) < 20:
+                    report.errors.append(f"{source}:{lineno}: {exc}")
+
+
 class CorpusStore:
     """Read access to an ingested corpus (``corpus.sqlite``)."""
 
@@ -119,39 +152,19 @@ class CorpusStore:
         check_regular_file(source, max_bytes=sys.maxsize)
         tmp = path.with_name(path.name + ".partial")
         tmp.unlink(missing_ok=True)
-        db = sqlite3.connect(tmp)
-        db.execute("PRAGMA journal_mode=OFF")
-        db.execute("PRAGMA synchronous=OFF")
-        db.executescript(SCHEMA)
+        db = _new_database(tmp)
         report = IngestReport()
         rows: list[tuple] = []
-
-        def flush() -> None:
-            db.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?)", rows)
-            if progress:
-                progress(len(rows))
-            rows.clear()
-
         try:
-            with _open(source) as f:
-                for lineno, raw in enumerate(f, start=1):
-                    if not raw.strip():
-                        continue
-                    try:
-                        doc_id, title, text, links = _parse(_decode_line(source, raw, lineno), lineno)
-                    except ValueError as exc:
-                        if not skip_bad:
-                            raise InputError(f"{source}:{lineno}: {exc}") from None
-                        report.skipped += 1
-                        if len(report.errors) < 20:
-                            report.errors.append(f"{source}:{lineno}: {exc}")
-                        continue
-                    rows.append((report.documents, doc_id, title, text, links))
-                    report.documents += 1
-                    if len(rows) >= batch:
-                        flush()
+            for doc_id, title, text, links in _records(source, skip_bad, report):
+                rows.append((report.documents, doc_id, title, text, links))
+                report.documents += 1
+                if len(rows) >= batch:
+                    _insert(db, rows, progress)
             if rows:
-                flush()
+                _insert(db, rows, progress)
+            if report.documents == 0:
+                raise InputError(f"{source} holds no documents")
         except InputError:
             db.close()
             tmp.unlink(missing_ok=True)
@@ -160,10 +173,6 @@ class CorpusStore:
             db.close()
             tmp.unlink(missing_ok=True)
             raise InputError(f"cannot read corpus {source}: {exc}") from None
-        if report.documents == 0:
-            db.close()
-            tmp.unlink(missing_ok=True)
-            raise InputError(f"{source} holds no documents")
         db.execute("CREATE INDEX docs_title ON docs(title)")
         db.commit()
         db.close()

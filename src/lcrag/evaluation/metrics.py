@@ -27,18 +27,10 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from lcrag import registry
-
-_PUNCTUATION = set(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
+from lcrag.text import normalize_answer
 
 # -- LongBench v1 ---------------------------------------------------------------------------------------------------
-def normalize_answer(s: str) -> str:
-    """LongBench/SQuAD: lower case, drop punctuation, drop articles, collapse white space."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCTUATION)
-    s = _ARTICLES.sub(" ", s)
-    return " ".join(s.split())
+# normalize_answer (LongBench/SQuAD) lives in lcrag.text, where Self-Route uses it too; still importable from here.
 
 
 def f1_score(prediction: list[str], ground_truth: list[str]) -> float:

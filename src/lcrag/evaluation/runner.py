@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from lcrag.config import Config, EvalConfig
 from lcrag.errors import InputError, RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem, file_hash
 from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
@@ -36,7 +37,7 @@ from lcrag.evaluation.rundir import (
 )
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader
-from lcrag.redaction import redact_url
+from lcrag.redaction import redact_spec, redact_url
 from lcrag.storage import atomic_write_text
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
@@ -94,14 +95,6 @@ def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], 
     return list(configs.values())
 
 
-def _redact_spec(spec: str | None) -> str | None:
-    """A reader spec as stored in a manifest: ``openai:MODEL@URL`` with the URL's credentials redacted."""
-    if not spec or "@" not in spec or not spec.startswith("openai:"):
-        return spec
-    model, _, url = spec.partition("@")
-    return f"{model}@{redact_url(url)}"
-
-
 def _short(value) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -155,6 +148,7 @@ class EvalRunner:
         filter_closed_book: bool = False,
         drop_closed_book: bool = False,
         corpus: str | Path | None = None,
+        eval_config: EvalConfig | None = None,
     ):
         if not items:
             raise InputError("the dataset has no questions")
@@ -179,6 +173,7 @@ class EvalRunner:
         self.concurrency = concurrency
         self.filter_closed_book = filter_closed_book or drop_closed_book
         self.drop_closed_book = drop_closed_book
+        self.eval_config = eval_config  # recorded in the manifest with the settings (the run file's view)
         self._own_reader = reader is None
         self._reader = reader
         self.rows: RowLog | None = None  # read in run(), once this process holds the run directory
@@ -194,7 +189,7 @@ class EvalRunner:
         return {
             "configs": [c.to_dict() for c in self.configs],
             "reader": getattr(reader, "identity", reader.model),
-            "llm": _redact_spec(s.llm),
+            "llm": redact_spec(s.llm),
             "base_url": redact_url(s.base_url),
             "tokenizer": s.tokenizer,
             "context_window": reader.context_window,
@@ -204,7 +199,7 @@ class EvalRunner:
             "order": s.order,
             "prompt_version": PROMPT_VERSION,
             "prompts_sha256": hashlib.sha256(json.dumps(asdict(s.prompts), sort_keys=True).encode()).hexdigest(),
-            "summary_llm": _redact_spec(s.separate_summary_llm) if self._uses({"tree", "raptor"}) else None,
+            "summary_llm": redact_spec(s.separate_summary_llm) if self._uses({"tree", "raptor"}) else None,
             "retriever_options": self._retriever_options(),
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
@@ -222,7 +217,13 @@ class EvalRunner:
             "metrics": {m: METRICS[m].variant for m in sorted({i.metric for i in self.items})},
             "packages": _package_versions(),
             "python": platform.python_version(),
+            "config": self._config(),
         }
+
+    def _config(self) -> dict:
+        """The configuration that built this run, from the same objects a run file builds (no secrets)."""
+        config = Config.from_settings(self.settings, eval=self.eval_config).to_dict()
+        return config if self.eval_config else {k: v for k, v in config.items() if k != "eval"}
 
     def _uses(self, retrievers: set[str]) -> bool:
         return any(c.retriever in retrievers for c in self.configs)

@@ -1,203 +1,28 @@
-"""A small JSON-over-HTTP client with a total deadline and retries, shared by the OpenAI-compatible reader and
-embedder.
+"""The HTTP client, by its former name: it now lives in :mod:`lcrag.http`, below every stage, because the embedder
+(retrieval) and the server tokenizer use it as well as the readers."""
 
-Every call has one wall-clock deadline (``timeout``, retries and their waits included): httpx's own timeouts are per
-operation (a read timeout restarts with every chunk received), so alone they let a silent or trickling server hold a
-call for as long as it likes. Credentials never appear in messages: URLs are shown redacted and the API key and the
-URL's password are scrubbed from anything a server sends back.
-"""
+from lcrag.http import (
+    DEFAULT_TIMEOUT,
+    RETRY_STATUS,
+    DeadlineExceeded,
+    HttpClient,
+    check_base_url,
+    per_operation_timeout,
+    resolve_endpoint,
+    run_within,
+    scrub,
+    secrets_of,
+)
 
-from __future__ import annotations
-
-import logging
-import os
-import random
-import threading
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urlsplit
-
-from lcrag.errors import InputError, ReaderError
-from lcrag.lazy import lazy_module
-from lcrag.redaction import redact_url
-
-if TYPE_CHECKING:
-    import httpx
-else:  # imported on first use (see lcrag.lazy)
-    httpx = lazy_module("httpx")
-
-log = logging.getLogger(__name__)
-
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-# Seconds one HTTP call (retries included) may take, unless --timeout says otherwise: room for a long generation.
-DEFAULT_TIMEOUT = 600.0
-
-T = TypeVar("T")
-
-
-def check_base_url(url: str) -> str:
-    """``url`` if it is an http(s) URL with a host; otherwise an :class:`InputError` (credentials redacted)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        raise InputError(f"bad base URL {redact_url(url)!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"bad base URL {redact_url(url)!r}: give http(s)://HOST[:PORT]/PATH, "
-                         f"e.g. http://localhost:8000/v1")
-    return url
-
-
-class DeadlineExceeded(Exception):
-    """A call did not finish within its deadline (internal: turned into a ReaderError naming the URL)."""
-
-
-def run_within(seconds: float, call: Callable[[], T]) -> T:
-    """``call()``'s result (or exception), or :class:`DeadlineExceeded` once ``seconds`` have passed.
-
-    The call runs in a daemon thread: a blocking socket read cannot be interrupted from outside, so on the deadline
-    the thread is left to end on httpx's own timeout while the caller goes on; being a daemon, it never keeps the
-    process alive.
-    """
-    outcome: dict[str, object] = {}
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # handed over to the caller's thread, re-raised there
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=target, daemon=True, name="lcrag-http-call").start()
-    if not done.wait(max(seconds, 0.0)):
-        raise DeadlineExceeded
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
-
-
-def per_operation_timeout(remaining: float) -> httpx.Timeout:
-    """httpx's own timeouts for what is left of a deadline; a little longer, so that the deadline speaks first."""
-    return httpx.Timeout(remaining + 1.0, connect=min(remaining + 1.0, 10.0))
-
-
-def secrets_of(base_url: str, api_key: str | None) -> list[str]:
-    """The strings that must never be shown: the API key and the URL's user name and password."""
-    parts = urlsplit(base_url)
-    return [s for s in (api_key, parts.password, parts.username) if s]
-
-
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
-
-
-def resolve_endpoint(base_url: str | None, api_key: str | None, what: str) -> tuple[str, str | None]:
-    """Base URL and key from the arguments, else LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY."""
-    base_url = base_url or os.environ.get("LCRAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-    if not base_url:
-        raise InputError(f"an OpenAI-compatible {what} needs a base URL (--base-url, LCRAG_BASE_URL or OPENAI_BASE_URL)")
-    api_key = api_key or os.environ.get("LCRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    return base_url.rstrip("/"), api_key
-
-
-class HttpClient:
-    """JSON over HTTP. A POST is retried on transport errors and on 408/409/429/5xx (exponential backoff with
-    jitter, or the server's Retry-After) while its deadline of ``timeout`` seconds lasts; then it fails with a
-    :class:`ReaderError` naming the (redacted) URL."""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 5,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        max_connections: int = 16,
-    ):
-        self.base_url = base_url.rstrip("/")
-        self.shown_url = redact_url(self.base_url)
-        self.timeout = float(timeout)
-        self._secrets = secrets_of(self.base_url, api_key)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=per_operation_timeout(self.timeout),
-            limits=httpx.Limits(max_connections=max_connections),
-        )
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        if response is not None:
-            retry_after = response.headers.get("retry-after")
-            if retry_after:
-                try:
-                    return min(float(retry_after), self.max_backoff)
-                except ValueError:
-                    pass
-        # Exponential backoff with full jitter.
-        return random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt))
-
-    def _late(self, url: str, last_problem: str = "") -> ReaderError:
-        after = f"; last problem: {last_problem}" if last_problem else ""
-        return ReaderError(f"{url} gave no answer within the {self.timeout:g} s deadline (--timeout){after}")
-
-    def _request(self, method: str, path: str, deadline: float, payload: dict | None = None) -> httpx.Response:
-        remaining = deadline - time.monotonic()
-        kwargs = {"json": payload} if payload is not None else {}
-        return run_within(remaining, lambda: self._client.request(
-            method, path, timeout=per_operation_timeout(remaining), **kwargs))
-
-    def post_json(self, path: str, payload: dict) -> dict:
-        url = self.shown_url + path
-        deadline = time.monotonic() + self.timeout
-        last_problem = ""
-        for attempt in range(self.max_retries + 1):
-            response: httpx.Response | None = None
-            try:
-                response = self._request("POST", path, deadline, payload)
-            except DeadlineExceeded:
-                raise self._late(url, last_problem) from None
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last_problem = scrub(f"{type(exc).__name__}: {exc}", self._secrets)
-            else:
-                if response.status_code < 400:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise ReaderError(f"{url} answered with invalid JSON") from None
-                if response.status_code not in RETRY_STATUS:
-                    body = scrub(response.text[:200].strip(), self._secrets)
-                    raise ReaderError(f"{url} answered {response.status_code}: {body}")
-                last_problem = f"HTTP {response.status_code}"
-            if attempt < self.max_retries:
-                delay = self._delay(attempt, response)
-                if time.monotonic() + delay >= deadline:
-                    raise self._late(url, last_problem)
-                log.info("%s failed (%s); retry %d/%d in %.1fs", url, last_problem, attempt + 1, self.max_retries, delay)
-                time.sleep(delay)
-        raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
-
-    def get_json(self, path: str) -> dict:
-        url = self.shown_url + path
-        try:
-            response = self._request("GET", path, time.monotonic() + self.timeout)
-            response.raise_for_status()
-            return response.json()
-        except DeadlineExceeded:
-            raise self._late(url) from None
-        except httpx.HTTPStatusError as exc:
-            raise ReaderError(f"{url} failed: HTTP {exc.response.status_code}") from None
-        except (httpx.HTTPError, ValueError) as exc:
-            raise ReaderError(scrub(f"{url} failed: {type(exc).__name__}: {exc}", self._secrets)) from None
-
-    def close(self) -> None:
-        self._client.close()
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "RETRY_STATUS",
+    "DeadlineExceeded",
+    "HttpClient",
+    "check_base_url",
+    "per_operation_timeout",
+    "resolve_endpoint",
+    "run_within",
+    "scrub",
+    "secrets_of",
+]

@@ -6,8 +6,8 @@ import threading
 import time
 
 from lcrag.errors import InputError, ReaderError
+from lcrag.http import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.readers.http import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
 from lcrag.redaction import redact_url
 from lcrag.registry import READERS
 from lcrag.tokenization import HFTokenizer, LlamaServerTokenizer, Tokenizer, count_tokens

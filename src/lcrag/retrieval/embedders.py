@@ -138,7 +138,7 @@ class OpenAIEmbedder:
         timeout: float | None = None,
         max_retries: int = 5,
     ):
-        from lcrag.readers.http import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
+        from lcrag.http import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
 
         base_url, api_key = resolve_endpoint(base_url, api_key, "embedder")
         self._http = HttpClient(base_url, api_key=api_key, timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)

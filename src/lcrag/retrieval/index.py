@@ -71,8 +71,10 @@ class DocumentIndex:
         reader_factory: Callable[[], Reader] | None = None,
         options: RetrieverOptions | None = None,
         summary_reader_factory: Callable[[], Reader] | None = None,
+        config: dict | None = None,
     ):
         self.document = document
+        self.config = config  # the configuration that built the index (lcrag.config's to_dict()), kept in meta.json
         self.cache_dir = Path(cache_dir)
         self._reader_factory = reader_factory
         self._summary_reader_factory = summary_reader_factory
@@ -117,7 +119,7 @@ class DocumentIndex:
         atomic_write_text(
             self.dir / "meta.json",
             json.dumps({"document": self.document.source or self.document.id, "chunker": self.chunker.key,
-                        "chunks": len(chunks), "characters": len(self.document.text)}, indent=1),
+                        "chunks": len(chunks), "characters": len(self.document.text), "config": self.config}, indent=1),
         )
 
     # -- retrievers -------------------------------------------------------------------------------------------

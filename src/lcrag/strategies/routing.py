@@ -12,8 +12,8 @@ import logging
 from dataclasses import replace
 from typing import Protocol
 
-from lcrag.evaluation.metrics import normalize_answer
 from lcrag.strategies.base import QueryContext, Strategy
+from lcrag.text import normalize_answer
 from lcrag.types import Answer
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,406 @@
+"""One configuration, split by concern (as ColBERT's): small frozen dataclasses, each validated once when built.
+
+The Python API (:class:`lcrag.pipeline.Settings` is their flat view and validates through them), the CLI, run files
+(YAML or TOML, ``lcrag ask|eval --config FILE``) and the service share them, so every front end refuses the same
+values with the same reason. A run file has one table per concern (``reader``, ``embedder``, ``chunking``,
+``retrieval``, ``strategy``, ``cache``, ``eval``) holding the fields of that concern's class; an invalid file is
+refused in one line, ``FILE: section.key: reason``. :meth:`Config.to_dict` (no API key, URLs redacted) is what a run
+or an index stores about the configuration that built it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from lcrag.assembly.context import ORDERS
+from lcrag.documents.files import check_regular_file, decode_text, read_regular_file
+from lcrag.errors import LcragError, OptionError
+from lcrag.options import EvalOptions, SettingError, at_least, one_of
+from lcrag.readers import parse_reader_spec
+from lcrag.http import DEFAULT_TIMEOUT, check_base_url
+from lcrag.redaction import redact_spec, redact_url
+from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+from lcrag.retrieval.embedders import parse_embedder_spec
+from lcrag.retrieval.tree_index import NAVIGATIONS
+from lcrag.strategies import PromptSet, document_strategies
+
+if typing.TYPE_CHECKING:
+    from lcrag.pipeline import Settings
+
+
+class ConfigFileError(OptionError):
+    """A run file that cannot be used: ``FILE: section.key: reason`` (one line)."""
+
+
+@contextmanager
+def _about(setting: str) -> Iterator[None]:
+    """Tags an error from a check with the setting it is about, so that a run file can say ``section.key``; the
+    message itself is unchanged (the CLI and the Python API show it as before)."""
+    try:
+        yield
+    except LcragError as exc:
+        if not hasattr(exc, "setting"):
+            exc.setting = setting  # type: ignore[attr-defined]
+        raise
+
+
+def parse_chunking(spec: str) -> tuple[str, int | None]:
+    """``(unit, size)`` of ``words:300``, ``tokens:128`` or ``sentences:300``; a unit alone takes its default size."""
+    unit, _, size = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    units = CHUNKERS.names()
+    if unit not in units or (size and not (size.isdigit() and int(size) >= 1)):
+        raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(units)} and SIZE ≥ 1 "
+                                       f"(e.g. words:300, tokens:128), got {spec!r}")
+    return unit, int(size) if size else None
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """The answering reader (LLM) and how it is reached."""
+
+    llm: str = "smollm2"
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never shown or stored: reprs end up in logs
+    context_window: int | None = None
+    tokenizer: str | None = None  # tokenizer.json for servers without /tokenize
+    threads: int | None = None
+    # Seconds one HTTP call to a reader or embedder server may take, retries included (a silent server fails then).
+    timeout: float = DEFAULT_TIMEOUT
+    max_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        at_least("context_window", self.context_window, 1, optional=True)
+        at_least("threads", self.threads, 1, optional=True)
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 1e9:
+            raise SettingError("timeout", f"must be a number of seconds above 0 and below 1e9, got {self.timeout!r}")
+        at_least("max_tokens", self.max_tokens, 1)
+        if self.context_window is not None and self.context_window <= self.max_tokens:
+            # The answer is generated inside the window, after the prompt.
+            raise SettingError("context_window", f"must be above max_tokens ({self.max_tokens}), "
+                                                 f"got {self.context_window}")
+        # Names are checked without loading anything: a typo fails now, not after an hour of indexing.
+        with _about("llm"):
+            parse_reader_spec(self.llm)
+        if self.base_url:
+            with _about("base_url"):
+                check_base_url(self.base_url)
+        if self.tokenizer:
+            with _about("tokenizer"):
+                check_regular_file(Path(self.tokenizer))
+
+    def to_dict(self) -> dict:
+        values = _plain(self)
+        del values["api_key"]
+        return {**values, "llm": redact_spec(self.llm), "base_url": redact_url(self.base_url)}
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    embedder: str = "minilm"
+
+    def __post_init__(self) -> None:
+        with _about("embedder"):
+            parse_embedder_spec(self.embedder)
+
+    def to_dict(self) -> dict:
+        return {"embedder": redact_spec(self.embedder)}
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    chunking: str | None = None  # words:300 | tokens:128 | sentences:300; None: the strategy's own
+
+    def __post_init__(self) -> None:
+        if self.chunking is not None:
+            parse_chunking(self.chunking)
+
+    def to_dict(self) -> dict:
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    retriever: str = "bm25"
+    k: int = 5
+    budget: int | None = None
+    order: str | None = None  # score | document; None: the strategy's own
+    window: int = 3  # sentence-window retriever: sentences either side of a hit
+    tree_navigation: str = "embedding"  # tree retriever: embedding | llm
+    # Who writes RAPTOR and tree-index summaries; None: the answering reader. As in the RAPTOR paper (one summarizer,
+    # many readers), a tree built once serves readers of any size.
+    summary_llm: str | None = None
+
+    def __post_init__(self) -> None:
+        one_of("retriever", self.retriever, RETRIEVERS.names())
+        one_of("order", self.order, ORDERS, optional=True)
+        one_of("tree_navigation", self.tree_navigation, NAVIGATIONS)
+        at_least("k", self.k, 1)
+        at_least("budget", self.budget, 1, optional=True)
+        at_least("window", self.window, 0)  # 0: the hit sentence alone
+        if self.summary_llm is not None:
+            with _about("summary_llm"):
+                parse_reader_spec(self.summary_llm)
+
+    def to_dict(self) -> dict:
+        return {**_plain(self), "summary_llm": redact_spec(self.summary_llm)}
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    strategy: str = "self-route"
+    prompts: PromptSet = field(default_factory=PromptSet)
+    # The JSON file the prompts came from, if any: a run file names the file, and to_dict() gives the name back.
+    prompts_file: Path | None = field(default=None, metadata={"in_file": False})
+
+    def __post_init__(self) -> None:
+        one_of("strategy", self.strategy, document_strategies())
+        if not isinstance(self.prompts, PromptSet):
+            raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
+
+    def to_dict(self) -> dict:
+        if self.prompts_file is not None:
+            prompts: object = str(self.prompts_file)
+        else:
+            prompts = asdict(self.prompts) if self.prompts != PromptSet() else None
+        return {"strategy": self.strategy, "prompts": prompts}
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    cache: bool = True  # the completion cache
+    cache_dir: Path | None = None  # None: LCRAG_CACHE_DIR or the user cache directory
+
+    def to_dict(self) -> dict:
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What only ``lcrag eval`` reads: the dataset, the run directory and the matrix of runs."""
+
+    dataset: Path | None = None
+    out: Path | None = None
+    format: str | None = None  # None: from the dataset's path
+    strategies: tuple[str, ...] = ("lc", "rag", "self-route")
+    retrievers: tuple[str, ...] = ("bm25",)
+    ks: tuple[int, ...] = (5,)
+    budgets: tuple[int, ...] = ()
+    limit: int | None = None  # first N questions of each dataset file
+    concurrency: int = 1
+    filter_closed_book: bool = False
+    drop_closed_book: bool = False
+    skip_bad: bool = False
+    corpus: Path | None = None
+    units: tuple[str, ...] = ("grouped",)
+
+    def __post_init__(self) -> None:
+        EvalOptions(ks=self.ks, budgets=self.budgets, limit=self.limit, concurrency=self.concurrency)
+        with _about("strategies"):
+            for name in self.strategies:
+                STRATEGIES.check(name)
+
+    def to_dict(self) -> dict:
+        return _plain(self)
+
+
+SECTIONS: dict[str, type] = {
+    "reader": ReaderConfig, "embedder": EmbedderConfig, "chunking": ChunkingConfig, "retrieval": RetrievalConfig,
+    "strategy": StrategyConfig, "cache": CacheConfig, "eval": EvalConfig,
+}
+# The sections a Pipeline reads (Settings is their flat view); field names are unique across all sections.
+SETTINGS_SECTIONS = ("reader", "embedder", "chunking", "retrieval", "strategy", "cache")
+_SECTION_OF = {f.name: name for name, cls in SECTIONS.items() for f in fields(cls)}
+CONFIG_FIELDS = frozenset(_SECTION_OF)  # every field's name (the CLI's parameters with these names override them)
+
+
+def _plain(section: object) -> dict:
+    """A section's fields as JSON values (paths as strings, tuples as lists)."""
+    def plain(value: object) -> object:
+        if isinstance(value, Path):
+            return str(value)
+        return list(value) if isinstance(value, tuple) else value
+    return {f.name: plain(getattr(section, f.name)) for f in fields(section) if f.metadata.get("in_file", True)}
+
+
+def _file_keys(cls: type) -> list[str]:
+    return [f.name for f in fields(cls) if f.metadata.get("in_file", True)]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every concern's configuration; ``Config()`` is the defaults."""
+
+    reader: ReaderConfig = field(default_factory=ReaderConfig)
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Config:
+        """A YAML (``.yaml``/``.yml``) or TOML (``.toml``) run file; invalid -> ``FILE: section.key: reason``."""
+        return cls.from_dict(_read_run_file(Path(path)), source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> Config:
+        """A config from ``{section: {key: value}}`` (what :meth:`to_dict` gives and run files hold)."""
+        if not isinstance(data, Mapping):
+            raise ConfigFileError(f"{source}: must be a table of sections ({', '.join(SECTIONS)}), "
+                                  f"got {type(data).__name__}")
+        unknown = [name for name in data if name not in SECTIONS]
+        if unknown:
+            raise ConfigFileError(f"{source}: {unknown[0]}: unknown section; the sections are {', '.join(SECTIONS)}")
+        sections = {}
+        for name, values in data.items():
+            if values is None:  # an empty section in YAML
+                continue
+            if not isinstance(values, Mapping):
+                raise ConfigFileError(f"{source}: {name}: must be a table of keys, got {values!r}")
+            for key in values:
+                if key not in _file_keys(SECTIONS[name]):
+                    raise ConfigFileError(f"{source}: {name}.{key}: unknown key; the keys are "
+                                          f"{', '.join(_file_keys(SECTIONS[name]))}")
+            sections[name] = values
+        return cls()._with(sections, source)
+
+    def merged(self, overrides: Mapping[str, Any]) -> Config:
+        """This config with some fields replaced, named flat (``k``, ``llm``: names are unique across sections) and
+        checked as a file's values are; flags given on the command line come in here. An invalid value raises the
+        settings' own error (``k must be ≥ 1, got 0``), which the CLI words as a flag."""
+        by_section: dict[str, dict[str, Any]] = {}
+        for key, value in overrides.items():
+            if key not in _SECTION_OF:
+                raise OptionError(f"unknown setting {key!r}; the settings are {', '.join(_SECTION_OF)}")
+            by_section.setdefault(_SECTION_OF[key], {})[key] = value
+        return self._with(by_section, None)
+
+    def _with(self, by_section: Mapping[str, Mapping[str, Any]], source: str | None) -> Config:
+        changed = {}
+        for name, values in by_section.items():
+            current = getattr(self, name)
+            kwargs: dict[str, Any] = {}
+            for key, value in values.items():
+                with _in_file(source, f"{name}.{key}"):
+                    kwargs.update(_typed(type(current), key, value))
+            with _in_file(source, name):
+                changed[name] = replace(current, **kwargs)
+        return replace(self, **changed)
+
+    def to_dict(self) -> dict:
+        """``{section: {key: value}}`` as JSON values, for manifests: no API key, credentials in URLs redacted."""
+        return {name: getattr(self, name).to_dict() for name in SECTIONS}
+
+    def settings(self) -> Settings:
+        """The flat :class:`~lcrag.pipeline.Settings` a :class:`~lcrag.pipeline.Pipeline` takes."""
+        from lcrag.pipeline import Settings
+
+        values = {f.name: getattr(getattr(self, name), f.name)
+                  for name in SETTINGS_SECTIONS for f in fields(SECTIONS[name]) if f.name in Settings.__dataclass_fields__}
+        return Settings(**values)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, eval: EvalConfig | None = None) -> Config:
+        return cls(**settings_sections(settings), eval=eval or EvalConfig())
+
+
+def settings_sections(settings: object) -> dict[str, object]:
+    """Each settings concern built (and so checked) from a flat object with their fields, e.g. a Settings."""
+    return {name: SECTIONS[name](**{f.name: getattr(settings, f.name) for f in fields(SECTIONS[name])
+                                    if hasattr(settings, f.name)})
+            for name in ("strategy", "retrieval", "chunking", "reader", "embedder", "cache")}
+
+
+@contextmanager
+def _in_file(source: str | None, where: str) -> Iterator[None]:
+    """A check's error, said as ``SOURCE: section.key: reason`` (unchanged when there is no source file)."""
+    try:
+        yield
+    except ConfigFileError:
+        raise
+    except LcragError as exc:
+        if source is None:
+            raise
+        setting = getattr(exc, "setting", None)
+        section = where.partition(".")[0]
+        key = f"{section}.{setting}" if setting and "." not in where else where
+        problem = exc.problem if isinstance(exc, SettingError) else str(exc)
+        raise ConfigFileError(f"{source}: {key}: {' '.join(problem.split())}") from None
+
+
+# -- values: a file's (and the flags') value for a field, checked against the field's type ------------------------
+_KIND_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string", Path: "a path"}
+
+
+def _typed(cls: type, key: str, value: Any) -> dict[str, Any]:
+    """``{key: value}`` converted to the field's type (a path string to a Path, a list to a tuple); a prompts file
+    is read here. Wrong type -> SettingError naming what it must be."""
+    kind = typing.get_type_hints(cls)[key]
+    if kind is PromptSet:
+        return _prompts(value)
+    optional = type(None) in typing.get_args(kind) and isinstance(kind, types.UnionType)
+    if optional:
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        if value is None:
+            return {key: None}
+    if typing.get_origin(kind) is tuple:
+        item = typing.get_args(kind)[0]
+        if isinstance(value, (list, tuple)) and all(_is(item, v) for v in value):
+            return {key: tuple(item(v) for v in value)}
+        raise SettingError(key, f"must be a list, each {_KIND_NAMES[item]}, got {value!r}")
+    if not _is(kind, value):
+        raise SettingError(key, f"must be {_KIND_NAMES[kind]}{' or null' if optional else ''}, got {value!r}")
+    return {key: kind(value)}
+
+
+def _is(kind: type, value: Any) -> bool:
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float))
+    if kind is Path:
+        return isinstance(value, (str, Path))
+    return isinstance(value, kind)
+
+
+def _prompts(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"prompts": PromptSet(), "prompts_file": None}
+    if isinstance(value, (str, Path)):
+        return {"prompts": PromptSet.from_file(value), "prompts_file": Path(value)}
+    if isinstance(value, Mapping):
+        return {"prompts": replace(PromptSet(), **value), "prompts_file": None}
+    if isinstance(value, PromptSet):
+        return {"prompts": value, "prompts_file": None}
+    raise SettingError("prompts", f"must be the path of a prompts JSON file, got {value!r}")
+
+
+def _read_run_file(path: Path) -> Any:
+    """The run file's data, parsed by its suffix; a syntax error is one line with its place in the file."""
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".toml"):
+        raise ConfigFileError(f"{path}: a run file is .yaml, .yml or .toml, not {suffix or 'without a suffix'!r}")
+    text = decode_text(path, read_regular_file(path))
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigFileError(f"{path}: invalid TOML ({exc})") from None
+    import yaml  # only run files need it
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigFileError(f"{path}{where}: invalid YAML ({problem})") from None
+    return {} if data is None else data
