@@ -25,6 +25,7 @@ from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, READERS, RETRIEVERS, STRATEGIES
+from lcrag.storage import ensure_directory
 from lcrag.strategies import document_strategies, needs_corpus
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
@@ -367,12 +368,7 @@ def passkey(
     length_values = _ints(lengths, "lengths")
     if not length_values or min(length_values) < 64:
         raise LcragError("--lengths must be at least 64 tokens each")
-    if out.exists() and not out.is_dir():
-        raise LcragError(f"{out} is a file: name a directory for the generated JSONL files")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LcragError(f"cannot create {out}: {exc.strerror or exc}") from None
+    ensure_directory(out, "OUT (a directory for the generated JSONL files)", LcragError)
     with ExitStack() as stack, spinner("generating PassKey haystacks…"):
         tok = _tokenizer(tokenizer, stack)
         for name in names:

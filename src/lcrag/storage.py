@@ -51,6 +51,19 @@ def file_lock(path: Path, timeout: float = -1) -> Iterator[None]:
         yield
 
 
+def ensure_directory(path: Path, what: str, error: type[Exception]) -> Path:
+    """``path`` as a directory, created if missing; an existing file or an uncreatable path raises ``error`` in one
+    line naming ``what`` it should be (e.g. "the index directory")."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise error(f"{path} is a file, not a directory: give {what} a new directory or an existing one")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise error(f"cannot create {what} {path}: {exc.strerror or exc}") from None
+    return path
+
+
 def set_aside(path: Path, reason: str) -> Path | None:
     """Move a damaged derived file or directory to ``<name>.damaged-<time>`` and warn once; returns the new path."""
     path = Path(path)

@@ -227,7 +227,7 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path):
     src = write_corpus(tmp_path / "c.jsonl", RECORDS)
     (tmp_path / "file").write_text("not an index")
     config = CorpusBuildConfig(units=("document",), embedder=None)
-    with pytest.raises(InputError, match="file exists and is not a directory"):
+    with pytest.raises(InputError, match="file is a file, not a directory"):
         CorpusIndex.build(src, tmp_path / "file", config, WordCounter())
     with pytest.raises(InputError, match="cannot create the index directory"):
         CorpusIndex.build(src, tmp_path / "file" / "idx", config, WordCounter())

@@ -23,7 +23,7 @@ from filelock import Timeout
 
 from lcrag.errors import RunDirectoryError
 from lcrag.readers.cache import CompletionCache, parse_completion
-from lcrag.storage import atomic_write_text, file_lock
+from lcrag.storage import atomic_write_text, ensure_directory, file_lock
 
 log = logging.getLogger("lcrag")
 
@@ -164,14 +164,7 @@ def open_run_cache(path: Path) -> CompletionCache:
 
 def ensure_run_dir(run_dir: Path) -> None:
     """Create the run directory; an existing file or an unusable path is a one-line error."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunDirectoryError(f"--out {run_dir} is a file, not a run directory: name a new directory or one "
-                                f"written by lcrag eval")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunDirectoryError(f"cannot create run directory {run_dir}: {exc.strerror}") from None
+    ensure_directory(Path(run_dir), "--out (a run directory)", RunDirectoryError)
 
 
 def _holder(run_dir: Path) -> str:

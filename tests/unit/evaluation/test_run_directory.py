@@ -42,7 +42,7 @@ def test_eval_out_naming_a_file_is_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--out", str(out)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("lcrag: error: --out")
+    assert result.stderr.count("\n") == 1 and "taken is a file, not a directory: give --out" in result.stderr
     assert "is a file" in result.stderr and out.read_text() == "my notes"
 
 

@@ -17,7 +17,7 @@ from filelock import Timeout
 from lcrag.documents.files import check_regular_file
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
-from lcrag.storage import atomic_write_text, file_lock
+from lcrag.storage import atomic_write_text, ensure_directory, file_lock
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,14 +46,7 @@ def write_meta(path: Path, meta: dict) -> None:
 
 def index_directory(out: str | Path) -> Path:
     """``out`` as an index directory, created if missing; a file or an uncreatable path is an :class:`InputError`."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a directory; give --out a new or index directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the index directory {out}: {exc.strerror or exc}") from None
-    return out
+    return ensure_directory(Path(out), "--out (the index directory)", InputError)
 
 
 def fingerprint(source: str | Path) -> tuple[int, str]:
