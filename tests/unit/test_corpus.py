@@ -229,7 +229,7 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path):
     config = CorpusBuildConfig(units=("document",), embedder=None)
     with pytest.raises(InputError, match="file is a file, not a directory"):
         CorpusIndex.build(src, tmp_path / "file", config, WordCounter())
-    with pytest.raises(InputError, match="cannot create the index directory"):
+    with pytest.raises(InputError, match=r"cannot create --out \(the index directory\)"):
         CorpusIndex.build(src, tmp_path / "file" / "idx", config, WordCounter())
     assert (tmp_path / "file").read_text() == "not an index"
 
