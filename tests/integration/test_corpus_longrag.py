@@ -144,7 +144,7 @@ def test_cli_build_ask_and_eval(corpus_file, tmp_path):
     (["corpus", "build", "missing.jsonl", "--out", "x"], "missing.jsonl does not exist"),
     (["corpus", "build", "{corpus}", "--out", "x", "--unit", "chapter"], "unknown unit"),
     (["corpus", "ask", "nowhere", "q"], "not a corpus index"),
-    (["corpus", "build", "{corpus}", "--out", "{questions}"], "is not a directory"),
+    (["corpus", "build", "{corpus}", "--out", "{questions}"], "is a file, not a directory"),
     (["eval", "--dataset", "{questions}", "--out", "r", "--strategies", "longrag"], "pass --corpus"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, corpus_file, args, message):
