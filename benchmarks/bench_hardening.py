@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import re
 import subprocess
 import shutil
@@ -180,7 +181,7 @@ Command (from the repository root):
 
     python benchmarks/bench_hardening.py {args.texts} --out {args.out}
 
-Machine: {machine()}. Run while six other agents shared the same 2 cores, so absolute times are noisy; each ratio
+Machine: {machine()}. Load average at the start: {os.getloadavg()[0]:.2f}; absolute times move with the load, each ratio
 compares two paths measured in this run, interleaved, so both saw the same load.
 
 Document: {words:,} words (the leading paragraphs of the texts under `{args.texts}`, joined), {chunks} chunks of
