@@ -20,7 +20,7 @@ from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
 from lcrag.config import CONFIG_FIELDS, Config
 from lcrag.errors import LcragError, OptionError
-from lcrag.options import SettingError, at_least, cli_message
+from lcrag.options import SettingError, at_least, cli_message, reader_forms
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
@@ -38,7 +38,7 @@ stdout = Console(width=None if sys.stdout.isatty() else 140)
 Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {STRATEGIES.describe(document_strategies())}.")]
 RetrieverOpt = Annotated[str, typer.Option("--retriever", "-r", help=f"One of: {RETRIEVERS.describe()}.")]
 CHUNKING_HELP = f"UNIT:SIZE (e.g. words:300, tokens:128), UNIT one of: {CHUNKERS.describe()}"
-_READER_FORMS = READERS.spec_forms().replace("[", "\\[")  # escaped: rich would take "[@URL]" for markup and drop it
+_READER_FORMS = reader_forms()
 LLM = Annotated[str, typer.Option("--llm", help=f"The reader: {_READER_FORMS} (smollm2: bundled).")]
 Chunking = Annotated[Optional[str], typer.Option("--chunking", help=f"{CHUNKING_HELP} (default: the strategy's own).")]
 Embedder = Annotated[str, typer.Option("--embedder", help=f"The embedder: {EMBEDDERS.spec_forms()} (minilm: bundled ONNX).")]

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.errors import LcragError
+from lcrag.options import reader_forms
 from lcrag.progress import stderr
 
 analyze_app = typer.Typer(no_args_is_help=True, help="Analyse evaluation runs: why RAG failed, which questions each side wins.")
@@ -47,7 +48,7 @@ def _check_failures_options(llm: str | None, base_url: str | None, dataset: Path
 def failures(
     run_dir: Annotated[Path, typer.Argument(help="A run directory of `lcrag eval` with a self-route configuration.")],
     dataset: Annotated[Optional[Path], typer.Option("--dataset", help="The run's dataset (default: the path in its manifest).")] = None,
-    llm: Annotated[Optional[str], typer.Option("--llm", help="Classifier reader (default: the run's reader); smollm2, PATH.gguf or openai:MODEL[@URL].")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", help=f"Classifier reader (default: the run's reader): {reader_forms()}.")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL")] = None,
 ) -> None:
     """Classify the questions Self-Route sent to LC into the paper's failure reasons, per dataset."""

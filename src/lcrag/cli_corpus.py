@@ -12,7 +12,9 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.errors import LcragError
+from lcrag.options import reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
+from lcrag.registry import EMBEDDERS
 
 corpus_app = typer.Typer(no_args_is_help=True, help="Answer over a document collection with long retrieval units (LongRAG).")
 
@@ -39,7 +41,7 @@ def build(
     grouping: Annotated[str, typer.Option("--grouping", help="auto (links if present, else title mentions), links, mentions, neighbours.")] = "auto",
     group_tokens: Annotated[int, typer.Option("--group-tokens", help="Largest group, in tokens.")] = 4096,
     piece_words: Annotated[int, typer.Option("--piece-words", help="Words per passage / MaxP piece.")] = 100,
-    embedder: Annotated[str, typer.Option("--embedder", help="minilm, st:NAME_OR_PATH, openai:MODEL, or none (BM25 only).")] = "minilm",
+    embedder: Annotated[str, typer.Option("--embedder", help=f"{EMBEDDERS.spec_forms()}, or none (BM25 only).")] = "minilm",
     bm25: Annotated[bool, typer.Option("--bm25/--no-bm25", help="Build BM25 over the units.")] = True,
     faiss: Annotated[Optional[str], typer.Option("--faiss", help="Also build a faiss index: flat, ivf or hnsw.")] = None,
     executor: Annotated[str, typer.Option("--executor", help="local, or ray (embedding on a Ray cluster).")] = "local",
@@ -100,7 +102,7 @@ def ask(
     faiss: Annotated[Optional[str], typer.Option("--faiss", help="Search the faiss index of this kind instead of exact MaxP.")] = None,
     context_tokens: Annotated[Optional[int], typer.Option("--context-tokens", help="Most reader tokens of context.")] = None,
     prompt: Annotated[str, typer.Option("--prompt", help="Turn-1 prompt: nq or hotpotqa.")] = "nq",
-    llm: Annotated[str, typer.Option("--llm", help="smollm2 (bundled), PATH.gguf, or openai:MODEL[@BASE_URL].")] = "smollm2",
+    llm: Annotated[str, typer.Option("--llm", help=f"The reader: {reader_forms()} (smollm2: bundled).")] = "smollm2",
     base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
     context_window: Annotated[Optional[int], typer.Option("--context-window")] = None,

@@ -74,3 +74,11 @@ class EvalOptions:
             raise SettingError("k", "needs at least one value (or give --budget)")
         at_least("limit", self.limit, 1, optional=True)
         at_least("concurrency", self.concurrency, 1)
+
+
+def reader_forms() -> str:
+    """How a reader spec is written, from the readers' registry, for ``--help`` texts. ``[`` is escaped: rich would
+    take ``[@URL]`` for markup and drop it."""
+    from lcrag.registry import READERS
+
+    return READERS.spec_forms().replace("[", "\\[")
