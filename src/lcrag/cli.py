@@ -24,7 +24,7 @@ from lcrag.options import SettingError, at_least, cli_message, reader_forms
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
-from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, READERS, RETRIEVERS, STRATEGIES
+from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES
 from lcrag.storage import ensure_directory
 from lcrag.strategies import document_strategies, needs_corpus
 
