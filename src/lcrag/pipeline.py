@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lcrag.assembly import ContextAssembler
+from lcrag.assembly import ContextAssembler, TruncatedText
+from lcrag.assembly.truncation import fill_with_chunks
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.config import ChunkingConfig, parse_chunking, settings_sections
 from lcrag.documents import load_document
+from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.errors import InputError
 from lcrag.options import at_least
 from lcrag.paths import default_cache_dir
@@ -26,6 +29,9 @@ from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, make_strategy
 from lcrag.types import Answer, Document
+
+if TYPE_CHECKING:
+    from lcrag.retrieval.corpus.source import CorpusUnits
 
 # The chunking used when neither the user nor the strategy (its registered meta ``chunking``) names one.
 FALLBACK_CHUNKING = "words:300"
@@ -75,8 +81,12 @@ class Settings:
 
 
 def as_document(document: Document | str | Path) -> Document:
+    """``document`` itself, a corpus index (a directory written by ``lcrag corpus build``: every strategy then reads
+    its retrieval units), or the document loaded from a file or directory."""
     if isinstance(document, Document):
         return document
+    if is_corpus_index(document):
+        return CorpusSource.open(document)
     return load_document(document)
 
 
@@ -100,6 +110,7 @@ class Pipeline:
         self._progress = progress
         self._indexes: dict[tuple[str, str], DocumentIndex] = {}
         self._contexts: dict[str, QueryContext] = {}
+        self._corpora: dict[str, CorpusUnits] = {}  # by directory
         self._lock = threading.Lock()
 
     @property
@@ -156,21 +167,45 @@ class Pipeline:
                 )
             return self._indexes[key]
 
+    def corpus(self, source: CorpusSource) -> CorpusUnits:
+        """The corpus index's units, opened once (the embedder only loads if dense search is used)."""
+        with self._lock:
+            if source.directory not in self._corpora:
+                from lcrag.retrieval.corpus.source import CorpusUnits  # imported when a corpus is read
+
+                self._corpora[source.directory] = CorpusUnits.open(source, lambda: self.embedder)
+            return self._corpora[source.directory]
+
     def context(self, document: Document, strategy: str) -> QueryContext:
         s = self.settings
+        if isinstance(document, CorpusSource):
+            return self._corpus_context(document)
         chunking = s.chunking_for(strategy)
         key = f"{document.content_hash}:{chunking}"
         if key not in self._contexts:
-            self._contexts[key] = QueryContext(
-                document=document,
-                reader=self.reader,
-                index=lambda: self.index(document, chunking),
-                retriever=s.retriever,
-                assembler=ContextAssembler(k=s.k, budget=s.budget),
-                prompts=s.prompts,
-                params=GenerationParams(max_tokens=s.max_tokens),
-            )
+            self._contexts[key] = self._query_context(document, lambda: self.index(document, chunking))
         return self._contexts[key]
+
+    def _corpus_context(self, source: CorpusSource) -> QueryContext:
+        if self.settings.chunking is not None:
+            raise InputError(f"--chunking does not apply to a corpus index: {source.source}'s units were made by "
+                             "`lcrag corpus build`")
+        key = f"{source.content_hash}:units"
+        if key not in self._contexts:
+            units = self.corpus(source)
+
+            def long_text(question: str, tokenizer, limit: int) -> TruncatedText:  # LC: the best units that fit
+                return fill_with_chunks(units.ranked(self.settings.retriever, question),
+                                        lambda chunks: units.chunk_tokens(chunks, tokenizer), tokenizer, limit)
+
+            self._contexts[key] = self._query_context(source, lambda: units, long_text)
+        return self._contexts[key]
+
+    def _query_context(self, document: Document, index, long_text=None) -> QueryContext:
+        s = self.settings
+        return QueryContext(document=document, reader=self.reader, index=index, retriever=s.retriever,
+                            assembler=ContextAssembler(k=s.k, budget=s.budget), prompts=s.prompts,
+                            params=GenerationParams(max_tokens=s.max_tokens), long_text=long_text)
 
     def ask(
         self,
@@ -200,6 +235,9 @@ class Pipeline:
             if close:
                 close()
         self._reader = None
+        for units in self._corpora.values():
+            units.close()
+        self._corpora.clear()
         if self._own_summary_reader:
             self._summary_reader = None
 

@@ -140,6 +140,31 @@ def test_cli_build_ask_and_eval(corpus_file, tmp_path):
     assert reported.returncode == 0 and "LongRAG over a corpus" in reported.stdout
 
 
+def test_every_strategy_answers_over_a_corpus_index(built, tmp_path):
+    """`lcrag ask INDEX` and `lcrag eval --corpus` with RAG, OP-RAG, Self-Route and LC: the units are the chunks."""
+    passkey = FACTS[-1]
+    env_cache = ["--cache-dir", tmp_path / "cache"]
+    for strategy, retriever in (("rag", "bm25"), ("op-rag", "dense"), ("self-route", "hybrid")):
+        asked = lcrag("ask", built.dir, passkey.question, "--strategy", strategy, "-r", retriever, "-k", "2", "--json",
+                      *env_cache)
+        assert asked.returncode == 0, asked.stderr
+        data = json.loads(asked.stdout)
+        assert data["chunks"] and all(c["end"] == c["start"] + 1 for c in data["chunks"])  # units, by position
+        assert passkey.answer in data["text"], (strategy, data["text"])
+    lc = json.loads(lcrag("ask", built.dir, passkey.question, "--strategy", "lc", "--context-window", "1024",
+                          "--json", *env_cache).stdout)
+    assert lc["route"] == "lc" and 700 < lc["prompt_tokens"] <= 1024 - 64  # the window filled with whole units
+
+    questions = tmp_path / "hotpot_open_units.jsonl"
+    questions.write_text(json.dumps({"id": "q0", "question": passkey.question, "answers": [passkey.answer]}) + "\n")
+    run = tmp_path / "run"
+    evaluated = lcrag("eval", "--dataset", questions, "--corpus", built.dir, "--strategies", "rag,self-route",
+                      "--retriever", "bm25", "-k", "2", "--out", run)
+    assert evaluated.returncode == 0, evaluated.stderr
+    rows = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
+    assert {r["strategy"] for r in rows} >= {"rag", "self-route"} and all(r["prediction"] for r in rows)
+
+
 @pytest.mark.parametrize("args,message", [
     (["corpus", "build", "missing.jsonl", "--out", "x"], "missing.jsonl does not exist"),
     (["corpus", "build", "{corpus}", "--out", "x", "--unit", "chapter"], "unknown unit"),

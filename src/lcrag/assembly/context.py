@@ -72,8 +72,9 @@ class ContextAssembler:
         token_counts: Callable[[list[Chunk]], list[int]] | None = None,
     ) -> AssembledContext:
         chosen = self.select(ranked, token_counts)
-        # Summary nodes carry generated text; the document's own pieces are cut from the document.
-        texts = {(s.chunk.index, s.chunk.layer): s.chunk.text for s in ranked if s.chunk.layer}
+        # Summary nodes carry generated text; the document's own pieces are cut from the document, unless there is
+        # no document text (a corpus index's units carry their own).
+        texts = {(s.chunk.index, s.chunk.layer): s.chunk.text for s in ranked if s.chunk.layer or not document_text}
         if self.order == "document":
             # Summaries sit at the start of the span they cover, after the text itself (higher layers later).
             chosen = sorted(chosen, key=lambda c: (c.start, c.layer, c.end))

@@ -1,10 +1,13 @@
-"""Middle truncation by reader tokens, as LongBench's ``pred.py`` does for over-long prompts."""
+"""Fitting text to a token limit: middle truncation by reader tokens, as LongBench's ``pred.py`` does for over-long
+prompts, and filling a limit with whole ranked chunks (LC over a corpus index)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from lcrag.tokenization import Tokenizer
+from lcrag.tokenization import Tokenizer, count_tokens
+from lcrag.types import Chunk, ScoredChunk
 
 
 @dataclass(frozen=True)
@@ -32,3 +35,22 @@ def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> Truncat
         return TruncatedText("", len(ids), 0)
     kept = tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-half:])
     return TruncatedText(kept, len(ids), 2 * half)
+
+
+def fill_with_chunks(ranked: list[ScoredChunk], token_counts: Callable[[list[Chunk]], list[int]], tokenizer: Tokenizer,
+                     limit: int, separator: str = "\n\n") -> TruncatedText:
+    """The best chunks, whole, while they fit ``limit`` tokens, joined in document order; when even the best one is
+    longer, that one cut in the middle. ``cut_tokens`` counts only what was cut from a chunk, not the chunks left out
+    (for a corpus, that would be nearly all of it)."""
+    between = count_tokens(tokenizer, separator)
+    chosen: list[Chunk] = []
+    used = 0
+    for scored in ranked:  # counted one by one: only chunks that may still fit are tokenized
+        need = token_counts([scored.chunk])[0] + (between if chosen else 0)
+        if used + need > limit:
+            break
+        chosen.append(scored.chunk)
+        used += need
+    if not chosen:
+        return truncate_middle(ranked[0].chunk.text, tokenizer, limit) if ranked else TruncatedText("", 0, 0)
+    return TruncatedText(separator.join(c.text for c in sorted(chosen, key=lambda c: c.start)), used, used)

@@ -39,6 +39,7 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader
 from lcrag.redaction import redact_spec, redact_url
 from lcrag.storage import atomic_write_text
+from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -161,9 +162,9 @@ class EvalRunner:
         if any(needs_corpus(c.strategy) for c in configs) and self.corpus_dir is None:
             raise InputError("longrag reads a corpus: pass --corpus INDEX (built with `lcrag corpus build`)")
         missing = [i.id for i in items if i.context is None]
-        if missing and needs_context:
-            raise InputError(f"{len(missing)} question(s) have no context: with a corpus-backed dataset use "
-                             f"--strategies longrag --corpus INDEX (not {', '.join(needs_context)})")
+        if missing and needs_context and self.corpus_dir is None:
+            raise InputError(f"{len(missing)} question(s) have no context: with a corpus-backed dataset pass "
+                             f"--corpus INDEX (built with `lcrag corpus build`) for {', '.join(needs_context)}")
         self.items = items
         self.configs = configs
         self.out = Path(out_dir)
@@ -358,6 +359,16 @@ class EvalRunner:
                     self._base.close()
                 cache.close()
 
+    def _source(self, item: EvalItem, config: RunConfig, documents: dict[str, Document]) -> Document:
+        """What ``config`` reads for ``item``: its own context; for a corpus-backed question, the corpus index
+        (every strategy retrieves its units); closed-book never reads it, so the question stands in."""
+        if item.context is None and self.corpus_dir is not None and strategy_needs(config.strategy) != "question":
+            if "\0corpus" not in documents:  # not a text any dataset holds
+                documents["\0corpus"] = CorpusSource.open(self.corpus_dir)
+            return documents["\0corpus"]
+        text = item.context if item.context is not None else item.question
+        return documents.setdefault(text, Document(text, id=item.id))
+
     def _run(self, pipelines: dict[str, Pipeline], closed_book: RunConfig,
              progress: Callable[[int, int, dict], None] | None) -> list[dict]:
         documents: dict[str, Document] = {}
@@ -366,9 +377,7 @@ class EvalRunner:
             if needs_corpus(config.strategy):
                 answer = self._longrag(item, config).run(item.question)
             else:
-                # Closed-book never reads the document, so corpus-backed questions stand in with the question.
-                text = item.context if item.context is not None else item.question
-                document = documents.setdefault(text, Document(text, id=item.id))
+                document = self._source(item, config, documents)
                 prompts, max_tokens = prompts_for(item, self.settings.prompts)
                 answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts,
                                                   max_tokens=max_tokens)

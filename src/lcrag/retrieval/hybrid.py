@@ -34,6 +34,7 @@ class HybridRetriever:
         return [ScoredChunk(chunks[i], fused[i]) for i in order]
 
 
-@RETRIEVERS.register("hybrid", help="BM25 and dense rankings fused by reciprocal rank")
+# composes: built only from other retrievers of the index, so it also works over a corpus index's units.
+@RETRIEVERS.register("hybrid", help="BM25 and dense rankings fused by reciprocal rank", composes=True)
 def hybrid_retriever(index: DocumentIndex) -> HybridRetriever:
     return HybridRetriever([index.retriever("bm25"), index.retriever("dense")])

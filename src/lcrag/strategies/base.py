@@ -17,6 +17,7 @@ from lcrag.errors import InputError
 from lcrag.readers.base import GenerationParams, Reader
 from lcrag.retrieval.index import DocumentIndex
 from lcrag.strategies.prompts import PromptSet
+from lcrag.tokenization import Tokenizer
 from lcrag.types import Answer, Document, LLMCall
 
 
@@ -31,6 +32,8 @@ class QueryContext:
     assembler: ContextAssembler = field(default_factory=ContextAssembler)
     prompts: PromptSet = field(default_factory=PromptSet)
     params: GenerationParams = field(default_factory=GenerationParams)
+    # What LC reads when the source is not one text (a corpus index): (question, tokenizer, limit) -> the text.
+    long_text: Callable[[str, Tokenizer, int], TruncatedText] | None = None
     # (document hash, tokenizer, limit) -> the document as LC sends it; saves re-tokenizing a long text per question.
     _lc_text: dict[tuple[str, str, int], TruncatedText] = field(default_factory=dict)
 
@@ -95,25 +98,35 @@ def lc_document_limit(window: int, max_tokens: int, overhead: int) -> int:
 
 
 def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) -> tuple[list[dict[str, str]], TruncatedText]:
-    """The LC prompt for ``question``, the document cut in the middle (by reader tokens) if it exceeds the window."""
+    """The LC prompt for ``question``: the document cut in the middle (by reader tokens) if it exceeds the window,
+    or, for a source that is not one text (a corpus index), what its ``long_text`` reads for the question."""
     with timer.stage("truncation"):
         overhead = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, context=""))
         limit = lc_document_limit(ctx.reader.context_window, ctx.params.max_tokens, overhead)
-        key = (ctx.document.content_hash, ctx.reader.tokenizer.name, limit)
-        kept = ctx._lc_text.get(key)
-        if kept is None:
-            kept = truncate_middle(ctx.document.text, ctx.reader.tokenizer, limit)
-            # Decoding two halves and re-tokenising can merge differently at the seam (measured: +1 token with
-            # SmolLM2); shrink until the real prompt fits, so the server never has to cut it again.
-            allowed = ctx.reader.context_window - ctx.params.max_tokens
-            for _ in range(4):
-                if not kept.cut_tokens:
-                    break
-                excess = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, kept.text)) - allowed
-                if excess <= 0:
-                    break
-                kept = truncate_middle(ctx.document.text, ctx.reader.tokenizer, kept.kept_tokens - excess)
-            ctx._lc_text[key] = kept
+        tokenizer = ctx.reader.tokenizer
+        if ctx.long_text is not None:
+            return _fitted(ctx, question, template, lambda n: ctx.long_text(question, tokenizer, n), limit, True)
+        key = (ctx.document.content_hash, tokenizer.name, limit)
+        if key not in ctx._lc_text:  # kept per limit: a long text is tokenized once for all questions
+            ctx._lc_text[key] = _fitted(ctx, question, template,
+                                        lambda n: truncate_middle(ctx.document.text, tokenizer, n), limit, False)[1]
+    return ctx.prompts.messages(template, question, context=ctx._lc_text[key].text), ctx._lc_text[key]
+
+
+def _fitted(ctx: QueryContext, question: str, template: str, cut: Callable[[int], TruncatedText], limit: int,
+            always_check: bool) -> tuple[list[dict[str, str]], TruncatedText]:
+    """``cut(limit)``, shrunk until the whole prompt fits the window. Decoding two halves and re-tokenising can merge
+    differently at the seam (measured: +1 token with SmolLM2), and joined pieces may count differently from their
+    parts; shrinking here means the server never has to cut the prompt again."""
+    kept = cut(limit)
+    allowed = ctx.reader.context_window - ctx.params.max_tokens
+    for _ in range(4):
+        if not kept.cut_tokens and not always_check:
+            break
+        excess = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, kept.text)) - allowed
+        if excess <= 0:
+            break
+        kept = cut(kept.kept_tokens - excess)
     return ctx.prompts.messages(template, question, context=kept.text), kept
 
 

@@ -45,6 +45,15 @@ class CorpusIndex:
         self._vectors: dict[str, np.ndarray] = {}
         self._layouts: dict[str, tuple] = {}
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The query embedder (dense search); may be set after opening, so BM25-only use never loads a model."""
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, embedder: Embedder | None) -> None:
+        self._embedder = embedder
+
     # -- building --------------------------------------------------------------------------------------------------
     @classmethod
     def build(

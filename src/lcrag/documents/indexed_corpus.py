@@ -1,0 +1,46 @@
+"""A corpus index (a directory written by ``lcrag corpus build``) standing where a document stands, so every
+strategy can answer over it. Kept light: recognising one must not import the retrieval side
+(:mod:`lcrag.retrieval.corpus.source` reads its units)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from lcrag.errors import InputError
+from lcrag.types import Document
+
+
+def is_corpus_index(path: str | Path) -> bool:
+    """Whether ``path`` is a directory written by ``lcrag corpus build`` (its meta.json and corpus.sqlite)."""
+    path = Path(path)
+    return path.is_dir() and (path / "meta.json").is_file() and (path / "corpus.sqlite").is_file()
+
+
+@dataclass(frozen=True)
+class CorpusSource(Document):
+    """A corpus index standing where a document stands. Its ``text`` is empty (the corpus is read unit by unit);
+    its ``content_hash`` is the corpus content's (sha256 of the source, and the piece size), so caches key on it."""
+
+    directory: str = ""
+    unit: str | None = None  # the units to retrieve; None: the smallest built (passage, then document, then grouped)
+
+    @classmethod
+    def open(cls, path: str | Path, unit: str | None = None) -> CorpusSource:
+        path = Path(path)
+        if not is_corpus_index(path):
+            raise InputError(f"{path} is not a corpus index (no meta.json and corpus.sqlite); build one with "
+                             "`lcrag corpus build`")
+        return cls("", id=path.name, source=str(path), directory=str(path.resolve()), unit=unit)
+
+    @cached_property
+    def content_hash(self) -> str:
+        try:
+            meta = json.loads((Path(self.directory) / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{self.directory}/meta.json cannot be read: {error}") from None
+        if not isinstance(meta, dict) or "source_sha256" not in meta:
+            raise InputError(f"{self.directory} is not finished building; resume it with `lcrag corpus build`")
+        return f"corpus:{meta['source_sha256']}:{meta.get('piece_words')}:{self.unit or ''}"
