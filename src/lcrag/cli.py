@@ -18,15 +18,17 @@ from rich.table import Table
 
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
+from lcrag.assembly.context import ORDERS
 from lcrag.config import CONFIG_FIELDS, Config
 from lcrag.errors import LcragError, OptionError
-from lcrag.options import SettingError, at_least, cli_message, reader_forms
+from lcrag.options import SettingError, at_least, cli_message, longrag_choices, reader_forms
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
-from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES
+from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
+from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.storage import ensure_directory
-from lcrag.strategies import document_strategies, needs_corpus
+from lcrag.strategies import document_strategies
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
@@ -48,7 +50,7 @@ Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads f
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds one call to a reader or embedder may take, retries included; then it fails.")]
 Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit.")]
 SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
-TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help="tree retriever: embedding or llm (the reader picks the branch).")]
+TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help=f"tree retriever: {spoken_list(NAVIGATIONS)} (llm: the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
@@ -77,13 +79,13 @@ def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
 @app.command()
 def ask(
     ctx: typer.Context,
-    doc: Annotated[Path, typer.Argument(help="A .txt/.md file, a directory of them, or JSONL with a 'text' field.")],
+    doc: Annotated[Path, typer.Argument(help="A .txt/.md file, a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],
     question: Annotated[str, typer.Argument(help="The question.")],
     strategy: Strategy = "self-route",
     retriever: RetrieverOpt = "bm25",
     k: Annotated[int, typer.Option("-k", help="Chunks to retrieve.")] = 5,
     budget: Annotated[Optional[int], typer.Option("--budget", help="Retrieved-token budget instead of -k.")] = None,
-    order: Annotated[Optional[str], typer.Option("--order", help="score or document (default: the strategy's own).")] = None,
+    order: Annotated[Optional[str], typer.Option("--order", help=f"{' or '.join(ORDERS)} (default: the strategy's own).")] = None,
     chunking: Chunking = None,
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
@@ -132,20 +134,29 @@ def _index_cost_line(cost: dict) -> str:
             f"{cost['prompt_tokens']} prompt + {cost['completion_tokens']} completion tokens")
 
 
+INDEX_CHUNKING = "words:300"  # lcrag index's chunking when neither --chunking nor the run file gives one
+
+
 @app.command()
 def index(
+    ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="The document to index.")],
-    chunking: Annotated[str, typer.Option("--chunking", help=f"{CHUNKING_HELP}.")] = "words:300",
+    chunking: Annotated[str, typer.Option("--chunking", help=f"{CHUNKING_HELP}.")] = INDEX_CHUNKING,
     retriever: Annotated[str, typer.Option("--retriever", "-r", help=f"{', '.join(RETRIEVERS.names())} or all (bm25 and dense).")] = "all",
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseURL = None,
     cache_dir: CacheDir = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its reader, embedder, chunking and cache sections are used, then the flags given here override them.")] = None,
 ) -> None:
     """Chunk DOC and build its BM25 index and embeddings on disk (later questions reuse them)."""
     kinds = ("bm25", "dense") if retriever in ("all", "hybrid") else (retriever,)
     RETRIEVERS.check(kinds[0])
-    settings = Settings(llm=llm, embedder=embedder, base_url=base_url, cache_dir=cache_dir, cache=False, chunking=chunking)
+    # --retriever is not the retrieval section's retriever (it also takes "all"): it is left out of the run config.
+    run = _run_config(ctx, config, {"retriever": ("", None)})
+    chunking = run.chunking.chunking or INDEX_CHUNKING
+    settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
+        {"chunking": chunking, "cache": False}).settings()  # the completion cache is not used to index, as before
     document = as_document(doc)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
@@ -184,7 +195,7 @@ def demo(
     workdir = cache_dir or Path(tempfile.mkdtemp(prefix="lcrag-demo-"))
     # Small chunks keep RAG prompts short for a small CPU reader; the completion cache is off so timings are real.
     settings = Settings(llm=llm, retriever=retriever, k=3, chunking="words:100", cache=False, cache_dir=workdir, max_tokens=32)
-    strategies = ("closed-book", "lc", "rag", "op-rag", "self-route")
+    strategies = document_strategies()  # every registered strategy that answers over one document, in order
     table = Table(title=f"lcrag demo · {len(document.text.split())}-word synthetic document · reader {llm}")
     table.add_column("question", max_width=36)
     table.add_column("strategy", no_wrap=True)
@@ -240,26 +251,9 @@ def _ints(value: str | None, name: str) -> list[int]:
         raise LcragError(f"--{name} takes whole numbers separated by commas") from None
 
 
-def _registered_parts(strategies: list[str], retrievers: list[str]) -> tuple[list[str], list[str]]:
-    """The names, each checked against its registry; a corpus-backed strategy's retrievers are the corpus index's
-    scorers."""
-    from lcrag.retrieval.corpus_index import SCORERS
-
-    for name in strategies:
-        STRATEGIES.check(name)
-    corpus_backed = any(needs_corpus(n) for n in strategies)
-    for name in retrievers:
-        if corpus_backed:
-            _check("retriever", name, SCORERS)
-        else:
-            RETRIEVERS.check(name)
-    return strategies, retrievers
-
-
 def _eval_run_config(ctx: typer.Context, run_file: Path | None) -> Config:
-    """``lcrag eval``'s configuration: the run file's, then the flags given (comma-separated lists become tuples)."""
-    from lcrag.chunking.units import UNIT_KINDS
-
+    """``lcrag eval``'s configuration: the run file's, then the flags given (comma-separated lists become tuples).
+    Strategies, retrievers and units are checked against the registries there, as a run file's are."""
     def listed(name: str) -> Callable:
         return lambda value: tuple(_csv(value, name))
 
@@ -274,8 +268,6 @@ def _eval_run_config(ctx: typer.Context, run_file: Path | None) -> Config:
     for flag, value in (("--dataset", run.eval.dataset), ("--out", run.eval.out)):
         if value is None:
             raise OptionError(f"{flag} is required (or {flag[2:]} in the eval section of --config)")
-    for name in run.eval.units:
-        _check("unit", name, UNIT_KINDS)
     return run
 
 
@@ -285,7 +277,7 @@ def evaluate(
     dataset: Annotated[Optional[Path], typer.Option("--dataset", help="A dataset file or directory (its format: see --format); required, here or in --config.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory: rows.jsonl, manifest.json, cache/; re-run to resume; required, here or in --config.")] = None,
     strategies: Annotated[str, typer.Option("--strategies", help=f"Comma-separated strategies: {', '.join(STRATEGIES.names())}.")] = "lc,rag,self-route",
-    retriever: Annotated[str, typer.Option("--retriever", help=f"Comma-separated retrievers: {', '.join(RETRIEVERS.names())} (corpus strategies: the corpus index's scorers).")] = "bm25",
+    retriever: Annotated[str, typer.Option("--retriever", help=f"Comma-separated retrievers: {', '.join(RETRIEVERS.names())} (corpus strategies: the corpus index's scorers, {', '.join(longrag_choices('scorer'))}).")] = "bm25",
     k: Annotated[str, typer.Option("-k", help="Comma-separated k values.")] = "5",
     budget: Annotated[Optional[str], typer.Option("--budget", help="Comma-separated retrieved-token budgets (added to the k values).")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help=f"Dataset format, one of {', '.join(DATASET_FORMATS.names())} (default: from the path).")] = None,
@@ -302,7 +294,7 @@ def evaluate(
     threads: Threads = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
-    unit: Annotated[str, typer.Option("--unit", help="longrag: comma-separated units (passage, document, grouped).")] = "grouped",
+    unit: Annotated[str, typer.Option("--unit", help=f"Corpus strategies (longrag): comma-separated units, of {', '.join(longrag_choices('unit'))}.")] = "grouped",
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
@@ -314,7 +306,7 @@ def evaluate(
 
     run = _eval_run_config(ctx, config)
     wanted = run.eval
-    names, retrievers = _registered_parts(list(wanted.strategies), list(wanted.retrievers))
+    names, retrievers = list(wanted.strategies), list(wanted.retrievers)
     settings = run.settings()
     loaded = load_dataset(wanted.dataset, wanted.format, skip_bad=wanted.skip_bad, limit=wanted.limit)
     if loaded.skipped:

@@ -11,10 +11,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from lcrag.chunking.units import GROUPINGS
 from lcrag.errors import LcragError
-from lcrag.options import reader_forms
+from lcrag.options import longrag_choices, reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
-from lcrag.registry import EMBEDDERS
+from lcrag.registry import EMBEDDERS, spoken_list
+from lcrag.retrieval.corpus.settings import FAISS_KINDS
+from lcrag.retrieval.executors import EXECUTORS  # imported at start-up anyway: the retrievers' registry loads its package
 
 corpus_app = typer.Typer(no_args_is_help=True, help="Answer over a document collection with long retrieval units (LongRAG).")
 
@@ -37,14 +40,14 @@ def _tokenizer(spec: str, stack: ExitStack):
 def build(
     corpus: Annotated[Path, typer.Argument(help="JSONL (or .jsonl.gz): id, title, text, optional links.")],
     out: Annotated[Path, typer.Option("--out", help="Index directory (re-run to resume an interrupted build, or to add units).")],
-    unit: Annotated[str, typer.Option("--unit", help="passage, document, grouped, or several, comma-separated.")] = "grouped",
-    grouping: Annotated[str, typer.Option("--grouping", help="auto (links if present, else title mentions), links, mentions, neighbours.")] = "auto",
+    unit: Annotated[str, typer.Option("--unit", help=f"{', '.join(longrag_choices('unit'))}, or several, comma-separated.")] = "grouped",
+    grouping: Annotated[str, typer.Option("--grouping", help=f"{', '.join(GROUPINGS)} (auto: links if present, else title mentions).")] = "auto",
     group_tokens: Annotated[int, typer.Option("--group-tokens", help="Largest group, in tokens.")] = 4096,
     piece_words: Annotated[int, typer.Option("--piece-words", help="Words per passage / MaxP piece.")] = 100,
     embedder: Annotated[str, typer.Option("--embedder", help=f"{EMBEDDERS.spec_forms()}, or none (BM25 only).")] = "minilm",
     bm25: Annotated[bool, typer.Option("--bm25/--no-bm25", help="Build BM25 over the units.")] = True,
-    faiss: Annotated[Optional[str], typer.Option("--faiss", help="Also build a faiss index: flat, ivf or hnsw.")] = None,
-    executor: Annotated[str, typer.Option("--executor", help="local, or ray (embedding on a Ray cluster).")] = "local",
+    faiss: Annotated[Optional[str], typer.Option("--faiss", help=f"Also build a faiss index: {spoken_list(FAISS_KINDS)}.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help=f"{spoken_list(EXECUTORS)} (ray: embedding on a Ray cluster).")] = "local",
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster address (default: start a local one).")] = None,
     tokenizer: Annotated[str, typer.Option("--tokenizer", help="Sizes in: a reader's tokens (smollm2, PATH.gguf), a tokenizer.json, or words.")] = "smollm2",
     batch: Annotated[int, typer.Option("--batch", help="Pieces per embedding batch.")] = 256,
@@ -62,7 +65,7 @@ def build(
     from lcrag.documents.files import check_regular_file
     from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex, index_directory
     from lcrag.retrieval.embedders import make_embedder
-    from lcrag.retrieval.executors import EXECUTORS, make_batches
+    from lcrag.retrieval.executors import make_batches
 
     if executor not in EXECUTORS:
         raise LcragError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -96,12 +99,12 @@ def build(
 def ask(
     index_dir: Annotated[Path, typer.Argument(help="A directory written by `lcrag corpus build`.")],
     question: Annotated[str, typer.Argument(help="The question.")],
-    unit: Annotated[Optional[str], typer.Option("--unit", help="Which built units to retrieve (default: grouped, else the first built).")] = None,
-    scorer: Annotated[str, typer.Option("--scorer", help="dense (MaxP) or bm25.")] = "dense",
+    unit: Annotated[Optional[str], typer.Option("--unit", help=f"Which built units to retrieve, of {', '.join(longrag_choices('unit'))} (default: grouped, else the first built).")] = None,
+    scorer: Annotated[str, typer.Option("--scorer", help=f"{spoken_list(longrag_choices('scorer'))} (dense: MaxP over the pieces' embeddings).")] = "dense",
     k: Annotated[int, typer.Option("-k", help="Units to retrieve (as many as fit the reader's window are read).")] = 4,
     faiss: Annotated[Optional[str], typer.Option("--faiss", help="Search the faiss index of this kind instead of exact MaxP.")] = None,
     context_tokens: Annotated[Optional[int], typer.Option("--context-tokens", help="Most reader tokens of context.")] = None,
-    prompt: Annotated[str, typer.Option("--prompt", help="Turn-1 prompt: nq or hotpotqa.")] = "nq",
+    prompt: Annotated[str, typer.Option("--prompt", help=f"Turn-1 prompt: {spoken_list(longrag_choices('task'))}.")] = "nq",
     llm: Annotated[str, typer.Option("--llm", help=f"The reader: {reader_forms()} (smollm2: bundled).")] = "smollm2",
     base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
@@ -112,10 +115,14 @@ def ask(
     from lcrag.readers import make_reader
     from lcrag.retrieval.corpus_index import CorpusIndex
     from lcrag.retrieval.embedders import make_embedder
-    from lcrag.options import at_least
+    from lcrag.options import at_least, one_of
     from lcrag.strategies.longrag import LongRAG
 
     at_least("k", k, 1)
+    # Names checked against longrag's registered options before the index is opened or a model loads.
+    one_of("unit", unit, longrag_choices("unit"), optional=True)
+    one_of("scorer", scorer, longrag_choices("scorer"))
+    one_of("prompt", prompt, longrag_choices("task"))
     at_least("context_tokens", context_tokens, 1, optional=True)
     at_least("context_window", context_window, 1, optional=True)
     probe = CorpusIndex(index_dir)  # what was built, and with which embedder

@@ -22,14 +22,14 @@ from typing import Any
 from lcrag.assembly.context import ORDERS
 from lcrag.documents.files import check_regular_file, decode_text, read_regular_file
 from lcrag.errors import LcragError, OptionError
-from lcrag.options import EvalOptions, SettingError, at_least, one_of
+from lcrag.options import EvalOptions, SettingError, at_least, longrag_choices, one_of
 from lcrag.readers import parse_reader_spec
 from lcrag.http import DEFAULT_TIMEOUT, check_base_url
 from lcrag.redaction import redact_spec, redact_url
-from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+from lcrag.registry import CHUNKERS, READERS, RETRIEVERS, STRATEGIES
 from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.tree_index import NAVIGATIONS
-from lcrag.strategies import PromptSet, document_strategies
+from lcrag.strategies import PromptSet, document_strategies, needs_corpus
 
 if typing.TYPE_CHECKING:
     from lcrag.pipeline import Settings
@@ -205,9 +205,31 @@ class EvalConfig:
         with _about("strategies"):
             for name in self.strategies:
                 STRATEGIES.check(name)
+        with _about("retrievers"):
+            check_eval_retrievers(self.strategies, self.retrievers)
+        with _about("units"):
+            units = longrag_choices("unit")  # the corpus units (UNIT_KINDS), as the longrag strategy registered them
+            for name in self.units:
+                if name not in units:
+                    raise OptionError(f"unknown unit {name!r}; choose one of {', '.join(units)}")
 
     def to_dict(self) -> dict:
         return _plain(self)
+
+
+def check_eval_retrievers(strategies: tuple[str, ...], retrievers: tuple[str, ...]) -> None:
+    """Each retriever of an eval matrix, checked against the retrievers' registry; when a corpus-backed strategy
+    (LongRAG) is in the matrix, against the corpus index's scorers instead, which it retrieves with."""
+    corpus_backed = [name for name in strategies if needs_corpus(name)]
+    if corpus_backed:
+        scorers = longrag_choices("scorer")  # SCORERS, as the longrag strategy registered them
+        for name in retrievers:
+            if name not in scorers:
+                raise OptionError(f"unknown retriever {name!r}; choose one of {', '.join(scorers)} (the corpus "
+                                  f"index's scorers, as {corpus_backed[0]} reads a corpus)")
+        return
+    for name in retrievers:
+        RETRIEVERS.check(name)
 
 
 SECTIONS: dict[str, type] = {
@@ -248,7 +270,9 @@ class Config:
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
         """A YAML (``.yaml``/``.yml``) or TOML (``.toml``) run file; invalid -> ``FILE: section.key: reason``."""
-        return cls.from_dict(_read_run_file(Path(path)), source=str(path))
+        data = _read_run_file(Path(path))
+        _check_paths(data, str(path))
+        return cls.from_dict(data, source=str(path))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> Config:
@@ -381,6 +405,54 @@ def _prompts(value: Any) -> dict[str, Any]:
     if isinstance(value, PromptSet):
         return {"prompts": value, "prompts_file": None}
     raise SettingError("prompts", f"must be the path of a prompts JSON file, got {value!r}")
+
+
+# The paths a run file may name. Relative ones are relative to the current directory, as a flag's are (not to the
+# file's directory); one that is missing is refused naming the file, the key and the absolute path looked for.
+_INPUT_PATHS = (("eval", "dataset"), ("eval", "corpus"), ("strategy", "prompts"), ("reader", "tokenizer"))
+_MODEL_SPECS = (("reader", "llm"), ("retrieval", "summary_llm"))  # a path when the spec names a local model file
+_OUTPUT_DIRS = (("eval", "out"), ("cache", "cache_dir"))  # created when missing, so only a file there is refused
+
+
+def _check_paths(data: Any, source: str) -> None:
+    """Every path the file names that must exist, checked before anything else reads it."""
+    def value(section: str, key: str) -> str | None:
+        values = data.get(section) if isinstance(data, Mapping) else None
+        found = values.get(key) if isinstance(values, Mapping) else None
+        return found if isinstance(found, str) and found else None  # other types: _typed says what it must be
+
+    for section, key in _INPUT_PATHS + _MODEL_SPECS:
+        path = value(section, key)
+        if path is not None and (section, key) in _MODEL_SPECS:
+            path = _model_file(path)
+        if path is not None and not _exists(path):
+            raise ConfigFileError(f"{source}: {section}.{key}: {path} does not exist{_looked_for(path)}")
+    for section, key in _OUTPUT_DIRS:
+        path = value(section, key)
+        if path is not None and _exists(path) and not Path(path).is_dir():
+            raise ConfigFileError(f"{source}: {section}.{key}: {path} is a file, not a directory{_looked_for(path)}")
+
+
+def _model_file(spec: str) -> str | None:
+    """The local file a reader spec names (``PATH.gguf``, ``gguf:PATH``), or None (a bundled model, a server)."""
+    match = READERS.match_spec(spec)
+    if match is None or match[1] is None or "suffixes" not in match[0].meta:  # only file readers have suffixes
+        return None
+    return match[1]
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):  # a name too long, a NUL byte: the readers say what is wrong
+        return True
+
+
+def _looked_for(path: str) -> str:
+    if Path(path).is_absolute():
+        return ""
+    return (f" (looked for {Path.cwd() / path}: relative paths in a run file are relative to the current directory, "
+            f"not to the file's)")
 
 
 def _read_run_file(path: Path) -> Any:

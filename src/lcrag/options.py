@@ -18,7 +18,8 @@ FLAGS = {
     "context_window": "--context-window", "threads": "--threads", "max_tokens": "--max-tokens",
     "limit": "--limit", "concurrency": "--concurrency", "max_file_mb": "--max-file-mb", "words": "--words",
     "context_tokens": "--context-tokens", "piece_words": "--piece-words", "group_tokens": "--group-tokens",
-    "batch": "--batch", "top": "--top", "timeout": "--timeout",
+    "batch": "--batch", "top": "--top", "timeout": "--timeout", "scorer": "--scorer", "prompt": "--prompt",
+    "unit": "--unit",
 }
 
 
@@ -82,3 +83,14 @@ def reader_forms() -> str:
     from lcrag.registry import READERS
 
     return READERS.spec_forms().replace("[", "\\[")
+
+
+def longrag_choices(option: str) -> tuple[str, ...]:
+    """The values the registered ``longrag`` strategy takes for ``option`` (``unit``: the corpus units, ``scorer``:
+    the corpus index's scorers, ``task``: the turn-1 prompts), for ``--help`` texts: defined where LongRAG is."""
+    from lcrag.registry import STRATEGIES
+
+    found = STRATEGIES.get("longrag").option(option)
+    if found is None or found.choices is None:
+        raise LookupError(f"the longrag strategy has no option {option!r} with choices")
+    return found.choices

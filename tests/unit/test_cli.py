@@ -126,6 +126,9 @@ BAD_INPUTS = [
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--window", "-1"], "--window must be ≥ 0"),
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--chunking", "words:0"], "--chunking must be"),
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--strategies", "magic"], "unknown strategy"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--unit", "pages"], "unknown unit 'pages'; choose one of"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--strategies", "longrag", "--retriever", "hybrid"],
+     "unknown retriever 'hybrid'; choose one of dense, bm25"),
     (["passkey", "{no_docs}/pk", "--depths", "0.5,1.5"], "between 0 and 1"),
     (["passkey", "{no_docs}/pk", "--variants", "needle"], "unknown variant"),
     (["passkey", "{no_docs}/pk", "--lengths", "10", "--tokenizer", "words"], "at least 64 tokens"),
@@ -135,6 +138,11 @@ BAD_INPUTS = [
     (["corpus", "ask", "{no_docs}", "q", "-k", "0"], "-k must be ≥ 1, got 0"),
     (["corpus", "ask", "{no_docs}", "q", "--context-tokens", "0"], "--context-tokens must be ≥ 1, got 0"),
     (["corpus", "ask", "{no_docs}", "q", "--context-window", "-1"], "--context-window must be ≥ 1, got -1"),
+    # checked against longrag's registered options before the index is opened
+    (["corpus", "ask", "{no_docs}", "q", "--scorer", "grep"], "--scorer must be one of dense, bm25; got 'grep'"),
+    (["corpus", "ask", "{no_docs}", "q", "--prompt", "trivia"], "--prompt must be one of nq, hotpotqa; got 'trivia'"),
+    (["corpus", "ask", "{no_docs}", "q", "--unit", "pages"], "--unit must be one of passage, document, grouped"),
+    (["index", DOC, "--config", "{missing.txt}"], "missing.txt"),
     (["analyze", "questions", "{no_docs}", "--top", "0"], "--top must be ≥ 1, got 0"),
     (["analyze", "failures", "{no_docs}"], "not a run directory"),
     # prompts files (defect 3)
@@ -222,3 +230,75 @@ def test_analyze_refuses_damaged_runs_and_bad_options(tmp_path, monkeypatch, cap
     args = [a.replace("{run}", str(run)).replace("{good}", str(good)) for a in args]
     code, err = run_main(args, monkeypatch, capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def _help(*command: str) -> str:
+    from typer.testing import CliRunner
+
+    from lcrag.cli import app
+
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_help_lists_choices_from_where_they_are_defined():
+    """No list of names in the CLI: corpus scorers, units, prompts, groupings, faiss kinds, executors come from
+    their definitions (through longrag's registered options where it has them)."""
+    from lcrag.chunking.units import GROUPINGS, UNIT_KINDS
+    from lcrag.registry import spoken_list
+    from lcrag.retrieval.corpus.settings import FAISS_KINDS, SCORERS
+    from lcrag.retrieval.executors import EXECUTORS
+    from lcrag.retrieval.tree_index import NAVIGATIONS
+    from lcrag.strategies.longrag import TURN1
+
+    corpus_ask = _help("corpus", "ask")
+    assert f"--scorer <str> {spoken_list(SCORERS)} (dense: MaxP" in corpus_ask
+    assert f"--prompt <str> Turn-1 prompt: {spoken_list(TURN1)}." in corpus_ask
+    assert f"--unit <str> Which built units to retrieve, of {', '.join(UNIT_KINDS)}" in corpus_ask
+    corpus_build = _help("corpus", "build")
+    assert f"--unit <str> {', '.join(UNIT_KINDS)}, or several" in corpus_build
+    assert f"--grouping <str> {', '.join(GROUPINGS)} (auto:" in corpus_build
+    assert f"faiss index: {spoken_list(FAISS_KINDS)}." in corpus_build and f"{spoken_list(EXECUTORS)} (ray:" in corpus_build
+    evaluate = _help("eval")
+    assert f"the corpus index's scorers, {', '.join(SCORERS)})" in evaluate
+    assert f"comma-separated units, of {', '.join(UNIT_KINDS)}." in evaluate
+    assert f"tree retriever: {spoken_list(NAVIGATIONS)} (llm:" in evaluate
+    assert "--config" in _help("index")
+
+
+def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, capsys, tmp_path):
+    """The demo's strategies are the registry's (those that answer over one document): the built-ins give the
+    same rows in the same order as before, and a newly registered strategy is asked too."""
+    from types import SimpleNamespace
+
+    import lcrag.cli
+    from lcrag.registry import STRATEGIES
+
+    asked = []
+
+    class Pipeline:  # answers at once: no reader is loaded
+        reader = None
+
+        def __init__(self, settings, progress=None):
+            pass
+
+        def ask(self, document, question, strategy):
+            asked.append(strategy)
+            return SimpleNamespace(text="x", route=strategy, prompt_tokens=1, seconds=0.0)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(lcrag.cli, "Pipeline", Pipeline)
+    args = ["demo", "--words", "300", "--cache-dir", tmp_path]
+    builtins = ["closed-book", "lc", "rag", "op-rag", "self-route"]
+    assert run_main(args, monkeypatch, capsys)[0] == 0
+    assert asked[:5] == builtins and set(asked) == set(builtins)
+    STRATEGIES.register("probe-strategy", help="a strategy registered by this test")(lambda: None)
+    try:
+        asked.clear()
+        assert run_main(args, monkeypatch, capsys)[0] == 0
+        assert asked[:6] == [*builtins, "probe-strategy"]
+    finally:
+        STRATEGIES.remove("probe-strategy")

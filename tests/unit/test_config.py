@@ -10,6 +10,7 @@ import lcrag.evaluation.runner
 from lcrag.config import Config, ConfigFileError, EvalConfig, ReaderConfig, RetrievalConfig, StrategyConfig
 from lcrag.errors import LcragError
 from lcrag.pipeline import Settings
+from lcrag.registry import RETRIEVERS
 from tests.unit.test_cli import run_main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -86,6 +87,13 @@ def test_the_examples_parse_and_validate():
     ("eval:\n  concurrency: 0\n", "eval.concurrency: must be ≥ 1, got 0"),
     ("eval:\n  strategies: [nope]\n", "eval.strategies: unknown strategy 'nope'"),
     ("strategy:\n  strategy: nope\n", "strategy.strategy: must be one of"),
+    # names checked against the registries in the file, not later by the CLI without the file's name
+    ("retrieval:\n  retriever: grep\n", "retrieval.retriever: must be one of bm25, dense"),
+    ("strategy:\n  strategy: longrag\n", "strategy.strategy: must be one of closed-book"),  # reads a corpus
+    ("eval:\n  retrievers: [bm25, grep]\n", "eval.retrievers: unknown retriever 'grep'; choose one of bm25"),
+    ("eval:\n  strategies: [longrag]\n  retrievers: [hybrid]\n",
+     "eval.retrievers: unknown retriever 'hybrid'; choose one of dense, bm25 (the corpus index's scorers"),
+    ("eval:\n  units: [pages]\n", "eval.units: unknown unit 'pages'; choose one of passage, document, grouped"),
     ("readers:\n  llm: smollm2\n", "readers: unknown section; the sections are reader, embedder,"),
     ("reader: smollm2\n", "reader: must be a table of keys, got 'smollm2'"),
     ("- just\n- a list\n", "must be a table of sections"),
@@ -207,3 +215,71 @@ def test_an_index_stores_the_configuration_that_built_it(tmp_path):
     index = pipeline.index(Document(id="d", text="one two three four five six seven eight"))
     meta = json.loads((index.dir / "meta.json").read_text(encoding="utf-8"))
     assert meta["config"] == {"chunking": {"chunking": "words:5"}}
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("bad.yaml", "eval:\n  retrievers: [grep]\n  dataset: {doc}\n  out: {out}\n"),
+    ("bad.toml", '[eval]\nretrievers = ["grep"]\ndataset = "{doc}"\nout = "{out}"\n'),
+])
+def test_eval_refuses_a_bad_retriever_in_the_file_naming_file_and_key(tmp_path, monkeypatch, capsys, doc, name, text):
+    path = write(tmp_path, name, text.format(doc=doc, out=tmp_path / "run"))
+    code, err = run_main(["eval", "--config", path], monkeypatch, capsys)
+    assert code == 2 and err == f"lcrag: error: {path}: eval.retrievers: unknown retriever 'grep'; choose one of " \
+                                f"{', '.join(RETRIEVERS.names())}\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("section", "key", "value", "shown"), [
+    ("eval", "dataset", "data/qa.jsonl", "data/qa.jsonl"),
+    ("eval", "corpus", "corpus-index", "corpus-index"),
+    ("strategy", "prompts", "prompts.json", "prompts.json"),
+    ("reader", "tokenizer", "tok/tokenizer.json", "tok/tokenizer.json"),
+    ("reader", "llm", "models/tiny.gguf", "models/tiny.gguf"),
+    ("reader", "llm", "gguf:models/tiny", "models/tiny"),
+    ("retrieval", "summary_llm", "models/summ.gguf", "models/summ.gguf"),
+])
+def test_a_missing_relative_path_names_file_key_and_where_it_was_looked_for(tmp_path, monkeypatch, capsys, doc,
+                                                                              section, key, value, shown):
+    (tmp_path / "runs").mkdir()
+    path = write(tmp_path / "runs", "run.yaml", f"{section}:\n  {key}: {value}\n")
+    monkeypatch.chdir(tmp_path)  # relative paths are relative to here (not to runs/, the file's directory)
+    expected = (f"{path}: {section}.{key}: {shown} does not exist (looked for {tmp_path / shown}: relative paths in a "
+                f"run file are relative to the current directory")
+    with pytest.raises(ConfigFileError) as raised:
+        Config.from_file(path)
+    assert str(raised.value).startswith(expected)
+    code, err = run_main(["ask", doc, "q", "--config", path], monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"lcrag: error: {expected}")
+
+
+def test_relative_paths_stay_relative_to_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "qa.jsonl").write_text("{}\n")
+    write(tmp_path, "prompts.json", json.dumps({"system": "Be brief."}))
+    path = write(tmp_path / "runs", "run.yaml", "eval:\n  dataset: qa.jsonl\n  out: out\nstrategy:\n  prompts: prompts.json\n")
+    monkeypatch.chdir(tmp_path)
+    run = Config.from_file(path)
+    assert run.eval.dataset == Path("qa.jsonl") and run.strategy.prompts.system == "Be brief."
+    write(tmp_path, "out", "a file")
+    with pytest.raises(ConfigFileError, match=f"eval.out: out is a file, not a directory .looked for {tmp_path / 'out'}"):
+        Config.from_file(path)
+
+
+def test_index_takes_the_file_then_the_flags_given(tmp_path, monkeypatch, capsys, doc, seen):
+    path = write(tmp_path, "run.yaml", f"reader:\n  max_tokens: 16\nchunking:\n  chunking: words:50\n"
+                                       f"cache:\n  cache_dir: {tmp_path / 'cache'}\nretrieval:\n  k: 9\n")
+    code, err = run_main(["index", doc, "--config", path], monkeypatch, capsys)
+    assert code == 2 and "stopped" in err
+    settings = seen["settings"]
+    assert (settings.chunking, settings.cache_dir, settings.max_tokens) == ("words:50", tmp_path / "cache", 16)
+    assert settings.cache is False and settings.k == 5  # no completion cache to index; the retrieval section unused
+    run_main(["index", doc, "--config", path, "--chunking", "words:20", "-r", "all"], monkeypatch, capsys)
+    assert seen["settings"].chunking == "words:20"
+    run_main(["index", doc, "--config", write(tmp_path, "empty.toml", "")], monkeypatch, capsys)
+    assert seen["settings"].chunking == "words:300"  # index's own default when neither gives one
+
+
+def test_index_refuses_a_bad_file_naming_file_and_key(tmp_path, monkeypatch, capsys, doc):
+    path = write(tmp_path, "run.toml", '[chunking]\nchunking = "pages:3"\n')
+    code, err = run_main(["index", doc, "--config", path], monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"lcrag: error: {path}: chunking.chunking: must be")
