@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -19,16 +19,18 @@ from rich.table import Table
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
 from lcrag.assembly.context import ORDERS
-from lcrag.config import CONFIG_FIELDS, Config
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, reader_forms
-from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.readers.http import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.storage import ensure_directory
 from lcrag.strategies import document_strategies
+
+# lcrag.pipeline and lcrag.config are imported by the commands that use them: `lcrag --help` does not need them.
+if TYPE_CHECKING:
+    from lcrag.config import Config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
@@ -52,6 +54,7 @@ Window = Annotated[int, typer.Option("--window", help="sentence-window retriever
 SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help=f"tree retriever: {spoken_list(NAVIGATIONS)} (llm: the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
+RouteThreshold = Annotated[Optional[float], typer.Option("--route-threshold", help="Self-Route: send a question to LC when the reader's probability of answering \"unanswerable\" is >= this (0..1; 0: every question). Default: the written answer decides.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
@@ -61,6 +64,8 @@ def _run_config(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tu
     A flag counts as given when it was on the command line or came from its environment variable (not typer's
     default). Parameters are named as the configuration's fields, except those in ``renamed``: param -> (field,
     conversion of the flag's value)."""
+    from lcrag.config import CONFIG_FIELDS, Config
+
     renamed = renamed or {}
     given = {}
     for param, value in ctx.params.items():
@@ -102,9 +107,13 @@ def ask(
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
+    unit: Annotated[Optional[str], typer.Option("--unit", help=f"Over a corpus index: the units to retrieve, {', '.join(longrag_choices('unit'))} (default: the smallest built).")] = None,
+    route_threshold: RouteThreshold = None,
     config: RunFile = None,
 ) -> None:
     """Answer QUESTION about DOC."""
+    from lcrag.pipeline import Pipeline, as_document
+
     settings = _run_config(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
     document = as_document(doc)
     with progress_factory() as progress:
@@ -123,6 +132,7 @@ def ask(
         f"[dim]{answer.strategy} → {answer.route} · prompt {answer.prompt_tokens} + completion "
         f"{answer.completion_tokens} tokens · {answer.seconds:.2f}s{cached}"
         + (f" · {answer.truncated_tokens} tokens cut from the middle" if answer.truncated_tokens else "")
+        + (f" · P(decline) {answer.decline_probability:.3f}" if answer.decline_probability is not None else "")
         + (_index_cost_line(answer.index_cost) if answer.index_cost else "")
         + "[/dim]"
     )
@@ -155,6 +165,9 @@ def index(
     # --retriever is not the retrieval section's retriever (it also takes "all"): it is left out of the run config.
     run = _run_config(ctx, config, {"retriever": ("", None)})
     chunking = run.chunking.chunking or INDEX_CHUNKING
+    from lcrag.config import Config
+    from lcrag.pipeline import Pipeline, as_document
+
     settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
         {"chunking": chunking, "cache": False}).settings()  # the completion cache is not used to index, as before
     document = as_document(doc)
@@ -188,6 +201,7 @@ def demo(
 ) -> None:
     """Ask a synthetic document's planted questions with every strategy and print a table."""
     from lcrag.evaluation import contains_answer
+    from lcrag.pipeline import Pipeline, Settings
     from lcrag.synthetic import needle_document
 
     at_least("words", words, 1)
@@ -298,6 +312,7 @@ def evaluate(
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
+    route_threshold: RouteThreshold = None,
     config: RunFile = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""

@@ -22,7 +22,7 @@ from typing import Any
 from lcrag.assembly.context import ORDERS
 from lcrag.documents.files import check_regular_file, decode_text, read_regular_file
 from lcrag.errors import LcragError, OptionError
-from lcrag.options import EvalOptions, SettingError, at_least, longrag_choices, one_of
+from lcrag.options import EvalOptions, SettingError, at_least, in_range, longrag_choices, one_of
 from lcrag.readers import parse_reader_spec
 from lcrag.http import DEFAULT_TIMEOUT, check_base_url
 from lcrag.redaction import redact_spec, redact_url
@@ -136,9 +136,14 @@ class RetrievalConfig:
     # Who writes RAPTOR and tree-index summaries; None: the answering reader. As in the RAPTOR paper (one summarizer,
     # many readers), a tree built once serves readers of any size.
     summary_llm: str | None = None
+    unit: str | None = None  # over a corpus index: passage | document | grouped; None: the smallest built
 
     def __post_init__(self) -> None:
         one_of("retriever", self.retriever, RETRIEVERS.names())
+        if self.unit is not None:
+            from lcrag.chunking.units import UNIT_KINDS  # only when given: the CLI starts without it
+
+            one_of("unit", self.unit, UNIT_KINDS)
         one_of("order", self.order, ORDERS, optional=True)
         one_of("tree_navigation", self.tree_navigation, NAVIGATIONS)
         at_least("k", self.k, 1)
@@ -158,9 +163,12 @@ class StrategyConfig:
     prompts: PromptSet = field(default_factory=PromptSet)
     # The JSON file the prompts came from, if any: a run file names the file, and to_dict() gives the name back.
     prompts_file: Path | None = field(default=None, metadata={"in_file": False})
+    # Self-Route: go to LC when the reader's probability of declining is >= this; None: its written answer decides.
+    route_threshold: float | None = None
 
     def __post_init__(self) -> None:
         one_of("strategy", self.strategy, document_strategies())
+        in_range("route_threshold", self.route_threshold, 0.0, 1.0)
         if not isinstance(self.prompts, PromptSet):
             raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
 

@@ -19,7 +19,7 @@ FLAGS = {
     "limit": "--limit", "concurrency": "--concurrency", "max_file_mb": "--max-file-mb", "words": "--words",
     "context_tokens": "--context-tokens", "piece_words": "--piece-words", "group_tokens": "--group-tokens",
     "batch": "--batch", "top": "--top", "timeout": "--timeout", "scorer": "--scorer", "prompt": "--prompt",
-    "unit": "--unit",
+    "unit": "--unit", "route_threshold": "--route-threshold", "lc_share": "--lc-share",
 }
 
 
@@ -47,6 +47,14 @@ def at_least(name: str, value: object, low: int, optional: bool = False) -> None
         raise SettingError(name, f"must be a whole number ≥ {low}, got {value!r}")
     if value < low:
         raise SettingError(name, f"must be ≥ {low}, got {value}")
+
+
+def in_range(name: str, value: object, low: float, high: float) -> None:
+    """``value`` is a number in [``low``, ``high``], or None (not set)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise SettingError(name, f"must be a number from {low:g} to {high:g}, got {value!r}")
 
 
 def one_of(name: str, value: object, allowed: Iterable[str], optional: bool = False) -> None:

@@ -27,7 +27,7 @@ from lcrag.readers.http import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
-from lcrag.strategies import PromptSet, QueryContext, make_strategy
+from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
 from lcrag.types import Answer, Document
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class Settings:
     embedder: str = "minilm"
     window: int = 3  # sentence-window retriever: sentences either side of a hit
     tree_navigation: str = "embedding"  # tree retriever: embedding | llm
+    unit: str | None = None  # over a corpus index: passage | document | grouped; None: the smallest built
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)  # never shown: reprs end up in logs and messages
     context_window: int | None = None
@@ -63,6 +64,7 @@ class Settings:
     cache: bool = True
     cache_dir: Path | None = None
     prompts: PromptSet = field(default_factory=PromptSet)
+    route_threshold: float | None = None  # Self-Route: LC when P(decline) >= this; None: the written answer decides
 
     def __post_init__(self) -> None:
         """Every value is checked once, before any model loads, by the configuration objects (one per concern,
@@ -110,7 +112,8 @@ class Pipeline:
         self._progress = progress
         self._indexes: dict[tuple[str, str], DocumentIndex] = {}
         self._contexts: dict[str, QueryContext] = {}
-        self._corpora: dict[str, CorpusUnits] = {}  # by directory
+        self._strategies: dict[str, Strategy] = {}
+        self._corpora: dict[str, CorpusUnits] = {}  # by directory and unit kind
         self._lock = threading.Lock()
 
     @property
@@ -142,8 +145,15 @@ class Pipeline:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.settings.embedder, self.settings.base_url, self.settings.api_key,
-                                           timeout=self.settings.timeout)
+            s = self.settings
+            endpoint = {"base_url": s.base_url, "api_key": s.api_key, "timeout": s.timeout}
+            if s.cache:  # a question seen before reads its vector from disk, without loading the embedder
+                from lcrag.retrieval.query_cache import cached_query_embedder
+
+                self._embedder = cached_query_embedder(s.embedder, lambda: make_embedder(s.embedder, **endpoint),
+                                                       self.cache_dir, **endpoint)
+            else:
+                self._embedder = make_embedder(s.embedder, **endpoint)
         return self._embedder
 
     def chunker(self, chunking: str) -> Chunker:
@@ -170,11 +180,12 @@ class Pipeline:
     def corpus(self, source: CorpusSource) -> CorpusUnits:
         """The corpus index's units, opened once (the embedder only loads if dense search is used)."""
         with self._lock:
-            if source.directory not in self._corpora:
+            key = f"{source.directory}:{source.unit}"
+            if key not in self._corpora:
                 from lcrag.retrieval.corpus.source import CorpusUnits  # imported when a corpus is read
 
-                self._corpora[source.directory] = CorpusUnits.open(source, lambda: self.embedder)
-            return self._corpora[source.directory]
+                self._corpora[key] = CorpusUnits.open(source, lambda: self.embedder)
+            return self._corpora[key]
 
     def context(self, document: Document, strategy: str) -> QueryContext:
         s = self.settings
@@ -190,6 +201,8 @@ class Pipeline:
         if self.settings.chunking is not None:
             raise InputError(f"--chunking does not apply to a corpus index: {source.source}'s units were made by "
                              "`lcrag corpus build`")
+        if source.unit is None and self.settings.unit is not None:
+            source = replace(source, unit=self.settings.unit)
         key = f"{source.content_hash}:units"
         if key not in self._contexts:
             units = self.corpus(source)
@@ -220,7 +233,10 @@ class Pipeline:
             raise InputError("the question is empty")
         at_least("max_tokens", max_tokens, 1, optional=True)
         strategy = strategy or self.settings.strategy
-        runner = make_strategy(strategy, self.settings.order)
+        if strategy not in self._strategies:  # kept: a condition says what it says once (e.g. no logprobs)
+            self._strategies[strategy] = make_strategy(strategy, self.settings.order,
+                                                       threshold=self.settings.route_threshold)
+        runner = self._strategies[strategy]
         ctx = self.context(as_document(document), strategy)
         if prompts is not None or max_tokens is not None:
             # A shallow copy: the truncated-document memo stays shared with the cached context.

@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
-
 log = logging.getLogger("lcrag")
 
 
@@ -45,6 +43,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 @contextmanager
 def file_lock(path: Path, timeout: float = -1) -> Iterator[None]:
     """An exclusive inter-process lock on ``path`` (created if missing); ``timeout`` -1 waits forever."""
+    from filelock import FileLock  # on first use: ~5 ms that `lcrag --help` need not pay
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path), timeout=timeout):

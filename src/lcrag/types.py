@@ -92,6 +92,9 @@ class Answer:
     # One-off cost of building the retriever's index for this document (RAPTOR / tree-index summaries): a dict with
     # calls, prompt_tokens, completion_tokens, seconds, document. Not part of the per-question ``calls``.
     index_cost: dict[str, Any] | None = None
+    # Self-Route's first step: the probability that the reader's answer starts with the decline ("unanswerable"),
+    # from its token log-probabilities; None when the reader returned none.
+    decline_probability: float | None = None
     context: str | None = field(default=None, repr=False)  # the text the reader saw (kept out of to_dict: long)
 
     @property

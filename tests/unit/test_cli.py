@@ -273,6 +273,7 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
     from types import SimpleNamespace
 
     import lcrag.cli
+    import lcrag.pipeline
     from lcrag.registry import STRATEGIES
 
     asked = []
@@ -290,7 +291,7 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
         def close(self):
             pass
 
-    monkeypatch.setattr(lcrag.cli, "Pipeline", Pipeline)
+    monkeypatch.setattr(lcrag.pipeline, "Pipeline", Pipeline)  # the CLI imports it when a command runs
     args = ["demo", "--words", "300", "--cache-dir", tmp_path]
     builtins = ["closed-book", "lc", "rag", "op-rag", "self-route"]
     assert run_main(args, monkeypatch, capsys)[0] == 0

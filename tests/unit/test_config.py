@@ -7,6 +7,7 @@ import pytest
 
 import lcrag.cli
 import lcrag.evaluation.runner
+import lcrag.pipeline
 from lcrag.config import Config, ConfigFileError, EvalConfig, ReaderConfig, RetrievalConfig, StrategyConfig
 from lcrag.errors import LcragError
 from lcrag.pipeline import Settings
@@ -139,7 +140,7 @@ def seen(monkeypatch):
         captured.update(configs=configs, out=out, settings=settings, **kwargs)
         raise Stop("stopped")
 
-    monkeypatch.setattr(lcrag.cli, "Pipeline", pipeline)
+    monkeypatch.setattr(lcrag.pipeline, "Pipeline", pipeline)  # the CLI imports it when a command runs
     monkeypatch.setattr(lcrag.evaluation.runner, "EvalRunner", runner)
     return captured
 

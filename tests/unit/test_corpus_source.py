@@ -112,3 +112,11 @@ def test_eval_runs_every_strategy_over_the_corpus(corpus_dir, scripted_reader, t
     assert {s: rows[s]["prediction"] for s in ("lc", "rag", "op-rag", "self-route")} == dict.fromkeys(
         ("lc", "rag", "op-rag", "self-route"), "73914")
     assert rows["closed-book"]["prediction"] == "unanswerable"  # the question alone: no corpus read
+
+
+def test_the_unit_kind_is_a_setting(corpus_dir, scripted_reader):
+    p, reader = pipeline(scripted_reader, strategy="rag", k=1, unit="document")
+    p.ask(corpus_dir, "What is the secret code of the Zorblax Vault?")
+    assert "Zorblax Vault\nThe secret code" in reader.calls[0][-1]["content"]  # a document unit: title, then text
+    with pytest.raises(LcragError, match="unit"):
+        Settings(unit="chapter")

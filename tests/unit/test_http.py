@@ -240,7 +240,7 @@ def test_timeout_setting_reaches_reader_and_embedder_and_is_checked(tmp_path):
     pipeline = Pipeline(settings)
     assert pipeline.reader.inner._http.timeout == 7.5
     assert pipeline.reader.tokenizer.timeout == 7.5
-    assert pipeline.embedder._http.timeout == 7.5
+    assert pipeline.embedder.uncached._http.timeout == 7.5  # behind the query-vector cache
     assert make_reader("openai:m@http://127.0.0.1:9")._http.timeout == 600.0  # the documented default
     for bad in (0, -1, float("nan"), float("inf"), "10", True):
         with pytest.raises(OptionError, match=r"timeout must be a number of seconds above 0 and below 1e9"):

@@ -203,6 +203,8 @@ class EvalRunner:
             "summary_llm": redact_spec(s.separate_summary_llm) if self._uses({"tree", "raptor"}) else None,
             "retriever_options": self._retriever_options(),
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
+            **({"corpus_unit": s.unit} if s.unit else {}),
+            **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),  # absent by default: older runs' identities still match
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
         }
@@ -305,6 +307,10 @@ class EvalRunner:
             "raw_route_answer": answer.raw_route_answer,
             "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
             "calls": [asdict(c) for c in answer.calls], "chunks": [c.index for c in answer.chunks],
+            # what a router may read before choosing: retrieval scores (in the order given) and Self-Route's
+            # probability of declining
+            "chunk_scores": [round(c.score, 6) for c in answer.chunks],
+            "decline_probability": answer.decline_probability,
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
             # opening (or, the first time, building) the retriever's index for this document
             "index_seconds": round(answer.timings.get("index", 0.0), 4),

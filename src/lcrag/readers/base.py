@@ -23,6 +23,10 @@ class Completion:
     # The server's build of the model (OpenAI's ``system_fingerprint``), when it reports one: a cached answer from
     # another build is not reused.
     system_fingerprint: str | None = None
+    # When asked for (GenerationParams.top_logprobs): the first generated tokens, each with the most likely
+    # candidates at its position, [{"token": chosen, "top": [[candidate, logprob], ...]}, ...]; None when the
+    # server returned none.
+    logprobs: list[dict] | None = None
 
 
 @dataclass
@@ -31,11 +35,14 @@ class GenerationParams:
     temperature: float = 0.0
     seed: int = 1234
     stop: list[str] = field(default_factory=list)
+    top_logprobs: int = 0  # candidates per position to return with their log-probabilities (OpenAI allows <= 20)
 
     def as_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
         if self.stop:
             payload["stop"] = list(self.stop)
+        if self.top_logprobs:
+            payload.update(logprobs=True, top_logprobs=self.top_logprobs)
         return payload
 
 

@@ -40,6 +40,8 @@ def _field_ok(name: str, value: object) -> bool:
         return isinstance(value, str)
     if name == "system_fingerprint":
         return value is None or isinstance(value, str)
+    if name == "logprobs":
+        return value is None or (isinstance(value, list) and all(isinstance(p, dict) for p in value))
     if name == "from_cache":
         return isinstance(value, bool)
     if name == "seconds":

@@ -102,6 +102,7 @@ class OpenAIChatReader:
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             seconds=seconds,
             system_fingerprint=fingerprint,
+            logprobs=_logprobs(data) if params.top_logprobs else None,
         )
 
     def count_prompt_tokens(self, messages: list[Message]) -> int:
@@ -118,6 +119,23 @@ class OpenAIChatReader:
     def close(self) -> None:
         self._http.close()
         self._root_http.close()
+
+
+# Positions kept: enough for a short answer's first words (a decline), small enough for the completion cache.
+_LOGPROB_POSITIONS = 8
+
+
+def _logprobs(data: dict) -> list[dict] | None:
+    """The first generated tokens and their top candidates from an OpenAI-style ``choices[0].logprobs.content``
+    (OpenAI, vLLM, llama.cpp server); None when the server sent none or something else."""
+    try:
+        content = data["choices"][0]["logprobs"]["content"]
+        return [{"token": str(pos["token"]),
+                 "top": [[str(c["token"]), float(c["logprob"])] for c in pos.get("top_logprobs") or []]
+                 or [[str(pos["token"]), float(pos["logprob"])]]}
+                for pos in content[:_LOGPROB_POSITIONS]]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
 
 
 def _model_and_url(rest: str) -> tuple[str, str | None]:

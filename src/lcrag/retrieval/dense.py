@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from lcrag.lazy import lazy_module
 from lcrag.registry import RETRIEVERS
-from lcrag.retrieval.embedders import Embedder
+from lcrag.retrieval.embedders import Embedder, uncached
 from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.types import Chunk, ScoredChunk
 
@@ -26,8 +26,8 @@ EmbedBatches = Callable[[Iterator[list[str]]], Iterator["np.ndarray"]]
 
 
 def local_batches(embedder: Embedder) -> EmbedBatches:
-    """Embed text batches one after another in this process."""
-    return lambda batches: (embedder.embed(texts) for texts in batches)
+    """Embed text batches one after another in this process (bulk: past any query cache)."""
+    return lambda batches: (uncached(embedder).embed(texts) for texts in batches)
 
 
 def embed_rows(

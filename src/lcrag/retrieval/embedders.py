@@ -26,6 +26,17 @@ class Embedder(Protocol):
         ...
 
 
+def uncached(embedder: Embedder) -> Embedder:
+    """The embedder that embeds text in bulk (chunks, sentences, summaries, corpus pieces): ``embedder`` itself, or
+    the one a query cache wraps (see :mod:`lcrag.retrieval.query_cache`), so bulk text never fills that cache."""
+    return getattr(embedder, "uncached", embedder)
+
+
+def minilm_name(max_length: int = 256) -> str:
+    """The bundled embedder's identity (its name), known without loading it."""
+    return f"onnx:all-MiniLM-L6-v2-int8:max{max_length}"
+
+
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -65,7 +76,7 @@ class OnnxMiniLMEmbedder:
         self._tokenizer.no_padding()
         self.max_length = max_length
         self.max_batch_tokens = max_batch_tokens
-        self.name = f"onnx:all-MiniLM-L6-v2-int8:max{max_length}"
+        self.name = minilm_name(max_length)
 
     def _embed_batch(self, encodings: list) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
@@ -117,13 +128,19 @@ class SentenceTransformerEmbedder:
         self._model = SentenceTransformer(model, device=device)
         self.dimension = int(self._model.get_sentence_embedding_dimension())
         self.batch_size = batch_size
-        self.name = f"st:{model}"
+        self.name = st_name(model)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = self._model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True)
         return _normalise(vectors)
+
+
+def st_name(model: str | None) -> str:
+    from lcrag import models
+
+    return f"st:{model or models.minilm_sentence_transformers_dir()}"
 
 
 class OpenAIEmbedder:
@@ -145,7 +162,7 @@ class OpenAIEmbedder:
         self.model = model
         self.batch_size = batch_size
         # Keys the embedding caches and is stored in manifests: the server and model, never credentials.
-        self.name = f"openai:{model}@{self._http.shown_url}"
+        self.name = f"openai:{model}@{self._http.shown_url}"  # = openai_name(model, base_url)
         self.dimension = 0  # learned from the first response
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -163,6 +180,14 @@ class OpenAIEmbedder:
         vectors = _normalise(np.array(rows, dtype=np.float32))
         self.dimension = vectors.shape[1]
         return vectors
+
+
+def openai_name(model: str, base_url: str | None = None, api_key: str | None = None, **_endpoint: object) -> str:
+    """An OpenAI-compatible embedder's identity (its name), known without a connection."""
+    from lcrag.http import resolve_endpoint
+    from lcrag.redaction import redact_url
+
+    return f"openai:{model}@{redact_url(resolve_endpoint(base_url, api_key, 'embedder')[0])}"
 
 
 def make_embedder(spec: str = "minilm", base_url: str | None = None, api_key: str | None = None,
@@ -192,19 +217,20 @@ def _rest_or_empty(rest: str | None) -> str:
 
 
 @EMBEDDERS.register("minilm", help="the bundled all-MiniLM-L6-v2 (int8 ONNX, offline)", default=True,
-                    aliases=("minilm", "default", ""), prefixes=(), forms=("minilm",))
+                    aliases=("minilm", "default", ""), prefixes=(), forms=("minilm",),
+                    identity=lambda name, **_endpoint: minilm_name(), dimension=OnnxMiniLMEmbedder.dimension)
 def minilm_embedder(name: str, **_endpoint: object) -> OnnxMiniLMEmbedder:
     return OnnxMiniLMEmbedder()
 
 
 @EMBEDDERS.register("st", help="any sentence-transformers model by name or path (pip install lcrag[st])",
-                    prefixes=("st",), forms=("st:NAME_OR_PATH",))
+                    prefixes=("st",), forms=("st:NAME_OR_PATH",), identity=lambda name, **_endpoint: st_name(name))
 def sentence_transformers_embedder(name: str, **_endpoint: object) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(name or None)
 
 
 @EMBEDDERS.register("openai", help="an OpenAI-compatible /embeddings endpoint", prefixes=("openai",),
-                    forms=("openai:MODEL",), parse=lambda rest: rest or None)
+                    forms=("openai:MODEL",), parse=lambda rest: rest or None, identity=openai_name)
 def openai_embedder(name: str, base_url: str | None = None, api_key: str | None = None,
                     timeout: float | None = None) -> OpenAIEmbedder:
     return OpenAIEmbedder(name, base_url=base_url, api_key=api_key, timeout=timeout)

@@ -17,7 +17,7 @@ from pathlib import Path
 from lcrag.assembly.truncation import truncate_middle
 from lcrag.lazy import lazy_module
 from lcrag.readers.base import Completion, GenerationParams, Reader, complete_many, reader_identity
-from lcrag.retrieval.embedders import Embedder
+from lcrag.retrieval.embedders import Embedder, uncached
 from lcrag.types import Chunk
 
 if TYPE_CHECKING:
@@ -145,5 +145,6 @@ class SummaryTree:
 
 
 def embed_texts(embedder: Embedder, texts: list[str], batch: int = 64) -> np.ndarray:
-    parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    bulk = uncached(embedder) if texts else embedder  # summaries: bulk text, past any query cache
+    parts = [bulk.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
     return np.vstack(parts).astype(np.float32) if parts else np.zeros((0, 0), np.float32)

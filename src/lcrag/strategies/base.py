@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lcrag.assembly import (
     AssembledContext,
@@ -14,7 +14,7 @@ from lcrag.assembly import (
     truncate_middle,
 )
 from lcrag.errors import InputError
-from lcrag.readers.base import GenerationParams, Reader
+from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.index import DocumentIndex
 from lcrag.strategies.prompts import PromptSet
 from lcrag.tokenization import Tokenizer
@@ -52,9 +52,18 @@ class Timer:
 
 
 def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer) -> tuple[str, LLMCall]:
+    """The reader's stripped answer and the call's accounting (the interface plugins use)."""
+    text, call, _ = read_completion(ctx, stage, messages, timer)
+    return text, call
+
+
+def read_completion(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer,
+                    top_logprobs: int = 0) -> tuple[str, LLMCall, Completion]:
+    """As :func:`call_reader`, plus the completion itself: its token probabilities when ``top_logprobs`` asks."""
+    params = replace(ctx.params, top_logprobs=top_logprobs) if top_logprobs else ctx.params
     with timer.stage(f"llm:{stage}"):
-        completion = ctx.reader.complete(messages, ctx.params)
-    return completion.text.strip(), LLMCall.from_completion(stage, completion)
+        completion = ctx.reader.complete(messages, params)
+    return completion.text.strip(), LLMCall.from_completion(stage, completion), completion
 
 
 def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembler, timer: Timer,

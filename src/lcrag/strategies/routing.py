@@ -9,6 +9,8 @@ reads the question, a confidence threshold) is a new class with ``__call__(answe
 from __future__ import annotations
 
 import logging
+import math
+import re
 from dataclasses import replace
 from typing import Protocol
 
@@ -30,13 +32,58 @@ def is_unanswerable(text: str) -> bool:
     return normalize_answer(text) == "unanswerable"
 
 
+DECLINE = "unanswerable"
+_LEADING = re.compile(r"^[\W_]+")  # spaces, quotes, asterisks before the first word
+
+
+def decline_probability(logprobs: list[dict] | None, word: str = DECLINE) -> float | None:
+    """The probability that an answer starts with ``word``, from the first generated positions' top candidates.
+
+    Along the generated path, while what was generated is still the start of ``word`` (or only spaces and
+    punctuation), every candidate that completes ``word`` adds its path probability; a candidate that only starts
+    it ("Un") adds its probability too, as the continuation beyond the top candidates is not visible and, in a
+    prompt that names the word, nearly always completes it. None when there are no log-probabilities.
+    """
+    if not logprobs:
+        return None
+    total, path, generated = 0.0, 1.0, ""
+    for position in logprobs:
+        for token, logprob in position["top"]:
+            started = _LEADING.sub("", (generated + token).lower())
+            if started and (word.startswith(started) or started.startswith(word)) and (
+                    token != position["token"] or len(started) >= len(word)):
+                total += path * math.exp(logprob)
+        chosen = _LEADING.sub("", (generated + position["token"]).lower())
+        if chosen and (len(chosen) >= len(word) or not word.startswith(chosen)):
+            break  # the answer left (or completed) the word: nothing later changes how it starts
+        path *= math.exp(next((lp for t, lp in position["top"] if t == position["token"]), 0.0))
+        generated += position["token"]
+    return min(1.0, total)
+
+
 class Declined:
-    """Self-Route's condition: fall back when the first answer is a decline ("unanswerable")."""
+    """Self-Route's condition: fall back when the first answer is a decline ("unanswerable").
+
+    ``threshold=None``: the written answer decides (the paper's rule). With a threshold T in [0, 1]: fall back when
+    the reader's probability of starting with the decline is >= T (T=0: every question; T=1: only certain
+    declines), which works with readers that rarely write the decline; a reader that returns no token
+    probabilities falls back to the written answer, said once.
+    """
+
+    def __init__(self, threshold: float | None = None):
+        self.threshold = threshold
+        self._said = False
 
     def __call__(self, answer: Answer) -> bool:
+        if self.threshold is not None and answer.decline_probability is not None:
+            return answer.decline_probability >= self.threshold
+        if self.threshold is not None and not self._said:
+            self._said = True
+            log.warning("the reader returned no token probabilities: --route-threshold falls back to the written "
+                        "answer (\"unanswerable\" or not)")
         if is_unanswerable(answer.text):
             return True
-        if "unanswerable" in normalize_answer(answer.text) or "cannot be answered" in answer.text.lower():
+        if DECLINE in normalize_answer(answer.text) or "cannot be answered" in answer.text.lower():
             log.info("self-route kept a near-decline as the answer: %r", answer.text)
         return False
 
@@ -51,7 +98,8 @@ def merge_timings(first: dict[str, float], second: dict[str, float]) -> dict[str
 
 class Routed(Strategy):
     """``first``; when ``condition(first's answer)`` holds, ``fallback`` too. The answer is billed for every call
-    made, keeps the first answer as ``raw_route_answer`` and the first strategy's chunks and index cost."""
+    made, keeps the first answer as ``raw_route_answer`` and the first strategy's chunks, index cost and decline
+    probability."""
 
     def __init__(self, name: str, first: Strategy, condition: Condition, fallback: Strategy):
         self.name = name
@@ -68,4 +116,5 @@ class Routed(Strategy):
             second, strategy=self.name, calls=first.calls + second.calls, chunks=first.chunks,
             timings=merge_timings(first.timings, second.timings), raw_route_answer=first.text,
             index_cost=first.index_cost if first.index_cost is not None else second.index_cost,
+            decline_probability=first.decline_probability,
         )

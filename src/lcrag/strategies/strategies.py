@@ -11,11 +11,15 @@ from lcrag.strategies.base import (
     Strategy,
     Timer,
     call_reader,
+    read_completion,
     long_context,
     retrieve_context,
 )
-from lcrag.strategies.routing import Declined, Routed, is_unanswerable
+from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
 from lcrag.types import Answer, LLMCall
+
+# Candidates per position asked for when a decline is measured (OpenAI allows at most 20).
+TOP_LOGPROBS = 20
 
 __all__ = ["RAG", "ClosedBook", "LongContext", "SelfRoute", "is_unanswerable", "make_strategy"]
 
@@ -52,11 +56,13 @@ class RAG(Strategy):
     ``template`` names the prompt (a :class:`PromptSet` field) and ``stage`` the LLM call: Self-Route's first step is
     this strategy with its own prompt, called "route"."""
 
-    def __init__(self, order: str | None = None, name: str = "rag", template: str = "rag", stage: str = "answer"):
+    def __init__(self, order: str | None = None, name: str = "rag", template: str = "rag", stage: str = "answer",
+                 decline: str | None = None):
         self.order = order
         self.name = name
         self.template = template
         self.stage = stage
+        self.decline = decline  # a word the answer may start with to decline: its probability is measured
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
@@ -64,9 +70,10 @@ class RAG(Strategy):
         calls: list[LLMCall] = []
         context = retrieve_context(ctx, question, assembler, timer, calls)
         messages = ctx.prompts.messages(getattr(ctx.prompts, self.template), question, context.text)
-        text, call = call_reader(ctx, self.stage, messages, timer)
+        text, call, completion = read_completion(ctx, self.stage, messages, timer, TOP_LOGPROBS if self.decline else 0)
+        declined = decline_probability(completion.logprobs, self.decline) if self.decline else None
         return Answer(text, question, self.name, route="rag", calls=calls + [call], chunks=context.chunks,
-                      timings=timer.timings, index_cost=context.index_cost)
+                      timings=timer.timings, index_cost=context.index_cost, decline_probability=declined)
 
 
 class SelfRoute(Routed):
@@ -75,10 +82,10 @@ class SelfRoute(Routed):
     ``order="document"`` gives Self-Route over order-preserving retrieval (OP-RAG's assembly).
     """
 
-    def __init__(self, order: str | None = None):
+    def __init__(self, order: str | None = None, threshold: float | None = None):
         self.order = order
-        super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route"),
-                         Declined(), LongContext())
+        super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route",
+                                           decline=DECLINE), Declined(threshold), LongContext())
 
 
 def order_option(default: str) -> Option:
@@ -97,14 +104,18 @@ def op_rag(order: str = "document") -> Strategy:
 
 
 @STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC",
-                     options=(order_option("score"),))
-def self_route(order: str = "score") -> Strategy:
-    return SelfRoute(order=order)
+                     options=(order_option("score"),
+                              Option("threshold", float, None, "go to LC when P(decline) >= this (None: the written "
+                                     "answer decides)", min=0.0, max=1.0)))
+def self_route(order: str = "score", threshold: float | None = None) -> Strategy:
+    return SelfRoute(order=order, threshold=threshold)
 
 
-def make_strategy(name: str, order: str | None = None) -> Strategy:
-    """A strategy by name; ``order`` (score or document) overrides the retrieval strategies' default ordering (parts
-    without an order option ignore it). Unknown names get the registered ones."""
+def make_strategy(name: str, order: str | None = None, **options: object) -> Strategy:
+    """A strategy by name; ``order`` (score or document) overrides the retrieval strategies' default ordering, and
+    other ``options`` (e.g. ``threshold``) are passed to the parts that declare them (others ignore them). Unknown
+    names get the registered ones."""
     part = STRATEGIES.get(name)
-    given = {"order": order} if order and part.option("order") else {}
+    given = {key: value for key, value in {"order": order, **options}.items()
+             if value is not None and part.option(key)}
     return part.create(**part.check_options(given))

@@ -1,0 +1,101 @@
+"""Self-Route's decline probability from token log-probabilities, and the --route-threshold condition."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from lcrag.errors import LcragError
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.readers.base import Completion, GenerationParams
+from lcrag.readers.cache import CompletionCache
+from lcrag.readers.openai_compat import _logprobs
+from lcrag.strategies.routing import decline_probability
+from lcrag.types import Document
+
+
+def position(chosen, **candidates):
+    return {"token": chosen, "top": [[t, math.log(p)] for t, p in candidates.items()]}
+
+
+def test_first_token_mass_of_the_decline_counts():
+    # "Un" and "un" start the decline; "The" and "I" do not
+    logprobs = [position("The", The=0.7, Un=0.1, un=0.05, I=0.1)]
+    assert decline_probability(logprobs) == pytest.approx(0.15)
+
+
+def test_a_decline_spread_over_tokens_multiplies_along_the_path():
+    logprobs = [position("Un", Un=0.6, The=0.3), position("answer", answer=0.9, known=0.1),
+                position("able", able=1.0)]
+    assert decline_probability(logprobs) == pytest.approx(0.54)
+
+
+def test_leading_quotes_and_spaces_are_skipped():
+    logprobs = [{"token": ' "', "top": [[' "', math.log(0.5)], ["Unanswerable", math.log(0.4)]]},
+                position("unanswerable", unanswerable=0.8, Paris=0.2)]
+    assert decline_probability(logprobs) == pytest.approx(0.4 + 0.5 * 0.8)
+
+
+def test_no_logprobs_no_probability():
+    assert decline_probability(None) is None and decline_probability([]) is None
+
+
+def test_openai_style_logprobs_are_read():
+    data = {"choices": [{"logprobs": {"content": [
+        {"token": "Un", "logprob": -0.5, "top_logprobs": [{"token": "Un", "logprob": -0.5}, {"token": "The", "logprob": -1.0}]}]}}]}
+    assert _logprobs(data) == [{"token": "Un", "top": [["Un", -0.5], ["The", -1.0]]}]
+    assert _logprobs({"choices": [{"message": {}}]}) is None
+
+
+def test_the_completion_cache_keeps_logprobs(tmp_path):
+    cache = CompletionCache(tmp_path / "c.sqlite")
+    cache.put("k", Completion("x", "m", 3, 1, logprobs=[position("Un", Un=0.5)]))
+    assert cache.get("k").logprobs == [{"token": "Un", "top": [["Un", math.log(0.5)]]}]
+
+
+class DecliningReader:
+    """Writes "The answer" but gives "Un" the probability ``p`` at the first position of Self-Route's step."""
+
+    def __init__(self, scripted_reader, p, with_logprobs=True):
+        self.inner = scripted_reader(lambda m: "The answer")
+        self.model, self.context_window, self.tokenizer = "declining", 100_000, self.inner.tokenizer
+        self.p, self.with_logprobs, self.params = p, with_logprobs, []
+
+    def count_prompt_tokens(self, messages):
+        return self.inner.count_prompt_tokens(messages)
+
+    def complete(self, messages, params: GenerationParams):
+        self.params.append(params)
+        completion = self.inner.complete(messages, params)
+        if params.top_logprobs and self.with_logprobs:
+            completion.logprobs = [position("The", The=1 - self.p, Un=self.p)]
+        return completion
+
+
+@pytest.mark.parametrize("threshold,p,route", [(None, 0.3, "rag"), (0.2, 0.3, "lc"), (0.5, 0.3, "rag"),
+                                               (0.0, 1e-9, "lc"), (1.0, 0.999, "rag")])
+def test_the_threshold_decides_the_route(scripted_reader, threshold, p, route):
+    reader = DecliningReader(scripted_reader, p)
+    pipeline = Pipeline(Settings(cache=False, route_threshold=threshold), reader=reader)
+    answer = pipeline.ask(Document("The sky is green. " * 50), "What colour is the sky?")
+    assert answer.route == route
+    assert answer.decline_probability == pytest.approx(p)
+    assert reader.params[0].top_logprobs == 20  # Self-Route's step asks for the probabilities
+    assert all(not p.top_logprobs for p in reader.params[1:])  # LC does not
+
+
+def test_a_reader_without_logprobs_falls_back_to_the_text_said_once(scripted_reader, caplog):
+    reader = DecliningReader(scripted_reader, 0.9, with_logprobs=False)
+    pipeline = Pipeline(Settings(cache=False, route_threshold=0.1), reader=reader)
+    with caplog.at_level(logging.WARNING):
+        for question in ("What colour is the sky?", "Is the sky green?"):
+            assert pipeline.ask(Document("The sky is green."), question).route == "rag"
+    assert sum("no token probabilities" in r.message for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, "high"])
+def test_a_threshold_outside_0_1_is_refused(value):
+    with pytest.raises(LcragError, match="route_threshold must be a number from 0 to 1"):
+        Settings(route_threshold=value)
