@@ -305,6 +305,9 @@ class EvalRunner:
             "em": exact_match(answer.text, item.answers), "f1": METRICS["qa_f1"].score(answer.text, item.answers),
             "route": answer.route,
             "raw_route_answer": answer.raw_route_answer,
+            # a routed strategy's first answer scored too (Self-Route's RAG step), so routers can be compared offline
+            "route_score": (metric.score_item(answer.raw_route_answer, item)
+                            if answer.raw_route_answer is not None else None),
             "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
             "calls": [asdict(c) for c in answer.calls], "chunks": [c.index for c in answer.chunks],
             # what a router may read before choosing: retrieval scores (in the order given) and Self-Route's
