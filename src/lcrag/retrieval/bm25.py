@@ -1,4 +1,5 @@
-"""BM25 over a document's chunks with tantivy (on-disk index, Lucene-style BM25, k1=1.2, b=0.75)."""
+"""BM25 with tantivy (on-disk index, Lucene-style BM25, k1=1.2, b=0.75): one core for a document's chunks and a
+corpus's retrieval units (:mod:`lcrag.retrieval.corpus`), so both index, query and rank text the same way."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.integrity import ArtifactDamaged
@@ -30,32 +32,76 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
+def bm25_schema():
+    """The schema of every BM25 index: a stored integer id (chunk or unit position) and an unstored text field.
+
+    Corpus indexes built before this core was shared use the very same fields and options; changing them would
+    make those indexes unreadable (or rank differently), so they stay as they are.
+    """
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_integer_field("idx", stored=True, indexed=False)
+    builder.add_text_field("text", stored=False, tokenizer_name="default", index_option="freq")
+    return builder.build()
+
+
+def write_bm25(directory: str | Path, docs: Iterable[tuple[int, str]], heap_size: int = 64_000_000,
+               num_threads: int = 1) -> None:
+    """Index ``docs`` ((id, text) pairs) into the empty folder ``directory``.
+
+    ``docs`` is consumed one pair at a time, so a corpus streams its units in batches without holding them all.
+    Segment count (threads, heap) does not change scores: tantivy takes BM25 statistics over the whole index.
+    """
+    import tantivy
+
+    index = tantivy.Index(bm25_schema(), path=str(directory))
+    writer = index.writer(heap_size=heap_size, num_threads=num_threads)
+    for idx, text in docs:
+        writer.add_document(tantivy.Document(idx=idx, text=text))
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def open_bm25(directory: str | Path) -> tuple[Any, Any]:
+    """The (schema, searcher) of the index in ``directory``; tantivy raises ValueError when it cannot open it."""
+    import tantivy
+
+    index = tantivy.Index.open(str(directory))
+    return index.schema, index.searcher()
+
+
+def bm25_search(searcher, schema, query: str, k: int) -> list[tuple[int, float]]:
+    """The ids of the top ``k`` documents sharing a term with ``query``, with their scores, best first.
+
+    Term queries OR-ed together rather than the query parser, which raises on quotes, parentheses and AND/OR in
+    questions. Ties are broken by id, so equal scores give the same order on every run.
+    """
+    import tantivy
+
+    terms = query_terms(query)
+    if not terms:
+        return []
+    q = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in terms]
+    )
+    hits = [(searcher.doc(addr)["idx"][0], float(score)) for score, addr in searcher.search(q, k).hits]
+    hits.sort(key=lambda hit: (-hit[1], hit[0]))
+    return hits
+
+
 class BM25Retriever:
     name = "bm25"
 
     def __init__(self, chunks: list[Chunk], index_dir: str | Path):
-        import tantivy
-
-        self._tantivy = tantivy
         self.chunks = chunks
         self.index_dir = Path(index_dir)
-        self._index = tantivy.Index.open(str(self.index_dir))
-        self._schema = self._index.schema
-        self._searcher = self._index.searcher()
+        self._schema, self._searcher = open_bm25(self.index_dir)
 
     @property
     def size(self) -> int:
         """Documents in the on-disk index (one per chunk when it is intact)."""
         return self._searcher.num_docs
-
-    @staticmethod
-    def _schema_builder():
-        import tantivy
-
-        builder = tantivy.SchemaBuilder()
-        builder.add_integer_field("idx", stored=True, indexed=False)
-        builder.add_text_field("text", stored=False, tokenizer_name="default", index_option="freq")
-        return builder.build()
 
     @classmethod
     def build(cls, chunks: list[Chunk], index_dir: str | Path) -> BM25Retriever:
@@ -77,30 +123,15 @@ class BM25Retriever:
 
     @classmethod
     def _write(cls, chunks: list[Chunk], directory: Path) -> None:
-        import tantivy
-
-        index = tantivy.Index(cls._schema_builder(), path=str(directory))
-        writer = index.writer(heap_size=64_000_000, num_threads=1)
-        for chunk in chunks:
-            writer.add_document(tantivy.Document(idx=chunk.index, text=chunk.text))
-        writer.commit()
-        writer.wait_merging_threads()
+        write_bm25(directory, ((chunk.index, chunk.text) for chunk in chunks))
 
     def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
         """Chunks that share a term with ``query``, best first (at most ``k``; all matches when ``k`` is None)."""
-        tantivy = self._tantivy
-        terms = query_terms(query)
-        if not terms or not self.chunks:
+        if not self.chunks:
             return []
-        q = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
-        )
         limit = min(k or len(self.chunks), len(self.chunks))
-        hits = self._searcher.search(q, limit).hits
-        results = [ScoredChunk(self.chunks[self._searcher.doc(addr)["idx"][0]], float(score)) for score, addr in hits]
-        # Ties broken by position, so equal scores give the same order on every run.
-        results.sort(key=lambda s: (-s.score, s.chunk.index))
-        return results
+        hits = bm25_search(self._searcher, self._schema, query, limit)
+        return [ScoredChunk(self.chunks[i], score) for i, score in hits]
 
 
 @RETRIEVERS.register("bm25", help="chunks ranked by BM25 (tantivy)")

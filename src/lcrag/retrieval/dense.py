@@ -10,6 +10,7 @@ from lcrag.lazy import lazy_module
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder, uncached
 from lcrag.retrieval.integrity import ArtifactDamaged
+from lcrag.retrieval.topk import top_k
 from lcrag.types import Chunk, ScoredChunk
 
 if TYPE_CHECKING:
@@ -119,13 +120,8 @@ class DenseRetriever:
             return []
         q = self.embedder.embed([query])[0]
         scores = np.asarray(self.vectors @ q, dtype=np.float32)
-        k = min(k or len(self.chunks), len(self.chunks))
-        if k < len(scores):
-            top = np.argpartition(-scores, k - 1)[:k]
-        else:
-            top = np.arange(len(scores))
-        # Stable order: by score, then by position.
-        order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
+        # Stable order: by score, then by position (see lcrag.retrieval.topk).
+        order = top_k(scores, min(k or len(self.chunks), len(self.chunks)))
         return [ScoredChunk(self.chunks[i], float(scores[i])) for i in order]
 
 

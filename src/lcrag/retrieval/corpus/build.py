@@ -24,6 +24,7 @@ from lcrag.chunking.units import (
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
+from lcrag.retrieval.bm25 import write_bm25
 from lcrag.retrieval.corpus.files import file_key, save_npz, write_meta
 from lcrag.retrieval.corpus.search import import_faiss
 from lcrag.retrieval.corpus.settings import CorpusBuildConfig, build_record, grouped_settings
@@ -225,25 +226,23 @@ def document_groups(index: CorpusIndex, config: CorpusBuildConfig, tokens_path: 
 
 
 def build_bm25(index: CorpusIndex, kind: str, bar) -> None:
-    import tantivy
+    """The BM25 index over ``kind`` units, written by the same core as a document's (:func:`write_bm25`).
 
+    Unit texts are read 1000 at a time and handed over one by one, so a corpus never sits in memory whole.
+    """
     unit_dir = index.dir / "units" / kind
     bm25_dir = unit_dir / "bm25"
     shutil.rmtree(bm25_dir, ignore_errors=True)  # a build that died half-way leaves files tantivy won't reopen
     bm25_dir.mkdir(parents=True)
-    builder = tantivy.SchemaBuilder()
-    builder.add_integer_field("idx", stored=True, indexed=False)
-    builder.add_text_field("text", stored=False, tokenizer_name="default", index_option="freq")
-    bm25 = tantivy.Index(builder.build(), path=str(bm25_dir))
-    writer = bm25.writer(heap_size=256_000_000, num_threads=min(4, os.cpu_count() or 1))
     n = len(index.units(kind))
-    for lo in range(0, n, 1000):
-        hi = min(lo + 1000, n)
-        for u, text in zip(range(lo, hi), index.unit_texts(kind, range(lo, hi))):
-            writer.add_document(tantivy.Document(idx=u, text=text))
-        bar(hi - lo)
-    writer.commit()
-    writer.wait_merging_threads()
+
+    def units():
+        for lo in range(0, n, 1000):
+            hi = min(lo + 1000, n)
+            yield from zip(range(lo, hi), index.unit_texts(kind, range(lo, hi)))
+            bar(hi - lo)
+
+    write_bm25(bm25_dir, units(), heap_size=256_000_000, num_threads=min(4, os.cpu_count() or 1))
     (unit_dir / "bm25.done").touch()
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
-from lcrag.retrieval.bm25 import query_terms
+from lcrag.retrieval.bm25 import bm25_search, open_bm25
+from lcrag.retrieval.topk import top_k
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,15 +50,9 @@ def maxp_search(vectors: np.ndarray, piece_unit: np.ndarray, qv: np.ndarray, k: 
             scores = scores[order]
         best = np.maximum.reduceat(scores, starts, axis=0) if n else scores  # (units, queries)
         for j in range(len(q)):
-            out.append([UnitHit(int(unit_ids[h.unit]), h.score) for h in _top(best[:, j], k)])
+            column = best[:, j]
+            out.append([UnitHit(int(unit_ids[u]), float(column[u])) for u in top_k(column, k, drop_nonfinite=True)])
     return out
-
-
-def _top(scores: np.ndarray, k: int) -> list[UnitHit]:
-    k = min(k, len(scores))
-    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    order = sorted(top.tolist(), key=lambda u: (-float(scores[u]), u))
-    return [UnitHit(u, float(scores[u])) for u in order if np.isfinite(scores[u])]
 
 
 def import_faiss():
@@ -87,24 +82,11 @@ def faiss_search(index, piece_unit: np.ndarray, qv: np.ndarray, k: int) -> list[
 
 
 class UnitBM25:
-    """The tantivy index over one unit kind's text (built by :func:`lcrag.retrieval.corpus.build.build_bm25`)."""
+    """The tantivy index over one unit kind's text (built by :func:`lcrag.retrieval.corpus.build.build_bm25`),
+    searched by the same BM25 core as a document's chunks (:func:`lcrag.retrieval.bm25.bm25_search`)."""
 
     def __init__(self, path: Path):
-        import tantivy
-
-        index = tantivy.Index.open(str(path))
-        self.schema, self.searcher = index.schema, index.searcher()
+        self.schema, self.searcher = open_bm25(path)
 
     def search(self, query: str, k: int) -> list[UnitHit]:
-        import tantivy
-
-        terms = query_terms(query)
-        if not terms:
-            return []
-        q = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", t)) for t in terms]
-        )
-        hits = [UnitHit(self.searcher.doc(addr)["idx"][0], float(score))
-                for score, addr in self.searcher.search(q, k).hits]
-        hits.sort(key=lambda h: (-h.score, h.unit))
-        return hits
+        return [UnitHit(unit, score) for unit, score in bm25_search(self.searcher, self.schema, query, k)]
