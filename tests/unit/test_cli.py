@@ -293,13 +293,13 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
 
     monkeypatch.setattr(lcrag.pipeline, "Pipeline", Pipeline)  # the CLI imports it when a command runs
     args = ["demo", "--words", "300", "--cache-dir", tmp_path]
-    builtins = ["closed-book", "lc", "rag", "op-rag", "self-route"]
+    builtins = ["closed-book", "lc", "rag", "op-rag", "self-route", "cascade"]
     assert run_main(args, monkeypatch, capsys)[0] == 0
-    assert asked[:5] == builtins and set(asked) == set(builtins)
+    assert asked[:6] == builtins and set(asked) == set(builtins)
     STRATEGIES.register("probe-strategy", help="a strategy registered by this test")(lambda: None)
     try:
         asked.clear()
         assert run_main(args, monkeypatch, capsys)[0] == 0
-        assert asked[:6] == [*builtins, "probe-strategy"]
+        assert asked[:7] == [*builtins, "probe-strategy"]
     finally:
         STRATEGIES.remove("probe-strategy")

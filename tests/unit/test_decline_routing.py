@@ -99,3 +99,32 @@ def test_a_reader_without_logprobs_falls_back_to_the_text_said_once(scripted_rea
 def test_a_threshold_outside_0_1_is_refused(value):
     with pytest.raises(LcragError, match="route_threshold must be a number from 0 to 1"):
         Settings(route_threshold=value)
+
+
+class StepReader(DecliningReader):
+    """Declines (by probability) while the context is short: the wider step finds more and answers."""
+
+    def complete(self, messages, params: GenerationParams):
+        self.params.append(params)
+        completion = self.inner.complete(messages, params)
+        chunks = messages[-1]["content"].count("[Chunk ")
+        if params.top_logprobs:
+            p = self.p if chunks < 4 else 0.01
+            completion.logprobs = [position("The", The=1 - p, Un=p)]
+        return completion
+
+
+@pytest.mark.parametrize("p,route,stages", [(0.01, "rag", ["route"]), (0.6, "rag-wide", ["route", "route-wide"])])
+def test_the_cascade_widens_before_it_reads_everything(scripted_reader, p, route, stages):
+    reader = StepReader(scripted_reader, p)
+    pipeline = Pipeline(Settings(cache=False, route_threshold=0.5, k=2, chunking="words:5", strategy="cascade"),
+                        reader=reader)
+    answer = pipeline.ask(Document(" ".join(f"word{i}" for i in range(200))), "word3 word7 word11 word15?")
+    assert answer.route == route and [c.stage for c in answer.calls] == stages
+
+
+def test_the_cascade_ends_in_lc(scripted_reader):
+    reader = DecliningReader(scripted_reader, 0.9)
+    pipeline = Pipeline(Settings(cache=False, route_threshold=0.5, k=2, strategy="cascade"), reader=reader)
+    answer = pipeline.ask(Document("The sky is green. " * 100), "What colour is the sky?")
+    assert answer.route == "lc" and [c.stage for c in answer.calls] == ["route", "route-wide", "answer"]

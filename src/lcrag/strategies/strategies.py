@@ -57,22 +57,30 @@ class RAG(Strategy):
     this strategy with its own prompt, called "route"."""
 
     def __init__(self, order: str | None = None, name: str = "rag", template: str = "rag", stage: str = "answer",
-                 decline: str | None = None):
+                 decline: str | None = None, widen: int = 1, route: str = "rag"):
         self.order = order
         self.name = name
         self.template = template
         self.stage = stage
         self.decline = decline  # a word the answer may start with to decline: its probability is measured
+        self.widen = widen  # read this many times the configured k (or budget): a cascade's wider step
+        self.route = route
+
+    def assembler(self, ctx: QueryContext):
+        a = replace(ctx.assembler, order=self.order) if self.order else ctx.assembler
+        if self.widen > 1:
+            a = replace(a, k=a.k * self.widen if a.k else a.k, budget=a.budget * self.widen if a.budget else a.budget)
+        return a
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
-        assembler = replace(ctx.assembler, order=self.order) if self.order else ctx.assembler
+        assembler = self.assembler(ctx)
         calls: list[LLMCall] = []
         context = retrieve_context(ctx, question, assembler, timer, calls)
         messages = ctx.prompts.messages(getattr(ctx.prompts, self.template), question, context.text)
         text, call, completion = read_completion(ctx, self.stage, messages, timer, TOP_LOGPROBS if self.decline else 0)
         declined = decline_probability(completion.logprobs, self.decline) if self.decline else None
-        return Answer(text, question, self.name, route="rag", calls=calls + [call], chunks=context.chunks,
+        return Answer(text, question, self.name, route=self.route, calls=calls + [call], chunks=context.chunks,
                       timings=timer.timings, index_cost=context.index_cost, decline_probability=declined)
 
 
