@@ -18,6 +18,7 @@ from rich.table import Table
 
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
+from lcrag.cli_routing import route_app
 from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, reader_forms
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(analyze_app, name="analyze")
+app.add_typer(route_app, name="route")
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 
@@ -55,6 +57,8 @@ SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help=f"tree retriever: {spoken_list(NAVIGATIONS)} (llm: the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
 RouteThreshold = Annotated[Optional[float], typer.Option("--route-threshold", help="Self-Route: send a question to LC when the reader's probability of answering \"unanswerable\" is >= this (0..1; 0: every question). Default: the written answer decides.")]
+RouterFile = Annotated[Optional[str], typer.Option("--router", help="A learned router (`lcrag route fit`): Self-Route goes to LC when it predicts LC beats RAG on the question (at --route-threshold, or the threshold giving --lc-share, default 0.5).")]
+LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --router: the threshold that sent this share (0..1) of its fitting questions to LC.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
@@ -109,6 +113,8 @@ def ask(
     summary_llm: SummaryLLM = None,
     unit: Annotated[Optional[str], typer.Option("--unit", help=f"Over a corpus index: the units to retrieve, {', '.join(longrag_choices('unit'))} (default: the smallest built).")] = None,
     route_threshold: RouteThreshold = None,
+    router: RouterFile = None,
+    lc_share: LCShare = None,
     config: RunFile = None,
 ) -> None:
     """Answer QUESTION about DOC."""
@@ -313,6 +319,8 @@ def evaluate(
     tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
     route_threshold: RouteThreshold = None,
+    router: RouterFile = None,
+    lc_share: LCShare = None,
     config: RunFile = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""

@@ -165,10 +165,19 @@ class StrategyConfig:
     prompts_file: Path | None = field(default=None, metadata={"in_file": False})
     # Self-Route: go to LC when the reader's probability of declining is >= this; None: its written answer decides.
     route_threshold: float | None = None
+    router: str | None = None  # a learned router's JSON file (lcrag route fit): it decides instead of the decline
+    lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
 
     def __post_init__(self) -> None:
         one_of("strategy", self.strategy, document_strategies())
         in_range("route_threshold", self.route_threshold, 0.0, 1.0)
+        in_range("lc_share", self.lc_share, 0.0, 1.0)
+        if self.lc_share is not None and self.router is None:
+            raise SettingError("lc_share", "needs a router (--router FILE, from `lcrag route fit`)")
+        if self.router is not None:
+            from lcrag.strategies.router import Router
+
+            Router.load(self.router)  # a file that is not a router: one line now, before any model loads
         if not isinstance(self.prompts, PromptSet):
             raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
 

@@ -28,6 +28,7 @@ from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
+from lcrag.strategies.router import Router
 from lcrag.types import Answer, Document
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class Settings:
     cache_dir: Path | None = None
     prompts: PromptSet = field(default_factory=PromptSet)
     route_threshold: float | None = None  # Self-Route: LC when P(decline) >= this; None: the written answer decides
+    router: str | None = None  # a learned router's JSON file: Self-Route goes to LC when it predicts LC is better
+    lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
 
     def __post_init__(self) -> None:
         """Every value is checked once, before any model loads, by the configuration objects (one per concern,
@@ -234,8 +237,10 @@ class Pipeline:
         at_least("max_tokens", max_tokens, 1, optional=True)
         strategy = strategy or self.settings.strategy
         if strategy not in self._strategies:  # kept: a condition says what it says once (e.g. no logprobs)
-            self._strategies[strategy] = make_strategy(strategy, self.settings.order,
-                                                       threshold=self.settings.route_threshold)
+            s = self.settings
+            router = Router.load(s.router) if s.router else None
+            self._strategies[strategy] = make_strategy(strategy, s.order, threshold=s.route_threshold, router=router,
+                                                       lc_share=s.lc_share)
         runner = self._strategies[strategy]
         ctx = self.context(as_document(document), strategy)
         if prompts is not None or max_tokens is not None:

@@ -128,3 +128,31 @@ def test_the_cascade_ends_in_lc(scripted_reader):
     pipeline = Pipeline(Settings(cache=False, route_threshold=0.5, k=2, strategy="cascade"), reader=reader)
     answer = pipeline.ask(Document("The sky is green. " * 100), "What colour is the sky?")
     assert answer.route == "lc" and [c.stage for c in answer.calls] == ["route", "route-wide", "answer"]
+
+
+def write_router(path, coef_decline):
+    """A router whose only weight is on the decline probability: P(LC better) rises with it."""
+    from lcrag.strategies.router import FEATURES, Router
+
+    coef = [coef_decline if f == "decline_probability" else 0.0 for f in FEATURES]
+    Router((0.0,) * len(FEATURES), (1.0,) * len(FEATURES), tuple(coef), 0.0,
+           tuple(sorted(0.1 * i for i in range(1, 10))), {"questions": 9}).save(path)
+    return path
+
+
+@pytest.mark.parametrize("p,share,route", [(0.9, None, "lc"), (0.1, None, "lc"), (0.1, 0.05, "rag")])
+def test_a_learned_router_decides_self_route(scripted_reader, tmp_path, p, share, route):
+    router = write_router(tmp_path / "router.json", coef_decline=4.0)  # P(LC better) = sigmoid(4 p): >= 0.5 always
+    reader = DecliningReader(scripted_reader, p)
+    # share 0.05 of the fitting questions: only those at P >= 0.9 (the top of the calibration) go to LC
+    pipeline = Pipeline(Settings(cache=False, router=str(router), lc_share=share), reader=reader)
+    answer = pipeline.ask(Document("The sky is green. " * 20), "What colour is the sky?")
+    assert answer.route == route
+
+
+def test_router_settings_are_checked(tmp_path):
+    with pytest.raises(LcragError, match="lc_share needs a router"):
+        Settings(lc_share=0.3)
+    (tmp_path / "bad.json").write_text("[]")
+    with pytest.raises(LcragError, match="not a router file"):
+        Settings(router=str(tmp_path / "bad.json"))

@@ -40,23 +40,9 @@ from lcrag.readers import CachedReader, CompletionCache, Reader
 from lcrag.redaction import redact_spec, redact_url
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
+from lcrag.text import QUESTION_WORDS, question_type  # noqa: F401  (here before; the analysis imports them)
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
-
-QUESTION_WORDS = ("who", "what", "where", "when", "which", "how", "why")
-
-
-def question_type(question: str) -> str:
-    """who/what/where/when/which/how/why, yes-no (starts with an auxiliary verb), or other."""
-    words = question.lower().replace("?", " ").split()
-    for w in words[:3]:
-        if w in QUESTION_WORDS:
-            return w
-    if words and words[0] in {"is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had",
-                              "will", "would", "should"}:
-        return "yes-no"
-    return "other"
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -204,7 +190,8 @@ class EvalRunner:
             "retriever_options": self._retriever_options(),
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             **({"corpus_unit": s.unit} if s.unit else {}),
-            **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),  # absent by default: older runs' identities still match
+            **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),
+            **({"router_sha256": file_hash(s.router), "lc_share": s.lc_share} if s.router else {}),  # absent by default: older runs' identities still match
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
         }

@@ -8,6 +8,7 @@ reads the question, a confidence threshold) is a new class with ``__call__(answe
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import re
@@ -22,9 +23,10 @@ log = logging.getLogger(__name__)
 
 
 class Condition(Protocol):
-    """Decides, from the first strategy's answer, whether the fallback strategy must answer instead."""
+    """Decides, from the first strategy's answer (and the query context: the document, the reader), whether the
+    fallback strategy must answer instead. ``__call__(answer)`` alone is enough for a condition that needs no more."""
 
-    def __call__(self, answer: Answer) -> bool: ...
+    def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool: ...
 
 
 def is_unanswerable(text: str) -> bool:
@@ -74,7 +76,7 @@ class Declined:
         self.threshold = threshold
         self._said = False
 
-    def __call__(self, answer: Answer) -> bool:
+    def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool:
         if self.threshold is not None and answer.decline_probability is not None:
             return answer.decline_probability >= self.threshold
         if self.threshold is not None and not self._said:
@@ -106,10 +108,12 @@ class Routed(Strategy):
         self.first = first
         self.condition = condition
         self.fallback = fallback
+        # A condition may read only the answer (``__call__(answer)``), or the query context too.
+        self._condition_reads_ctx = len(inspect.signature(condition).parameters) >= 2
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         first = self.first.run(ctx, question)
-        if not self.condition(first):
+        if not (self.condition(first, ctx) if self._condition_reads_ctx else self.condition(first)):
             return replace(first, strategy=self.name, raw_route_answer=first.text)
         second = self.fallback.run(ctx, question)
         return replace(

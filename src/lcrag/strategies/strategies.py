@@ -15,6 +15,7 @@ from lcrag.strategies.base import (
     long_context,
     retrieve_context,
 )
+from lcrag.strategies.router import Router, RouterCondition
 from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
 from lcrag.types import Answer, LLMCall
 
@@ -90,10 +91,14 @@ class SelfRoute(Routed):
     ``order="document"`` gives Self-Route over order-preserving retrieval (OP-RAG's assembly).
     """
 
-    def __init__(self, order: str | None = None, threshold: float | None = None):
+    def __init__(self, order: str | None = None, threshold: float | None = None, router: Router | None = None,
+                 lc_share: float | None = None):
         self.order = order
+        condition = Declined(threshold) if router is None else RouterCondition(
+            router, threshold if threshold is not None
+            else router.threshold_for_share(lc_share) if lc_share is not None else 0.5)
         super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route",
-                                           decline=DECLINE), Declined(threshold), LongContext())
+                                           decline=DECLINE), condition, LongContext())
 
 
 def order_option(default: str) -> Option:
@@ -114,9 +119,13 @@ def op_rag(order: str = "document") -> Strategy:
 @STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC",
                      options=(order_option("score"),
                               Option("threshold", float, None, "go to LC when P(decline) >= this (None: the written "
-                                     "answer decides)", min=0.0, max=1.0)))
-def self_route(order: str = "score", threshold: float | None = None) -> Strategy:
-    return SelfRoute(order=order, threshold=threshold)
+                                     "answer decides); with a router, when P(LC better) >= this", min=0.0, max=1.0),
+                              Option("router", object, None, "a learned router (lcrag route fit) instead of the decline"),
+                              Option("lc_share", float, None, "with a router: the threshold that sent this share of its "
+                                     "fitting questions to LC", min=0.0, max=1.0)))
+def self_route(order: str = "score", threshold: float | None = None, router: Router | None = None,
+               lc_share: float | None = None) -> Strategy:
+    return SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share)
 
 
 def make_strategy(name: str, order: str | None = None, **options: object) -> Strategy:

@@ -1,0 +1,66 @@
+"""`lcrag route`: fit a learned router on evaluation runs, and report every router's quality-cost frontier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from lcrag.errors import InputError
+
+route_app = typer.Typer(no_args_is_help=True, help="Learned routing between LC and RAG: fit a router, report routers.")
+
+Runs = Annotated[list[Path], typer.Argument(help="Run directories of `lcrag eval` with lc and self-route rows.")]
+
+
+def _questions(runs: list[Path]):
+    from lcrag.evaluation.route_report import load_questions
+
+    for run in runs:
+        if not (run / "rows.jsonl").is_file():
+            raise InputError(f"{run} holds no rows.jsonl: not a run directory of lcrag eval")
+    questions, skipped = load_questions(runs)
+    if not questions:
+        raise InputError("no question has both an lc and a self-route row: run `lcrag eval --strategies lc,self-route`")
+    return questions, skipped
+
+
+@route_app.command("fit")
+def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router file to write (JSON).")]) -> None:
+    """Fit a router (logistic regression) predicting where LC beats Self-Route's RAG step."""
+    from lcrag.evaluation.route_report import fit_router
+
+    questions, skipped = _questions(runs)
+    router = fit_router(questions)
+    router.save(out)
+    f = router.fitted_on
+    typer.echo(f"{out}: fitted on {f['questions']} questions ({f['positives']} where LC is better; {skipped} without "
+               f"both rows skipped) from {', '.join(f['datasets'])}")
+
+
+@route_app.command("eval")
+def evaluate(
+    runs: Runs,
+    router: Annotated[Optional[Path], typer.Option("--router", help="A fitted router to report (else leave-one-dataset-out routers are fitted).")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the frontier as a PNG (needs lcrag[report]).")] = None,
+) -> None:
+    """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
+    from lcrag.evaluation.report import _md_table
+    from lcrag.evaluation.route_report import leave_one_dataset_out, plot_frontier, policies, summary_table
+    from lcrag.evaluation.route_report import frontier_table
+    from lcrag.strategies.router import Router
+
+    questions, skipped = _questions(runs)
+    if router is not None:
+        fitted = Router.load(router)
+        probabilities, how = [fitted.probability(q.x) for q in questions], f"router {router}"
+    else:
+        probabilities, how = leave_one_dataset_out(questions), "leave-one-dataset-out routers"
+    points = policies(questions, probabilities)
+    datasets = sorted({q.dataset for q in questions})
+    typer.echo(f"{len(questions)} questions ({skipped} skipped) from {len(datasets)} datasets; learned router: {how}\n")
+    typer.echo(_md_table(*summary_table(points)) + "\n")
+    typer.echo(_md_table(*frontier_table(questions, points)))
+    if plot is not None:
+        typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install 'lcrag[report]'")

@@ -1,0 +1,260 @@
+"""Routing evaluated offline, on evaluation runs that hold LC and Self-Route rows for the same questions.
+
+Every router is a per-question choice between Self-Route's RAG answer (``route_score``: its first step, scored) and
+LC's answer. A router that runs RAG first pays RAG's prompt tokens on every question and LC's on those it sends
+there. Metrics after RouteLLM (Ong et al. 2024), with LC as the strong model and RAG as the weak one:
+PGR = (q − q_RAG) / (q_LC − q_RAG); APGR = the area under PGR over the LC share from 0 to 1 (the curve runs from
+always-RAG at share 0 to always-LC at share 1); CPT(x) = the smallest LC share at which PGR ≥ x. The oracle sends a
+question to LC only where LC scores strictly better. Intervals: 95% percentile bootstrap over questions.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lcrag.errors import InputError
+from lcrag.evaluation.report import load_rows
+from lcrag.strategies.router import FEATURES, Router, features
+
+MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so
+SHARES = tuple(i / 10 for i in range(11))
+
+
+@dataclass
+class Question:
+    """One question answered both ways."""
+
+    run: str
+    item_id: str
+    dataset: str
+    lc_score: float
+    rag_score: float
+    lc_tokens: int
+    rag_tokens: int
+    x: list[float]  # the router's features
+    decline: float | None
+    text_routed: bool  # Self-Route's written decline sent it to LC
+
+    @property
+    def lc_better(self) -> bool:
+        return self.lc_score > self.rag_score
+
+
+def _route_step(row: dict) -> tuple[float, int]:
+    """Self-Route's RAG step: its score and prompt tokens (the first call)."""
+    score = row.get("route_score")
+    if score is None:  # runs before route_score: a row that stayed on RAG scored its RAG answer
+        score = row["score"] if row.get("route") == "rag" else 0.0
+    calls = row.get("calls") or []
+    return float(score), int(calls[0]["prompt_tokens"]) if calls else int(row["prompt_tokens"])
+
+
+def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]:
+    """The questions with an LC row and a Self-Route row in the same run, and how many were skipped."""
+    questions, skipped = [], 0
+    for run in run_dirs:
+        rows = load_rows(run)
+        by_item: dict[str, dict[str, dict]] = {}
+        for row in rows:
+            by_item.setdefault(row["item_id"], {})[row["strategy"]] = row
+        for item_id, got in by_item.items():
+            lc, sr = got.get("lc"), got.get("self-route")
+            if lc is None or sr is None:
+                skipped += 1
+                continue
+            rag_score, rag_tokens = _route_step(sr)
+            document = int(lc["prompt_tokens"]) + int(lc.get("truncated_tokens") or 0)
+            x = features(sr["question"], sr.get("chunk_scores") or [], sr.get("raw_route_answer") or "",
+                         sr.get("decline_probability"), document, rag_tokens)
+            questions.append(Question(str(run), item_id, sr["dataset"], float(lc["score"]), rag_score,
+                                      int(lc["prompt_tokens"]), rag_tokens, x, sr.get("decline_probability"),
+                                      sr.get("route") == "lc"))
+    return questions, skipped
+
+
+def fit_router(questions: list[Question]) -> Router:
+    """A logistic regression (scikit-learn, ``pip install 'lcrag[route]'``) predicting "LC scores better"."""
+    try:
+        from sklearn.linear_model import LogisticRegression
+    except ImportError:
+        raise InputError("fitting a router needs scikit-learn: pip install 'lcrag[route]'") from None
+    import numpy as np
+
+    positives = sum(q.lc_better for q in questions)
+    if positives in (0, len(questions)):
+        raise InputError(f"cannot fit a router: LC is better on {positives} of {len(questions)} questions")
+    if len(questions) < MIN_QUESTIONS:
+        warnings.warn(f"fitting a router on only {len(questions)} labelled questions (fewer than {MIN_QUESTIONS}): "
+                      "expect it to be mostly noise", stacklevel=2)
+    x = np.array([q.x for q in questions], dtype=float)
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    model = LogisticRegression(C=1.0, max_iter=1000).fit((x - mean) / scale, [q.lc_better for q in questions])
+    probabilities = model.predict_proba((x - mean) / scale)[:, 1]
+    return Router(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()),
+                  float(model.intercept_[0]), tuple(sorted(probabilities.tolist())),
+                  {"questions": len(questions), "positives": positives,
+                   "datasets": sorted({q.dataset for q in questions}), "runs": sorted({q.run for q in questions})})
+
+
+@dataclass
+class Point:
+    """One policy at one setting: which questions it sends to LC, and what that gives."""
+
+    router: str
+    setting: str
+    to_lc: list[bool]
+    quality: float = 0.0
+    share: float = 0.0
+    tokens: float = 0.0
+    interval: tuple[float, float] = field(default=(math.nan, math.nan))
+
+
+def evaluate(questions: list[Question], to_lc: list[bool], rag_first: bool = True) -> tuple[float, float, float]:
+    """(mean quality, LC share, mean prompt tokens) of sending ``to_lc`` questions to LC."""
+    n = len(questions)
+    quality = sum(q.lc_score if lc else q.rag_score for q, lc in zip(questions, to_lc)) / n
+    tokens = sum((q.rag_tokens if rag_first else 0) + (q.lc_tokens if lc else 0) for q, lc in zip(questions, to_lc))
+    return quality, sum(to_lc) / n, tokens / n
+
+
+def policies(questions: list[Question], router_probabilities: list[float] | None = None) -> list[Point]:
+    """Every router at every setting: always-RAG/LC, oracle, Self-Route (text; decline probability thresholds),
+    the learned router at each LC share of its own predictions (when given)."""
+    n = len(questions)
+    points = [Point("always-RAG", "", [False] * n), Point("always-LC", "", [True] * n),
+              Point("oracle", "", [q.lc_better for q in questions]),
+              Point("self-route (text)", "", [q.text_routed for q in questions])]
+    declines = [q.decline for q in questions]
+    if any(d is not None for d in declines):
+        for share in SHARES[1:-1]:
+            t = _threshold([d if d is not None else 0.0 for d in declines], share)
+            points.append(Point("self-route P(decline)", f"T={t:.4f}", [(d or 0.0) >= t for d in declines]))
+    if router_probabilities is not None:
+        for share in SHARES[1:-1]:
+            t = _threshold(router_probabilities, share)
+            points.append(Point("learned router", f"share {share:.1f}", [p >= t for p in router_probabilities]))
+    for point in points:
+        point.quality, point.share, point.tokens = evaluate(questions, point.to_lc, point.router != "always-LC")
+    return points
+
+
+def _threshold(values: Sequence[float], share: float) -> float:
+    """The smallest value that sends about ``share`` of questions to LC (values at or above it)."""
+    ranked = sorted(values, reverse=True)
+    return ranked[max(0, min(len(ranked) - 1, math.ceil(share * len(ranked)) - 1))]
+
+
+def random_quality(questions: list[Question], share: float) -> float:
+    """Expected quality of sending a random ``share`` of questions to LC."""
+    return sum(share * q.lc_score + (1 - share) * q.rag_score for q in questions) / len(questions)
+
+
+def pgr(quality: float, q_rag: float, q_lc: float) -> float:
+    return (quality - q_rag) / (q_lc - q_rag) if q_lc != q_rag else math.nan
+
+
+def apgr_and_cpt(curve: list[tuple[float, float]], q_rag: float, q_lc: float) -> tuple[float, float, float]:
+    """APGR and CPT(50%), CPT(80%) of a router's (LC share, quality) points, with always-RAG and always-LC as the
+    curve's ends; NaN when LC and RAG score the same (no gap to recover)."""
+    if q_lc == q_rag:
+        return math.nan, math.nan, math.nan
+    points = sorted({(0.0, 0.0), (1.0, 1.0), *((s, pgr(q, q_rag, q_lc)) for s, q in curve)})
+    area = sum((s1 - s0) * (p0 + p1) / 2 for (s0, p0), (s1, p1) in zip(points, points[1:]))
+    cpt = [next((s for s, p in points if p >= x), math.nan) for x in (0.5, 0.8)]
+    return area, cpt[0], cpt[1]
+
+
+def bootstrap(questions: list[Question], to_lc: list[bool], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of a policy's mean quality, resampling questions."""
+    rng = random.Random(seed)
+    scores = [q.lc_score if lc else q.rag_score for q, lc in zip(questions, to_lc)]
+    n = len(scores)
+    means = sorted(sum(scores[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def leave_one_dataset_out(questions: list[Question]) -> list[float]:
+    """Each question's router probability from a router fitted on the other datasets only (its own never seen).
+    Datasets whose complement cannot be fitted (one class only) get 0.5."""
+    probabilities = [0.5] * len(questions)
+    for dataset in sorted({q.dataset for q in questions}):
+        train = [q for q in questions if q.dataset != dataset]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                router = fit_router(train)
+        except InputError:
+            continue
+        for i, q in enumerate(questions):
+            if q.dataset == dataset:
+                probabilities[i] = router.probability(q.x)
+    return probabilities
+
+
+def frontier_table(questions: list[Question], points: list[Point]) -> tuple[list[str], list[list]]:
+    """Markdown rows: every policy point with its quality (and interval), LC share, tokens and PGR."""
+    lc = next(p for p in points if p.router == "always-LC")
+    rag = next(p for p in points if p.router == "always-RAG")
+    header = ["router", "setting", "quality", "95% CI", "LC share", "prompt tokens / question", "% of LC tokens",
+              "PGR", "random at this share"]
+    body = []
+    for p in points:
+        p.interval = bootstrap(questions, p.to_lc)
+        body.append([p.router, p.setting, f"{p.quality:.4f}", f"{p.interval[0]:.3f}–{p.interval[1]:.3f}",
+                     f"{p.share:.2f}", f"{p.tokens:.0f}", f"{100 * p.tokens / lc.tokens:.1f}",
+                     f"{pgr(p.quality, rag.quality, lc.quality):.2f}", f"{random_quality(questions, p.share):.4f}"])
+    return header, body
+
+
+def summary_table(points: list[Point]) -> tuple[list[str], list[list]]:
+    """Per router: APGR, CPT(50%), CPT(80%), the best quality at LC share ≤ 50% and the share of the oracle's gain
+    over max(LC, RAG) it recovers."""
+    lc = next(p for p in points if p.router == "always-LC").quality
+    rag = next(p for p in points if p.router == "always-RAG").quality
+    oracle = next(p for p in points if p.router == "oracle").quality
+    best_fixed = max(lc, rag)
+    header = ["router", "APGR", "CPT(50%)", "CPT(80%)", "best quality at LC share ≤ 50%", "oracle gain recovered"]
+    body = []
+    for name in dict.fromkeys(p.router for p in points if not p.router.startswith("always-")):
+        mine = [p for p in points if p.router == name]
+        area, c50, c80 = apgr_and_cpt([(p.share, p.quality) for p in mine], rag, lc)
+        half = [p.quality for p in mine if p.share <= 0.5]
+        best = max(half) if half else math.nan
+        gain = (best - best_fixed) / (oracle - best_fixed) if oracle > best_fixed and half else math.nan
+        body.append([name, f"{area:.3f}", f"{c50:.2f}", f"{c80:.2f}", f"{best:.4f}", f"{100 * gain:.1f}%"])
+    return header, body
+
+
+def plot_frontier(points: list[Point], path: Path) -> bool:
+    """Quality against mean prompt tokens, one series per router; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in dict.fromkeys(p.router for p in points):
+        mine = sorted((p for p in points if p.router == name), key=lambda p: p.tokens)
+        ax.plot([p.tokens for p in mine], [p.quality for p in mine], marker="o", label=name,
+                linestyle="-" if len(mine) > 1 else "none")
+    ax.set_xlabel("mean prompt tokens per question")
+    ax.set_ylabel("mean score")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+__all__ = ["FEATURES", "Point", "Question", "apgr_and_cpt", "bootstrap", "evaluate", "fit_router", "frontier_table",
+           "leave_one_dataset_out", "load_questions", "plot_frontier", "policies", "summary_table"]

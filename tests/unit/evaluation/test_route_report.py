@@ -1,0 +1,144 @@
+"""Routing evaluated offline: pairing rows, features, the fitted router file, policies, APGR/CPT, bootstrap,
+leave-one-dataset-out, and `lcrag route fit/eval`."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+
+import pytest
+
+from lcrag.errors import InputError
+from lcrag.evaluation.route_report import (
+    Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions, policies,
+    summary_table,
+)
+from lcrag.strategies.router import FEATURES, Router, features
+
+
+def write_run(path, n=60, seed=0, datasets=("a", "b", "c")):
+    """LC wins where retrieval is weak (low top score) and the RAG step declines more: a learnable signal."""
+    rng = random.Random(seed)
+    path.mkdir(parents=True)
+    rows = []
+    for i in range(n):
+        weak = rng.random() < 0.4
+        top = rng.uniform(0.1, 0.3) if weak else rng.uniform(0.6, 0.9)
+        decline = rng.uniform(0.2, 0.5) if weak else rng.uniform(0.0, 0.05)
+        lc, rag = (1.0, 0.0) if weak else (rng.choice([0.0, 1.0]),) * 2
+        item, dataset = f"q{i}", datasets[i % len(datasets)]
+        rows.append({"item_id": item, "config": "lc", "dataset": dataset, "strategy": "lc", "question": f"Who is {i}?", "score": lc,
+                     "prompt_tokens": 5000, "truncated_tokens": 100, "calls": [{"prompt_tokens": 5000}]})
+        rows.append({"item_id": item, "config": "self-route|bm25|k5", "dataset": dataset, "strategy": "self-route", "question": f"Who is {i}?",
+                     "score": rag, "route_score": rag, "route": "rag", "raw_route_answer": "Bob",
+                     "prompt_tokens": 1500, "calls": [{"prompt_tokens": 1500}], "chunk_scores": [top, top / 2, 0.1],
+                     "decline_probability": decline})
+    (path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_features_are_the_same_from_rows_and_answers():
+    x = features("Who wrote it?", [0.2, 0.9, 0.5], "unanswerable", None, 999, 100)
+    assert len(x) == len(FEATURES)
+    named = dict(zip(FEATURES, x))
+    assert named["top_score"] == 0.9 and named["margin"] == pytest.approx(0.4)
+    assert named["answer_declines"] == 1.0 and named["decline_missing"] == 1.0 and named["decline_probability"] == 0.5
+    assert named["question_who"] == 1.0 and named["log_document_tokens"] == pytest.approx(math.log(1000))
+
+
+def test_pairs_lc_and_self_route_rows(tmp_path):
+    questions, skipped = load_questions([write_run(tmp_path / "r", n=10)])
+    assert len(questions) == 10 and skipped == 0
+    q = questions[0]
+    assert q.lc_tokens == 5000 and q.rag_tokens == 1500 and q.x[FEATURES.index("log_document_tokens")] == pytest.approx(
+        math.log(5101))
+
+
+def test_policies_oracle_and_token_accounting(tmp_path):
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    points = {p.router: p for p in policies(questions)}
+    lc, rag, oracle = points["always-LC"], points["always-RAG"], points["oracle"]
+    assert oracle.quality >= max(lc.quality, rag.quality)
+    assert lc.tokens == 5000 and rag.tokens == 1500  # always-LC does not pay a RAG step
+    assert oracle.tokens == pytest.approx(1500 + 5000 * oracle.share)
+
+
+def test_apgr_and_cpt_on_a_hand_computed_curve():
+    # q_rag 0.2, q_lc 0.6; points (0.5, 0.5) -> PGR 0.75; curve (0,0) (0.5,0.75) (1,1): area 0.1875 + 0.4375 = 0.625
+    area, c50, c80 = apgr_and_cpt([(0.5, 0.5)], 0.2, 0.6)
+    assert area == pytest.approx(0.625) and c50 == 0.5 and c80 == 1.0
+    assert math.isnan(apgr_and_cpt([(0.5, 0.5)], 0.4, 0.4)[0])
+
+
+def test_the_router_file_round_trips_and_applies_without_sklearn(tmp_path, monkeypatch):
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    router = fit_router(questions)
+    router.save(tmp_path / "router.json")
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # applying it must not need scikit-learn
+    loaded = Router.load(tmp_path / "router.json")
+    assert [loaded.probability(q.x) for q in questions] == pytest.approx([router.probability(q.x) for q in questions])
+    better = [q.lc_better for q in questions]
+    probs = [loaded.probability(q.x) for q in questions]
+    assert sum(p >= 0.5 for p, b in zip(probs, better) if b) > sum(p >= 0.5 for p, b in zip(probs, better) if not b)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 0.5])
+def test_lc_share_calibration_reaches_the_share_on_the_fitting_data(tmp_path, share):
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    router = fit_router(questions)
+    threshold = router.threshold_for_share(share)
+    sent = sum(router.probability(q.x) >= threshold - 1e-12 for q in questions)
+    assert abs(sent - share * len(questions)) <= 1
+
+
+def test_bad_router_files_are_one_line(tmp_path):
+    for text, message in [("{", "not a router file"), ('{"format": "x"}', "not a router file"),
+                          ('{"format": "lcrag-router", "feature_set": "old"}', "fitted for feature set")]:
+        (tmp_path / "r.json").write_text(text)
+        with pytest.raises(InputError, match=message):
+            Router.load(tmp_path / "r.json")
+
+
+def test_few_questions_warn(tmp_path):
+    questions, _ = load_questions([write_run(tmp_path / "r", n=20)])
+    with pytest.warns(UserWarning, match="only 20 labelled questions"):
+        fit_router(questions)
+
+
+def test_leave_one_dataset_out_never_sees_the_held_out_dataset(tmp_path, monkeypatch):
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    seen = []
+    import lcrag.evaluation.route_report as rr
+
+    real = rr.fit_router
+    monkeypatch.setattr(rr, "fit_router", lambda qs: seen.append({q.dataset for q in qs}) or real(qs))
+    probabilities = leave_one_dataset_out(questions)
+    assert seen == [{"b", "c"}, {"a", "c"}, {"a", "b"}] and len(probabilities) == len(questions)
+
+
+def test_bootstrap_interval_contains_the_estimate(tmp_path):
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    to_lc = [q.lc_better for q in questions]
+    low, high = bootstrap(questions, to_lc)
+    assert low <= evaluate(questions, to_lc)[0] <= high
+
+
+def test_summary_reports_every_router(tmp_path):
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    header, body = summary_table(policies(questions, leave_one_dataset_out(questions)))
+    assert [r[0] for r in body] == ["oracle", "self-route (text)", "self-route P(decline)", "learned router"]
+
+
+def test_cli_route_fit_and_eval(tmp_path):
+    import subprocess
+
+    run = write_run(tmp_path / "r")
+    cli = [sys.executable, "-m", "lcrag.cli", "route"]
+    fitted = subprocess.run([*cli, "fit", run, "--out", tmp_path / "router.json"], capture_output=True, text=True)
+    assert fitted.returncode == 0, fitted.stderr
+    out = subprocess.run([*cli, "eval", run, "--router", tmp_path / "router.json"], capture_output=True, text=True)
+    assert out.returncode == 0 and "learned router" in out.stdout and "APGR" in out.stdout
+    bad = subprocess.run([*cli, "eval", tmp_path], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no rows.jsonl" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
