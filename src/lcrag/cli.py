@@ -59,6 +59,8 @@ CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_C
 RouteThreshold = Annotated[Optional[float], typer.Option("--route-threshold", help="Self-Route: send a question to LC when the reader's probability of answering \"unanswerable\" is >= this (0..1; 0: every question). Default: the written answer decides.")]
 RouterFile = Annotated[Optional[str], typer.Option("--router", help="A learned router (`lcrag route fit`): Self-Route goes to LC when it predicts LC beats RAG on the question (at --route-threshold, or the threshold giving --lc-share, default 0.5).")]
 LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --router: the threshold that sent this share (0..1) of its fitting questions to LC.")]
+PricesFile = Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table (USD per million input, cached input, output tokens per model), added over the built-in one.")]
+PriceAs = Annotated[Optional[str], typer.Option("--price-as", help="Price the calls as if made with this model (e.g. gpt-4o-mini); otherwise a model not in the table is unpriced.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
@@ -115,12 +117,19 @@ def ask(
     route_threshold: RouteThreshold = None,
     router: RouterFile = None,
     lc_share: LCShare = None,
+    prices: PricesFile = None,
+    price_as: PriceAs = None,
     config: RunFile = None,
 ) -> None:
     """Answer QUESTION about DOC."""
     from lcrag.pipeline import Pipeline, as_document
 
+    from lcrag.evaluation.prices import PriceTable, calls_cost
+
     settings = _run_config(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
+    table = PriceTable.load(prices)
+    if price_as:
+        table.require(price_as)  # an unknown model: one line now, before any model loads
     document = as_document(doc)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
@@ -129,8 +138,10 @@ def ask(
                 answer = pipeline.ask(document, question)
         finally:
             pipeline.close()
+    cost = calls_cost(answer.calls, table, price_as)
     if as_json:
-        print(json.dumps(answer.to_dict(), ensure_ascii=False))
+        print(json.dumps({**answer.to_dict(), "cost": {"currency": "USD", "total": cost, "priced_as": price_as}},
+                         ensure_ascii=False))
         return
     stdout.print(answer.text, markup=False, highlight=False)
     cached = " (from cache)" if answer.calls and all(c.from_cache for c in answer.calls) else ""
@@ -139,6 +150,7 @@ def ask(
         f"{answer.completion_tokens} tokens · {answer.seconds:.2f}s{cached}"
         + (f" · {answer.truncated_tokens} tokens cut from the middle" if answer.truncated_tokens else "")
         + (f" · P(decline) {answer.decline_probability:.3f}" if answer.decline_probability is not None else "")
+        + (f" · ${cost:.6f}" + (f" as {price_as}" if price_as else "") if cost is not None else "")
         + (_index_cost_line(answer.index_cost) if answer.index_cost else "")
         + "[/dim]"
     )

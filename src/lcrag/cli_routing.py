@@ -44,6 +44,8 @@ def evaluate(
     runs: Runs,
     router: Annotated[Optional[Path], typer.Option("--router", help="A fitted router to report (else leave-one-dataset-out routers are fitted).")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the frontier as a PNG (needs lcrag[report]).")] = None,
+    price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every call as this model (e.g. gpt-4o-mini): adds cost columns and the cache-aware router.")] = None,
+    prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
 ) -> None:
     """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
     from lcrag.evaluation.report import _md_table
@@ -51,13 +53,16 @@ def evaluate(
     from lcrag.evaluation.route_report import frontier_table
     from lcrag.strategies.router import Router
 
+    from lcrag.evaluation.prices import PriceTable
+
+    price = PriceTable.load(prices).require(price_as) if price_as else None
     questions, skipped = _questions(runs)
     if router is not None:
         fitted = Router.load(router)
         probabilities, how = [fitted.probability(q.x) for q in questions], f"router {router}"
     else:
         probabilities, how = leave_one_dataset_out(questions), "leave-one-dataset-out routers"
-    points = policies(questions, probabilities)
+    points = policies(questions, probabilities, price)
     datasets = sorted({q.dataset for q in questions})
     typer.echo(f"{len(questions)} questions ({skipped} skipped) from {len(datasets)} datasets; learned router: {how}\n")
     typer.echo(_md_table(*summary_table(points)) + "\n")

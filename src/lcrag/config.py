@@ -287,7 +287,7 @@ class Config:
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
         """A YAML (``.yaml``/``.yml``) or TOML (``.toml``) run file; invalid -> ``FILE: section.key: reason``."""
-        data = _read_run_file(Path(path))
+        data = read_run_file(Path(path))
         _check_paths(data, str(path))
         return cls.from_dict(data, source=str(path))
 
@@ -472,7 +472,7 @@ def _looked_for(path: str) -> str:
             f"not to the file's)")
 
 
-def _read_run_file(path: Path) -> Any:
+def read_run_file(path: Path) -> Any:
     """The run file's data, parsed by its suffix; a syntax error is one line with its place in the file."""
     suffix = path.suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml"):

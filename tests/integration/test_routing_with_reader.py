@@ -40,8 +40,15 @@ def test_cli_route_threshold_in_json(tmp_path, needles):
     path = tmp_path / "doc.txt"
     path.write_text(document.text, encoding="utf-8")
     out = subprocess.run([sys.executable, "-m", "lcrag.cli", "ask", str(path), facts[0].question, "--route-threshold",
-                          "0", "--json", "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
+                          "0", "--json", "--cache-dir", str(tmp_path / "cache"), "--price-as", "gpt-4o-mini"], capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["route"] == "lc" and 0.0 <= data["decline_probability"] <= 1.0
+    # priced as gpt-4o-mini from the tokens the server reported (its cached prompt tokens at the cached price)
+    from lcrag.evaluation.prices import BUILT_IN
+
+    price = BUILT_IN["gpt-4o-mini"]
+    expected = sum(price.cost(c["prompt_tokens"], c["completion_tokens"], c["cached_prompt_tokens"])
+                   for c in data["calls"])
+    assert data["cost"]["total"] == pytest.approx(expected) and data["cost"]["priced_as"] == "gpt-4o-mini"

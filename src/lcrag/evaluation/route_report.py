@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lcrag.errors import InputError
 from lcrag.evaluation.report import load_rows
+from lcrag.evaluation.prices import Price
 from lcrag.strategies.router import FEATURES, Router, features
 
 MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so
@@ -39,6 +40,9 @@ class Question:
     x: list[float]  # the router's features
     decline: float | None
     text_routed: bool  # Self-Route's written decline sent it to LC
+    lc_call: dict = field(default_factory=dict)  # the recorded LC call (model, prompt/completion/cached tokens)
+    rag_call: dict = field(default_factory=dict)  # Self-Route's RAG step call
+    chain: int = 0  # questions whose LC prompts share a document prefix (the server reused it) share a chain
 
     @property
     def lc_better(self) -> bool:
@@ -73,8 +77,21 @@ def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]
                          sr.get("decline_probability"), document, rag_tokens)
             questions.append(Question(str(run), item_id, sr["dataset"], float(lc["score"]), rag_score,
                                       int(lc["prompt_tokens"]), rag_tokens, x, sr.get("decline_probability"),
-                                      sr.get("route") == "lc"))
+                                      sr.get("route") == "lc", (lc.get("calls") or [{}])[0],
+                                      (sr.get("calls") or [{}])[0]))
+    _chain(questions)
     return questions, skipped
+
+
+def _chain(questions: list[Question]) -> None:
+    """Number the runs of questions that read one document: in run order, an LC call that reused most of its prompt
+    from the server's cache (recorded while every question went to LC) read the previous question's document."""
+    chain = 0
+    for previous, q in zip([None, *questions], questions):
+        warm = int(q.lc_call.get("cached_prompt_tokens") or 0) >= 0.5 * max(1, q.lc_tokens)
+        if previous is None or previous.run != q.run or not warm:
+            chain += 1
+        q.chain = chain
 
 
 def fit_router(questions: list[Question]) -> Router:
@@ -113,19 +130,25 @@ class Point:
     share: float = 0.0
     tokens: float = 0.0
     interval: tuple[float, float] = field(default=(math.nan, math.nan))
+    firsts: list[bool] | None = None  # which questions ran the RAG step first (None: all, or none for always-LC)
+    money: float | None = None  # mean USD per question, when priced
 
 
-def evaluate(questions: list[Question], to_lc: list[bool], rag_first: bool = True) -> tuple[float, float, float]:
+def evaluate(questions: list[Question], to_lc: list[bool], rag_first: Sequence[bool] | bool = True
+             ) -> tuple[float, float, float]:
     """(mean quality, LC share, mean prompt tokens) of sending ``to_lc`` questions to LC."""
     n = len(questions)
+    firsts = [rag_first] * n if isinstance(rag_first, bool) else rag_first
     quality = sum(q.lc_score if lc else q.rag_score for q, lc in zip(questions, to_lc)) / n
-    tokens = sum((q.rag_tokens if rag_first else 0) + (q.lc_tokens if lc else 0) for q, lc in zip(questions, to_lc))
+    tokens = sum((q.rag_tokens if first else 0) + (q.lc_tokens if lc else 0)
+                 for q, lc, first in zip(questions, to_lc, firsts))
     return quality, sum(to_lc) / n, tokens / n
 
 
-def policies(questions: list[Question], router_probabilities: list[float] | None = None) -> list[Point]:
+def policies(questions: list[Question], router_probabilities: list[float] | None = None,
+             price: Price | None = None) -> list[Point]:
     """Every router at every setting: always-RAG/LC, oracle, Self-Route (text; decline probability thresholds),
-    the learned router at each LC share of its own predictions (when given)."""
+    the learned router at each LC share of its own predictions (when given), and, priced, the cache-aware router."""
     n = len(questions)
     points = [Point("always-RAG", "", [False] * n), Point("always-LC", "", [True] * n),
               Point("oracle", "", [q.lc_better for q in questions]),
@@ -139,8 +162,14 @@ def policies(questions: list[Question], router_probabilities: list[float] | None
         for share in SHARES[1:-1]:
             t = _threshold(router_probabilities, share)
             points.append(Point("learned router", f"share {share:.1f}", [p >= t for p in router_probabilities]))
+    if router_probabilities is not None and price is not None:
+        for share in SHARES[1:-1]:
+            to_lc, firsts = cache_aware(questions, router_probabilities, _threshold(router_probabilities, share), price)
+            points.append(Point("cache-aware router", f"share {share:.1f}", to_lc, firsts=firsts))
     for point in points:
-        point.quality, point.share, point.tokens = evaluate(questions, point.to_lc, point.router != "always-LC")
+        firsts = point.firsts if point.firsts is not None else point.router != "always-LC"
+        point.quality, point.share, point.tokens = evaluate(questions, point.to_lc, firsts)
+        point.money = money(questions, point.to_lc, price, firsts) if price is not None else None
     return points
 
 
@@ -148,6 +177,47 @@ def _threshold(values: Sequence[float], share: float) -> float:
     """The smallest value that sends about ``share`` of questions to LC (values at or above it)."""
     ranked = sorted(values, reverse=True)
     return ranked[max(0, min(len(ranked) - 1, math.ceil(share * len(ranked)) - 1))]
+
+
+def money(questions: list[Question], to_lc: list[bool], price: Price, rag_first: Sequence[bool] | bool = True) -> float:
+    """Mean cost per question in USD when ``to_lc`` questions go to LC: RAG's call where RAG runs first, and LC's,
+    whose document prefix is billed at the cached price only if this policy already sent an earlier question of the
+    same document (chain) to LC, so the server holds it."""
+    firsts = [rag_first] * len(questions) if isinstance(rag_first, bool) else rag_first
+    read: set[int] = set()
+    total = 0.0
+    for q, lc, first in zip(questions, to_lc, firsts):
+        if first:
+            c = q.rag_call
+            total += price.cost(int(c.get("prompt_tokens") or q.rag_tokens), int(c.get("completion_tokens") or 0),
+                                int(c.get("cached_prompt_tokens") or 0))
+        if lc:
+            c = q.lc_call
+            cached = int(c.get("cached_prompt_tokens") or 0) if q.chain in read else 0
+            total += price.cost(int(c.get("prompt_tokens") or q.lc_tokens), int(c.get("completion_tokens") or 0),
+                                cached)
+            read.add(q.chain)
+    return total / len(questions)
+
+
+def cache_aware(questions: list[Question], probabilities: list[float], threshold: float,
+                price: Price) -> tuple[list[bool], list[bool]]:
+    """The learned router, aware of the prefix cache: a question whose document was just read in full (an earlier
+    question of its chain went to LC) goes straight to LC, without the RAG step, when LC with the cached prefix costs
+    no more than the RAG step; other questions are routed as usual. Returns (to LC, ran RAG first)."""
+    read: set[int] = set()
+    to_lc, firsts = [], []
+    for q, p in zip(questions, probabilities):
+        c, r = q.lc_call, q.rag_call
+        warm_lc = price.cost(q.lc_tokens, int(c.get("completion_tokens") or 0), int(c.get("cached_prompt_tokens") or 0))
+        rag = price.cost(q.rag_tokens, int(r.get("completion_tokens") or 0), int(r.get("cached_prompt_tokens") or 0))
+        direct = q.chain in read and warm_lc <= rag
+        lc = direct or p >= threshold
+        to_lc.append(lc)
+        firsts.append(not direct)
+        if lc:
+            read.add(q.chain)
+    return to_lc, firsts
 
 
 def random_quality(questions: list[Question], share: float) -> float:
@@ -201,13 +271,15 @@ def frontier_table(questions: list[Question], points: list[Point]) -> tuple[list
     """Markdown rows: every policy point with its quality (and interval), LC share, tokens and PGR."""
     lc = next(p for p in points if p.router == "always-LC")
     rag = next(p for p in points if p.router == "always-RAG")
+    priced = lc.money is not None
     header = ["router", "setting", "quality", "95% CI", "LC share", "prompt tokens / question", "% of LC tokens",
-              "PGR", "random at this share"]
+              *(["USD / 1K questions", "% of LC cost"] if priced else []), "PGR", "random at this share"]
     body = []
     for p in points:
         p.interval = bootstrap(questions, p.to_lc)
+        cost = [f"{1000 * p.money:.3f}", f"{100 * p.money / lc.money:.1f}"] if priced and lc.money else []
         body.append([p.router, p.setting, f"{p.quality:.4f}", f"{p.interval[0]:.3f}–{p.interval[1]:.3f}",
-                     f"{p.share:.2f}", f"{p.tokens:.0f}", f"{100 * p.tokens / lc.tokens:.1f}",
+                     f"{p.share:.2f}", f"{p.tokens:.0f}", f"{100 * p.tokens / lc.tokens:.1f}", *cost,
                      f"{pgr(p.quality, rag.quality, lc.quality):.2f}", f"{random_quality(questions, p.share):.4f}"])
     return header, body
 

@@ -142,3 +142,32 @@ def test_cli_route_fit_and_eval(tmp_path):
     assert out.returncode == 0 and "learned router" in out.stdout and "APGR" in out.stdout
     bad = subprocess.run([*cli, "eval", tmp_path], capture_output=True, text=True)
     assert bad.returncode == 2 and "no rows.jsonl" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_money_bills_a_documents_prefix_as_cached_only_after_lc_read_it(tmp_path):
+    from lcrag.evaluation.route_report import cache_aware, money
+    from lcrag.evaluation.prices import Price
+
+    price = Price(1.0, 0.1, 0.0)
+
+    def q(i, cached):
+        return Question("r", f"d-{i}", "a", 1.0, 0.0, 1000, 300, [0.0] * len(FEATURES), None, False,
+                        {"prompt_tokens": 1000, "cached_prompt_tokens": cached}, {"prompt_tokens": 300}, chain=1)
+
+    questions = [q(0, 0), q(1, 900), q(2, 900)]
+    # LC on the first question only: one cold read, and RAG on all three
+    assert money(questions, [True, False, False], price) == pytest.approx((3 * 300 + 1000) / 1e6 / 3)
+    # LC on the last two only: the second is cold (nothing read the document before), the third warm
+    assert money(questions, [False, True, True], price) == pytest.approx((3 * 300 + 1000 + 100 + 90) / 1e6 / 3)
+    # cache-aware: once the document is read, a warm LC (190) costs less than the RAG step (300): straight to LC
+    to_lc, firsts = cache_aware(questions, [0.9, 0.0, 0.0], 0.5, price)
+    assert to_lc == [True, True, True] and firsts == [True, False, False]
+
+
+def test_route_eval_prices_every_policy(tmp_path):
+    from lcrag.evaluation.prices import PriceTable
+
+    questions, _ = load_questions([write_run(tmp_path / "r")])
+    points = policies(questions, leave_one_dataset_out(questions), PriceTable().require("gpt-4o-mini"))
+    assert all(p.money is not None and p.money > 0 for p in points)
+    assert any(p.router == "cache-aware router" for p in points)
