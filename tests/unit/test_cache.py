@@ -101,8 +101,8 @@ def test_damaged_row_is_a_miss_and_is_replaced(tmp_path, scripted_reader, bad_va
     inner = scripted_reader(lambda m: "fresh")
     reader = CachedReader(inner, CompletionCache(path))
     key = completion_key(reader.identity, QUESTION, GenerationParams())
-    reader.cache._db.execute("INSERT INTO completions VALUES (?, ?)", (key, bad_value))
-    reader.cache._db.commit()
+    reader.cache._store._db.execute("INSERT INTO completions VALUES (?, ?)", (key, bad_value))
+    reader.cache._store._db.commit()
     assert reader.complete(QUESTION, GenerationParams()).text == "fresh"
     assert reader.complete(QUESTION, GenerationParams()).from_cache  # the bad row was replaced
     assert len(inner.calls) == 1
@@ -117,8 +117,8 @@ def test_run_cache_damage_is_reported_not_repaired(tmp_path, scripted_reader):
     assert path.read_bytes() == damaged and not list(tmp_path.glob("*.damaged-*"))
 
     run_cache = CompletionCache(tmp_path / "run.sqlite", derived=False)
-    run_cache._db.execute("INSERT INTO completions VALUES ('k', 'not json')")
-    run_cache._db.commit()
+    run_cache._store._db.execute("INSERT INTO completions VALUES ('k', 'not json')")
+    run_cache._store._db.commit()
     with pytest.raises(RunDirectoryError, match=r"run\.sqlite: the entry k is not a completion"):
         run_cache.get("k")
 

@@ -10,21 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import sqlite3
 import threading
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from lcrag.errors import RunDirectoryError
 from lcrag.readers.base import Completion, GenerationParams, Message, Reader, reader_identity
-from lcrag.storage import file_lock, set_aside
+from lcrag.sqlite_store import KeyValueStore
 
 log = logging.getLogger("lcrag")
 
-# Seconds a writer waits for another process's write to finish before giving up on one entry.
-BUSY_TIMEOUT = 30.0
-_COLUMNS = ["key", "value"]
 _REQUIRED = ("text", "model", "prompt_tokens", "completion_tokens")
 _RUN_CACHE_ADVICE = ("its cached answers cannot be trusted; move the file away to recompute them "
                      "(this repeats their LLM calls) or restore it from a backup")
@@ -74,91 +69,36 @@ class CompletionCache:
     def __init__(self, path: str | Path, derived: bool = True):
         self.path = Path(path)
         self.derived = derived
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._warned: set[str] = set()
-        # One process checks (and repairs) at a time: another must not set aside a file just recreated.
-        with file_lock(self.path.with_name(self.path.name + ".lock")):
-            try:
-                self._db = self._open()
-            except sqlite3.DatabaseError as exc:
-                self._damaged(str(exc))
-                self._db = self._open()
+        self._store = KeyValueStore(self.path, "completions", "value", "TEXT",
+                                    ("answers are computed again", "answers are not cached"), derived, self._refuse)
 
-    def _open(self) -> sqlite3.Connection:
-        """A connection to a checked database (raises ``sqlite3.DatabaseError`` when it is damaged)."""
-        db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=BUSY_TIMEOUT)
-        try:
-            status = db.execute("PRAGMA quick_check(1)").fetchone()[0]
-            if status != "ok":
-                raise sqlite3.DatabaseError(status.replace("\n", " "))
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.commit()
-            columns = [row[1] for row in db.execute("PRAGMA table_info(completions)")]
-            if columns != _COLUMNS:
-                raise sqlite3.DatabaseError(f"table completions has columns {columns}, not {_COLUMNS}")
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _damaged(self, reason: str) -> None:
-        if not self.derived:
-            raise RunDirectoryError(f"{self.path}: damaged SQLite database ({reason}); {_RUN_CACHE_ADVICE}")
-        target = set_aside(self.path, reason)
-        # The write-ahead log and its index belong to the damaged file: a new database must not replay them.
-        for suffix in ("-wal", "-shm"):
-            side = Path(f"{self.path}{suffix}")
-            if side.exists():
-                if target is not None:
-                    os.replace(side, f"{target}{suffix}")
-                else:
-                    side.unlink(missing_ok=True)
-
-    def _warn_once(self, kind: str, message: str) -> None:
-        if kind not in self._warned:
-            self._warned.add(kind)
-            log.warning("%s: %s", self.path, message)
+    def _refuse(self, what: str, reason: str) -> RunDirectoryError:
+        if what == "damaged":
+            return RunDirectoryError(f"{self.path}: damaged SQLite database ({reason}); {_RUN_CACHE_ADVICE}")
+        if what == "read":
+            return RunDirectoryError(f"{self.path}: cannot be read ({reason}); {_RUN_CACHE_ADVICE}")
+        return RunDirectoryError(f"{self.path}: cannot be written ({reason}); the answer was not saved")
 
     def get(self, key: str) -> Completion | None:
         """The completion stored under ``key``; None on a miss (and, in a derived cache, on a damaged entry)."""
-        try:
-            with self._lock:
-                row = self._db.execute("SELECT value FROM completions WHERE key = ?", (key,)).fetchone()
-        except sqlite3.DatabaseError as exc:
-            if not self.derived:
-                raise RunDirectoryError(f"{self.path}: cannot be read ({exc}); {_RUN_CACHE_ADVICE}") from None
-            self._warn_once("read", f"cannot be read ({exc}); answers are computed again")
+        value = self._store.get(key)
+        if value is None:
             return None
-        if row is None:
-            return None
-        completion = parse_completion(row[0])
+        completion = parse_completion(value)
         if completion is None:
             if not self.derived:
                 raise RunDirectoryError(f"{self.path}: the entry {key} is not a completion; {_RUN_CACHE_ADVICE}")
-            self._warn_once("entry", "an entry is not a completion; it is computed again and replaced")
+            self._store.warn_once("entry", "an entry is not a completion; it is computed again and replaced")
         return completion
 
     def put(self, key: str, completion: Completion) -> None:
-        value = json.dumps({**asdict(completion), "from_cache": False})
-        try:
-            with self._lock:
-                self._db.execute("INSERT OR REPLACE INTO completions (key, value) VALUES (?, ?)", (key, value))
-                self._db.commit()
-        except sqlite3.DatabaseError as exc:
-            if not self.derived:
-                raise RunDirectoryError(f"{self.path}: cannot be written ({exc}); the answer was not saved") from None
-            # Derived data: the answer is still returned, only not remembered.
-            self._warn_once("write", f"cannot be written ({exc}); answers are not cached")
+        self._store.put(key, json.dumps({**asdict(completion), "from_cache": False}))
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+        return len(self._store)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._store.close()
 
 
 class CachedReader:

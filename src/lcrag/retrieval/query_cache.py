@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING
 from lcrag.lazy import lazy_module
 from lcrag.retrieval.embedders import Embedder, parse_embedder_spec
 from lcrag.registry import EMBEDDERS
-from lcrag.storage import file_lock, set_aside
+from lcrag.sqlite_store import KeyValueStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,9 +33,7 @@ else:  # imported on first use (see lcrag.lazy)
 
 log = logging.getLogger("lcrag")
 
-BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's write (as the completion cache)
 FILE_NAME = "query-vectors.sqlite"
-_COLUMNS = ["key", "vector"]
 # Calls with more texts than this are not queries: they go to the wrapped embedder uncached.
 MAX_QUERIES = 16
 
@@ -46,93 +43,35 @@ def query_key(embedder_name: str, text: str) -> str:
 
 
 class QueryVectorCache:
-    """SQLite store of float32 vectors; safe to share between threads and processes (WAL, a busy timeout).
-
-    Opening, checking and repairing follow :class:`lcrag.readers.cache.CompletionCache` (derived mode) with the
-    shared helpers of :mod:`lcrag.storage`; the layering keeps retrieval from importing the readers' module."""
+    """SQLite store of float32 vectors; safe to share between threads and processes (WAL, a busy timeout); derived
+    data, repaired as the completion cache is (:class:`lcrag.sqlite_store.KeyValueStore`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._warned: set[str] = set()
-        # One process checks (and repairs) at a time: another must not set aside a file just recreated.
-        with file_lock(self.path.with_name(self.path.name + ".lock")):
-            try:
-                self._db = self._open()
-            except sqlite3.DatabaseError as exc:
-                self._set_aside(str(exc))
-                self._db = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=BUSY_TIMEOUT)
-        try:
-            status = db.execute("PRAGMA quick_check(1)").fetchone()[0]
-            if status != "ok":
-                raise sqlite3.DatabaseError(status.replace("\n", " "))
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
-            db.commit()
-            columns = [row[1] for row in db.execute("PRAGMA table_info(vectors)")]
-            if columns != _COLUMNS:
-                raise sqlite3.DatabaseError(f"table vectors has columns {columns}, not {_COLUMNS}")
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _set_aside(self, reason: str) -> None:
-        target = set_aside(self.path, reason)
-        for suffix in ("-wal", "-shm"):  # they belong to the damaged file: a new database must not replay them
-            side = Path(f"{self.path}{suffix}")
-            if side.exists():
-                if target is not None:
-                    os.replace(side, f"{target}{suffix}")
-                else:
-                    side.unlink(missing_ok=True)
-
-    def _warn_once(self, kind: str, message: str) -> None:
-        if kind not in self._warned:
-            self._warned.add(kind)
-            log.warning("%s: %s", self.path, message)
+        self._store = KeyValueStore(self.path, "vectors", "vector", "BLOB",
+                                    ("queries are embedded again", "query vectors are not cached"))
 
     def get(self, key: str, dimension: int | None = None) -> np.ndarray | None:
         """The vector stored under ``key``; None on a miss, or when the entry is not a vector (of ``dimension``)."""
-        try:
-            with self._lock:
-                row = self._db.execute("SELECT vector FROM vectors WHERE key = ?", (key,)).fetchone()
-        except sqlite3.DatabaseError as exc:
-            self._warn_once("read", f"cannot be read ({exc}); queries are embedded again")
+        blob = self._store.get(key)
+        if blob is None:
             return None
-        if row is None:
-            return None
-        blob = row[0]
-        if (not isinstance(blob, bytes) or not blob or len(blob) % 4
-                or (dimension and len(blob) != 4 * dimension)):
-            self._warn_once("entry", "an entry is not a query vector; it is embedded again and replaced")
-            return None
-        vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-        if not np.isfinite(vector).all():
-            self._warn_once("entry", "an entry is not a query vector; it is embedded again and replaced")
+        vector = None
+        if isinstance(blob, bytes) and blob and not len(blob) % 4 and (not dimension or len(blob) == 4 * dimension):
+            vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        if vector is None or not np.isfinite(vector).all():
+            self._store.warn_once("entry", "an entry is not a query vector; it is embedded again and replaced")
             return None
         return vector
 
     def put(self, key: str, vector: np.ndarray) -> None:
-        blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
-        try:
-            with self._lock:
-                self._db.execute("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", (key, blob))
-                self._db.commit()
-        except sqlite3.DatabaseError as exc:
-            self._warn_once("write", f"cannot be written ({exc}); query vectors are not cached")
+        self._store.put(key, np.ascontiguousarray(vector, dtype="<f4").tobytes())
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        return len(self._store)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._store.close()
 
 
 class CachedQueryEmbedder:
