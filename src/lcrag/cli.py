@@ -409,11 +409,17 @@ def passkey(
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A directory written by lcrag eval.")]) -> None:
-    """Write report.md, CSV tables and PNG plots for a run directory."""
+def report(run_dir: Annotated[Path, typer.Argument(help="A directory written by lcrag eval.")],
+           prices: PricesFile = None, price_as: PriceAs = None) -> None:
+    """Write report.md, CSV tables and PNG plots for a run directory (with money next to tokens when priced)."""
+    from lcrag.evaluation.prices import PriceTable, calls_cost
     from lcrag.evaluation.report import write_report
 
-    path = write_report(run_dir)
+    table = PriceTable.load(prices)
+    if price_as:
+        table.require(price_as)
+    priced = price_as or prices
+    path = write_report(run_dir, (lambda row: calls_cost(row.get("calls") or [], table, price_as)) if priced else None)
     stdout.print(path.read_text(encoding="utf-8"), markup=False, highlight=False)
     stderr.print(f"written to {path.parent}")
 

@@ -9,6 +9,8 @@ e. LC-vs-RAG win–lose (strict: EM-like score = 1; loose: higher score), by dat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import csv
 import json
 import logging
@@ -84,18 +86,26 @@ def table1(rows: list[dict]) -> tuple[list[str], list[list]]:
     return header, body
 
 
-def by_config(rows: list[dict]) -> tuple[list[str], list[list]]:
-    """Every configuration of the run (OP-RAG included) per dataset: score, prompt tokens, routes."""
-    header = ["dataset", "config", "n", "score", "mean prompt tokens", "routed to LC %"]
+def by_config(rows: list[dict], cost: Callable[[dict], float | None] | None = None) -> tuple[list[str], list[list]]:
+    """Every configuration of the run (OP-RAG included) per dataset: score, prompt tokens, money (when ``cost``
+    prices a row), routes."""
+    header = ["dataset", "config", "n", "score", "mean prompt tokens", *(["USD / 1K questions"] if cost else []),
+              "routed to LC %"]
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         if r["strategy"] != "closed-book":
             groups[(r["dataset"], r["config"])].append(r)
     body = [[ds, cfg, len(g), f"{100 * statistics.mean(r['score'] for r in g):.2f}",
-             f"{statistics.mean(r['prompt_tokens'] for r in g):.0f}",
+             f"{statistics.mean(r['prompt_tokens'] for r in g):.0f}", *([_money(g, cost)] if cost else []),
              f"{100 * sum(r['route'] == 'lc' for r in g) / len(g):.0f}" if g[0]["strategy"] == "self-route" else ""]
             for (ds, cfg), g in sorted(groups.items())]
     return header, body
+
+
+def _money(rows: list[dict], cost: Callable[[dict], float | None]) -> str:
+    """Mean USD per 1,000 questions of ``rows``, or "unpriced" when a row's model has no price."""
+    costs = [cost(r) for r in rows]
+    return "unpriced" if any(c is None for c in costs) else f"{1000 * statistics.mean(costs):.3f}"
 
 
 def overlap(rows: list[dict]) -> tuple[list[str], list[list], list[float]]:
@@ -286,7 +296,9 @@ def session_times(run_dir: Path) -> tuple[float, float, bool]:
             all(x.get("concurrency", 1) == 1 for x in measured))
 
 
-def write_report(run_dir: str | Path) -> Path:
+def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | None = None) -> Path:
+    """report.md, CSV tables and plots in RUN/report/; ``cost`` (a row's calls priced in USD, e.g. by
+    :func:`lcrag.evaluation.prices.calls_cost`) adds money next to tokens."""
     run_dir = Path(run_dir)
     rows = load_rows(run_dir)
     if not rows:
@@ -300,7 +312,7 @@ def write_report(run_dir: str | Path) -> Path:
     wl_ds, wl_qt = win_lose(rows, "dataset"), win_lose(rows, "question_type")
     k_ab = _sweep([r for r in rows if r["budget"] is None], ("rag", "self-route"), "k")
     budget = _sweep(rows, ("rag", "op-rag"), "budget")
-    tables = {"table1": t1, "by_config": by_config(rows), "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
+    tables = {"table1": t1, "by_config": by_config(rows, cost), "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
               "win_lose_by_dataset": wl_ds, "win_lose_by_question_type": wl_qt}
     retrievers = retriever_table(rows)
     if len(retrievers[1]) > 1:

@@ -63,3 +63,16 @@ def test_bad_price_files_are_one_line(tmp_path, text, message):
 def test_an_unknown_price_as_lists_the_known_models():
     with pytest.raises(LcragError, match="no price for 'gpt-9'; known: .*gpt-4o-mini"):
         PriceTable().require("gpt-9")
+
+
+def test_the_report_prices_recorded_rows():
+    from lcrag.evaluation.report import by_config
+
+    rows = [{"dataset": "d", "config": "lc", "strategy": "lc", "score": 1.0, "prompt_tokens": 1000, "route": "lc",
+             "calls": [{"model": "local", "prompt_tokens": 1000, "completion_tokens": 10, "cached_prompt_tokens": 900}]}]
+    cost = lambda row: calls_cost(row["calls"], PriceTable(), "gpt-4o-mini")  # noqa: E731
+    header, body = by_config(rows, cost)
+    assert header[5] == "USD / 1K questions"
+    assert body[0][5] == f"{1000 * BUILT_IN['gpt-4o-mini'].cost(1000, 10, 900):.3f}"
+    assert by_config(rows, lambda row: None)[1][0][5] == "unpriced"
+    assert "USD / 1K questions" not in by_config(rows)[0]  # unpriced reports keep their columns
