@@ -61,6 +61,7 @@ RouterFile = Annotated[Optional[str], typer.Option("--router", help="A learned r
 LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --router: the threshold that sent this share (0..1) of its fitting questions to LC.")]
 PricesFile = Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table (USD per million input, cached input, output tokens per model), added over the built-in one.")]
 PriceAs = Annotated[Optional[str], typer.Option("--price-as", help="Price the calls as if made with this model (e.g. gpt-4o-mini); otherwise a model not in the table is unpriced.")]
+CacheAwareOpt = Annotated[bool, typer.Option("--cache-aware", help="Self-Route: once LC has read a document (its prefix cached by the server), answer its next questions with LC directly while that costs fewer uncached tokens than the RAG step.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
@@ -117,6 +118,7 @@ def ask(
     route_threshold: RouteThreshold = None,
     router: RouterFile = None,
     lc_share: LCShare = None,
+    cache_aware: CacheAwareOpt = False,
     prices: PricesFile = None,
     price_as: PriceAs = None,
     config: RunFile = None,
@@ -333,6 +335,7 @@ def evaluate(
     route_threshold: RouteThreshold = None,
     router: RouterFile = None,
     lc_share: LCShare = None,
+    cache_aware: CacheAwareOpt = False,
     config: RunFile = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""

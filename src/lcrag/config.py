@@ -167,9 +167,12 @@ class StrategyConfig:
     route_threshold: float | None = None
     router: str | None = None  # a learned router's JSON file (lcrag route fit): it decides instead of the decline
     lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
+    cache_aware: bool = False  # Self-Route: a document LC has read goes straight to LC while that is cheaper
 
     def __post_init__(self) -> None:
         one_of("strategy", self.strategy, document_strategies())
+        if not isinstance(self.cache_aware, bool):
+            raise SettingError("cache_aware", f"must be true or false, got {self.cache_aware!r}")
         in_range("route_threshold", self.route_threshold, 0.0, 1.0)
         in_range("lc_share", self.lc_share, 0.0, 1.0)
         if self.lc_share is not None and self.router is None:

@@ -68,6 +68,7 @@ class Settings:
     route_threshold: float | None = None  # Self-Route: LC when P(decline) >= this; None: the written answer decides
     router: str | None = None  # a learned router's JSON file: Self-Route goes to LC when it predicts LC is better
     lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
+    cache_aware: bool = False  # Self-Route: a document LC has read goes straight to LC while that is cheaper
 
     def __post_init__(self) -> None:
         """Every value is checked once, before any model loads, by the configuration objects (one per concern,
@@ -240,7 +241,7 @@ class Pipeline:
             s = self.settings
             router = Router.load(s.router) if s.router else None
             self._strategies[strategy] = make_strategy(strategy, s.order, threshold=s.route_threshold, router=router,
-                                                       lc_share=s.lc_share)
+                                                       lc_share=s.lc_share, cache_aware=s.cache_aware or None)
         runner = self._strategies[strategy]
         ctx = self.context(as_document(document), strategy)
         if prompts is not None or max_tokens is not None:

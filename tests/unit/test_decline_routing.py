@@ -156,3 +156,37 @@ def test_router_settings_are_checked(tmp_path):
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(LcragError, match="not a router file"):
         Settings(router=str(tmp_path / "bad.json"))
+
+
+class CachingReader(DecliningReader):
+    """Reports a prefix cache as llama.cpp does: an LC prompt after an LC prompt reuses all but its last 40 tokens."""
+
+    def complete(self, messages, params: GenerationParams):
+        completion = super().complete(messages, params)
+        is_lc = not params.top_logprobs
+        if is_lc and getattr(self, "lc_before", False):
+            completion.cached_prompt_tokens = completion.prompt_tokens - 40
+        self.lc_before = self.lc_before or is_lc if hasattr(self, "lc_before") else is_lc
+        return completion
+
+
+def test_cache_aware_self_route_goes_straight_to_lc_once_the_document_is_read(scripted_reader):
+    reader = CachingReader(scripted_reader, 0.9)  # declines: the first question goes RAG -> LC
+    # RAG reads 2 chunks of 150 words (~300 uncached tokens); LC on the cached document processes ~128
+    pipeline = Pipeline(Settings(cache=False, route_threshold=0.5, cache_aware=True, k=2, chunking="words:150"),
+                        reader=reader)
+    document = Document(" ".join(f"word{i}" for i in range(2000)))
+    first = pipeline.ask(document, "What is word7?")
+    assert first.route == "lc" and [c.stage for c in first.calls] == ["route", "answer"]
+    second = pipeline.ask(document, "What is word9?")
+    assert second.route == "lc" and [c.stage for c in second.calls] == ["answer"]  # no RAG step: LC is warm
+    other = pipeline.ask(Document("The sky is green. " * 50), "What colour is the sky?")
+    assert [c.stage for c in other.calls][0] == "route"  # another document: not read yet
+
+
+def test_without_cache_awareness_every_question_runs_rag_first(scripted_reader):
+    reader = CachingReader(scripted_reader, 0.9)
+    pipeline = Pipeline(Settings(cache=False, route_threshold=0.5, k=2, chunking="words:50"), reader=reader)
+    document = Document(" ".join(f"word{i}" for i in range(2000)))
+    for question in ("What is word7?", "What is word9?"):
+        assert [c.stage for c in pipeline.ask(document, question).calls] == ["route", "answer"]

@@ -191,7 +191,8 @@ class EvalRunner:
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             **({"corpus_unit": s.unit} if s.unit else {}),
             **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),
-            **({"router_sha256": file_hash(s.router), "lc_share": s.lc_share} if s.router else {}),  # absent by default: older runs' identities still match
+            **({"router_sha256": file_hash(s.router), "lc_share": s.lc_share} if s.router else {}),
+            **({"cache_aware": True} if s.cache_aware else {}),  # absent by default: older runs' identities still match
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
         }

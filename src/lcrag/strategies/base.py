@@ -36,6 +36,8 @@ class QueryContext:
     long_text: Callable[[str, Tokenizer, int], TruncatedText] | None = None
     # (document hash, tokenizer, limit) -> the document as LC sends it; saves re-tokenizing a long text per question.
     _lc_text: dict[tuple[str, str, int], TruncatedText] = field(default_factory=dict)
+    # The last answering call of each route ("rag", "lc") on this document: what a cache-aware router compares.
+    last_calls: dict[str, LLMCall] = field(default_factory=dict)
 
 
 class Timer:

@@ -15,6 +15,7 @@ from lcrag.strategies.base import (
     long_context,
     retrieve_context,
 )
+from lcrag.strategies.cache_aware import CacheAware
 from lcrag.strategies.router import Router, RouterCondition
 from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
 from lcrag.types import Answer, LLMCall
@@ -47,6 +48,7 @@ class LongContext(Strategy):
         timer = Timer()
         messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
         text, call = call_reader(ctx, "answer", messages, timer)
+        ctx.last_calls["lc"] = call
         return Answer(
             text, question, self.name, route="lc", calls=[call], timings=timer.timings, truncated_tokens=kept.cut_tokens
         )
@@ -81,6 +83,7 @@ class RAG(Strategy):
         messages = ctx.prompts.messages(getattr(ctx.prompts, self.template), question, context.text)
         text, call, completion = read_completion(ctx, self.stage, messages, timer, TOP_LOGPROBS if self.decline else 0)
         declined = decline_probability(completion.logprobs, self.decline) if self.decline else None
+        ctx.last_calls["rag"] = call
         return Answer(text, question, self.name, route=self.route, calls=calls + [call], chunks=context.chunks,
                       timings=timer.timings, index_cost=context.index_cost, decline_probability=declined)
 
@@ -122,10 +125,13 @@ def op_rag(order: str = "document") -> Strategy:
                                      "answer decides); with a router, when P(LC better) >= this", min=0.0, max=1.0),
                               Option("router", object, None, "a learned router (lcrag route fit) instead of the decline"),
                               Option("lc_share", float, None, "with a router: the threshold that sent this share of its "
-                                     "fitting questions to LC", min=0.0, max=1.0)))
+                                     "fitting questions to LC", min=0.0, max=1.0),
+                              Option("cache_aware", bool, False, "once LC has read a document, go straight to LC while "
+                                     "its cached prefix makes that cheaper than the RAG step")))
 def self_route(order: str = "score", threshold: float | None = None, router: Router | None = None,
-               lc_share: float | None = None) -> Strategy:
-    return SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share)
+               lc_share: float | None = None, cache_aware: bool = False) -> Strategy:
+    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share)
+    return CacheAware(routed, routed.fallback) if cache_aware else routed
 
 
 def make_strategy(name: str, order: str | None = None, **options: object) -> Strategy:
