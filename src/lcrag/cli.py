@@ -91,7 +91,7 @@ def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
 @app.command()
 def ask(
     ctx: typer.Context,
-    doc: Annotated[Path, typer.Argument(help="A .txt/.md file, a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],
+    doc: Annotated[Path, typer.Argument(help="A document (.pdf, .docx, .html, .epub, .md, .txt), a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],
     question: Annotated[str, typer.Argument(help="The question.")],
     strategy: Strategy = "self-route",
     retriever: RetrieverOpt = "bm25",
@@ -146,6 +146,10 @@ def ask(
                          ensure_ascii=False))
         return
     stdout.print(answer.text, markup=False, highlight=False)
+    if answer.sources:
+        from lcrag.provenance import format_sources
+
+        stdout.print(f"Sources: {format_sources(answer.sources)}", markup=False, highlight=False)
     cached = " (from cache)" if answer.calls and all(c.from_cache for c in answer.calls) else ""
     stderr.print(
         f"[dim]{answer.strategy} → {answer.route} · prompt {answer.prompt_tokens} + completion "

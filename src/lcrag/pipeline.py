@@ -28,6 +28,7 @@ from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
+from lcrag.strategies.citations import cite
 from lcrag.strategies.router import Router
 from lcrag.types import Answer, Document
 
@@ -248,7 +249,9 @@ class Pipeline:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
                           params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
-        return runner.run(ctx, question)
+        answer = runner.run(ctx, question)
+        answer.sources = cite(ctx, answer)  # an LC answer's are located in the document's index
+        return answer
 
     def close(self) -> None:
         readers = [self._reader] + ([self._summary_reader] if self._own_summary_reader else [])

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lcrag.provenance import Layout, Source
 
 
 @dataclass(frozen=True)
@@ -19,10 +22,16 @@ class Document:
     # For a document joined from several files or records: (offset in ``text``, the part). Indexes that can be
     # built per part (RAPTOR) use them, so adding a file to a collection leaves the other files' indexes alone.
     parts: tuple[tuple[int, Document], ...] = field(default=(), compare=False, repr=False)
+    # Pages and sections of the extracted text (PDF, DOCX, HTML, EPUB, Markdown); None for plain text.
+    layout: Layout | None = field(default=None, compare=False, repr=False)
 
     @cached_property  # a frozen dataclass still allows it: the value goes straight into __dict__
     def content_hash(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        """The text's SHA-256; for extracted text, of the text and the extractor's version, so an index built from
+        one library version's text is rebuilt when an upgrade may change it."""
+        extractors = sorted({d.layout.extractor for d in (self, *(p for _, p in self.parts)) if d.layout})
+        key = self.text if not extractors else self.text + "\0" + "\0".join(extractors)
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,11 @@ class Answer:
     # from its token log-probabilities; None when the reader returned none.
     decline_probability: float | None = None
     context: str | None = field(default=None, repr=False)  # the text the reader saw (kept out of to_dict: long)
+    # Where the answer's text came from: the retrieved chunks' places, or for an LC answer the located ones.
+    sources: list[Source] = field(default_factory=list)
+    # The chunks the final answer was read from when they are not ``chunks`` (a routed answer keeps its first
+    # step's chunks there, for the router's features); None: ``chunks``.
+    answer_chunks: list[ChunkUsed] | None = field(default=None, repr=False)
 
     @property
     def prompt_tokens(self) -> int:
@@ -112,6 +126,8 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("context")
+        data.pop("answer_chunks")
+        data["sources"] = [source.to_dict() for source in self.sources]
         data["prompt_tokens"] = self.prompt_tokens
         data["completion_tokens"] = self.completion_tokens
         data["seconds"] = round(self.seconds, 4)

@@ -86,7 +86,7 @@ BAD_INPUTS = [
     (["ask", "{noise.txt}", "q"], "noise.txt is not text in UTF-8 or Windows-1252/Latin-1"),
     (["ask", "{fifo.txt}", "q"], "fifo.txt is not a regular file"),
     (["ask", "{zero}", "q"], "/dev/zero is not a regular file"),
-    (["ask", "{no_docs}", "q"], "holds no .txt, .md or .jsonl files"),
+    (["ask", "{no_docs}", "q"], "holds no .txt, .jsonl, .md, .pdf, .docx, .html or .epub files"),
     (["ask", "{bad.jsonl}", "q"], "bad.jsonl:1: invalid JSON"),
     (["index", "{fifo.txt}"], "not a regular file"),
     (["index", "{noise.txt}"], "is not text"),

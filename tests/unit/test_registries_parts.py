@@ -93,7 +93,7 @@ def test_a_loader_for_a_new_suffix_is_used_for_files_and_directories(new_parts, 
 
 
 def test_a_directory_without_readable_files_names_every_registered_suffix(new_parts, tmp_path):
-    with pytest.raises(InputError, match=r"holds no \.txt, \.md, \.jsonl or \.rev files"):
+    with pytest.raises(InputError, match=r"holds no \.txt, \.jsonl, \.md, \.pdf, \.docx, \.html, \.epub or \.rev files"):
         load_documents(tmp_path / "site")  # holds only a .py file
 
 

@@ -1,4 +1,5 @@
-"""Load documents from .txt/.md files, directories of them, or JSONL.
+"""Load documents from files (plain text, JSONL, and every format a loader registers: PDF, DOCX, HTML, EPUB,
+Markdown) or directories of them.
 
 Each loader registers in :data:`lcrag.registry.LOADERS` with the suffixes it reads (meta ``suffixes``); a file
 whose suffix no loader claims is read by the ``default`` one (plain text). A new format is one new module in
@@ -18,15 +19,21 @@ from lcrag.types import Document
 log = logging.getLogger(__name__)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     # Regular files only, within the size limit, decoded or refused: a FIFO, a device or random bytes never get in.
     return decode_text(path, read_regular_file(path))
 
 
-@LOADERS.register("text", help="plain text or Markdown, one document per file (and any file no loader claims)",
-                  default=True, suffixes=(".txt", ".md", ".markdown", ".text"), forms=(".txt", ".md"))
+@LOADERS.register("text", help="plain text, one document per file (and any file no loader claims)",
+                  default=True, suffixes=(".txt", ".text"), forms=(".txt",))
 def load_text_file(path: Path) -> list[Document]:
-    text = _read_text(path)
+    try:
+        text = read_text(path)
+    except InputError as exc:
+        if path.suffix.lower() not in (".txt", ".text", "") and "binary" in str(exc):
+            raise InputError(f"{path}: {path.suffix} is not a format lcrag reads (it reads {spoken_list(_forms())}); "
+                             "convert it to one of them") from None
+        raise
     if not text.strip():
         raise InputError(f"{path} is empty")
     return [Document(text=text, id=path.stem, title=path.stem, source=str(path))]
@@ -35,7 +42,7 @@ def load_text_file(path: Path) -> list[Document]:
 @LOADERS.register("jsonl", help="JSON Lines, one document per record: 'text', optional 'id' and 'title'",
                   suffixes=(".jsonl", ".ndjson"), forms=(".jsonl",))
 def load_jsonl(path: Path) -> list[Document]:
-    text = _read_text(path)
+    text = read_text(path)
     docs: list[Document] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -69,6 +76,10 @@ def _loader_for(path: Path) -> Part:
     return (claimed or [p for p in parts if p.meta.get("default")])[0]
 
 
+def _forms() -> list[str]:
+    return [f for part in LOADERS.parts() for f in part.meta.get("forms", part.meta.get("suffixes", ()))]
+
+
 def _readable_suffixes() -> set[str]:
     return {suffix for part in LOADERS.parts() for suffix in part.meta.get("suffixes", ())}
 
@@ -93,15 +104,29 @@ def load_documents(path: str | Path) -> list[Document]:
     if not p.exists():
         raise InputError(f"{p} does not exist")
     if p.is_dir():
-        files = _document_files(p)
-        if not files:
-            forms = [f for part in LOADERS.parts() for f in part.meta.get("forms", part.meta.get("suffixes", ()))]
-            raise InputError(f"{p} holds no {spoken_list(forms)} files")
-        docs: list[Document] = []
-        for f in files:
-            docs.extend(load_documents(f))
-        return docs
+        return _load_directory(p)
     return list(_loader_for(p).create(p))
+
+
+def _load_directory(directory: Path) -> list[Document]:
+    """Every readable file's documents; a file that cannot be read (no text layer, encrypted, damaged) is reported
+    and skipped, with a count, so the good ones are still answered. Refused only when no file can be read."""
+    files = _document_files(directory)
+    if not files:
+        raise InputError(f"{directory} holds no {spoken_list(_forms())} files")
+    docs: list[Document] = []
+    failed: list[str] = []
+    for f in files:
+        try:
+            docs.extend(load_documents(f))
+        except InputError as exc:
+            failed.append(str(exc))
+            log.warning("skipped %s", exc)
+    if failed and not docs:
+        raise InputError(f"none of the {len(files)} file(s) in {directory} could be read; the first: {failed[0]}")
+    if failed:
+        log.warning("skipped %d of %d file(s) in %s that could not be read", len(failed), len(files), directory)
+    return docs
 
 
 def load_document(path: str | Path) -> Document:

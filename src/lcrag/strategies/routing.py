@@ -118,6 +118,7 @@ class Routed(Strategy):
         second = self.fallback.run(ctx, question)
         return replace(
             second, strategy=self.name, calls=first.calls + second.calls, chunks=first.chunks,
+            answer_chunks=second.answer_chunks if second.answer_chunks is not None else second.chunks,
             timings=merge_timings(first.timings, second.timings), raw_route_answer=first.text,
             index_cost=first.index_cost if first.index_cost is not None else second.index_cost,
             decline_probability=first.decline_probability,

@@ -1,0 +1,54 @@
+"""Sources for an answer: where the text it was read from came from (file, pages, section, a quoted snippet).
+
+A RAG answer cites the chunks the reader saw, best first. An LC answer saw the whole document, so it cites the
+chunks that best match the question and its answer in the document's BM25 index, marked ``located``; Self-Route's
+and the cascade's sources follow the route they took."""
+
+from __future__ import annotations
+
+import re
+
+from lcrag.provenance import Source, locate, snippet
+from lcrag.strategies.base import QueryContext
+from lcrag.types import Answer, ChunkUsed
+
+LOCATED = 2  # chunks cited for an LC answer
+_WORD = re.compile(r"\w+")
+_NO_SOURCES = ("closed-book",)
+
+
+def _best_sentence(text: str, query: str) -> tuple[int, int]:
+    """The span of the chunk's sentence sharing the most words with ``query`` (the question and answer)."""
+    from lcrag.chunking.chunkers import SentenceChunker
+
+    wanted = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
+    spans = SentenceChunker.sentence_spans(text) or [(0, len(text))]
+    return max(spans, key=lambda s: len(wanted & {w.lower() for w in _WORD.findall(text, s[0], s[1])}))
+
+
+def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source:
+    """The chunk cited by its best-matching sentence: that sentence is the quote, and its page and section (a
+    chunk of 300 words often spans two pages; the sentence says which one holds the words cited)."""
+    text = ctx.document.text[chunk.start:chunk.end]
+    start, end = _best_sentence(text, query)
+    return Source(snippet=snippet(text[start:end]), how=how, chunk=chunk.index, score=round(chunk.score, 4),
+                  **locate(ctx.document, chunk.start + start, chunk.start + end))
+
+
+def _located(ctx: QueryContext, answer: Answer) -> list[ChunkUsed]:
+    query = f"{answer.question} {answer.text}"
+    retriever = ctx.index().retriever("bm25")
+    return [ChunkUsed(s.chunk.index, s.chunk.start, s.chunk.end, s.score) for s in retriever.run(query, LOCATED)]
+
+
+def cite(ctx: QueryContext, answer: Answer) -> list[Source]:
+    """The answer's sources; none for a closed-book answer or a source that is not one text (a corpus index)."""
+    from lcrag.documents.indexed_corpus import CorpusSource
+
+    if answer.route in _NO_SOURCES or isinstance(ctx.document, CorpusSource) or not answer.text.strip():
+        return []
+    query = f"{answer.question} {answer.text}"
+    read = answer.answer_chunks if answer.answer_chunks is not None else answer.chunks
+    if answer.route == "lc" or not read:
+        return [_source(ctx, c, "located", query) for c in _located(ctx, answer)]
+    return [_source(ctx, c, "retrieved", query) for c in read if c.layer == 0 or c.end > c.start]
