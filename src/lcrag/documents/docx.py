@@ -35,12 +35,22 @@ def _open(path: Path, data: bytes):
                          ".docx") from None
 
 
-def _heading_level(paragraph) -> int | None:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
-    if name.lower() == "title":
-        return 0
-    match = _HEADING.match(name.strip())
-    return int(match.group(1)) if match else None
+def _heading_levels(doc) -> dict[str, int]:
+    """Heading level by paragraph style id, read once: python-docx's ``paragraph.style`` looks the style up anew
+    for every paragraph (measured: 20x the cost of reading the text)."""
+    levels = {}
+    for style in doc.styles:
+        name = (style.name or "").strip()
+        match = _HEADING.match(name)
+        if name.lower() == "title" or match:
+            levels[style.style_id] = 0 if name.lower() == "title" else int(match.group(1))
+    return levels
+
+
+def _heading_level(paragraph, levels: dict[str, int]) -> int | None:
+    ppr = paragraph._p.pPr
+    style = ppr.pStyle.val if ppr is not None and ppr.pStyle is not None else None
+    return levels.get(style) if style else None
 
 
 def _page_breaks(element) -> int:
@@ -64,11 +74,11 @@ def docx_document(path: Path) -> Document:
     doc = _open(path, read_regular_file(path))
     paged = any(True for _ in doc.element.body.iter(f"{_W}lastRenderedPageBreak")) or any(
         br.get(f"{_W}type") == "page" for br in doc.element.body.iter(f"{_W}br"))
-    builder, stack, page = TextBuilder(), [], 1
+    builder, stack, page, levels = TextBuilder(), [], 1, _heading_levels(doc)
     for block in doc.iter_inner_content():
         section = tuple(title for _, title in stack)
         if isinstance(block, Paragraph):
-            level = _heading_level(block)
+            level = _heading_level(block, levels)
             text = block.text
             if level is not None and text.strip():
                 stack = [(lv, t) for lv, t in stack if lv < level] + [(level, " ".join(text.split()))]

@@ -38,7 +38,7 @@ def _block_text(element) -> str:
     if tag == "code":
         return "".join(element.itertext()).strip("\n")
     if tag == "list":
-        return "\n".join(f"- {_flat(item)}" for item in element.iter("item") if _flat(item))
+        return "\n".join(f"- {text}" for text in map(_flat, element.iter("item")) if text)
     if tag == "table":
         return "\n".join(" | ".join(_flat(cell) for cell in row.iter("cell")) for row in element.iter("row"))
     return _flat(element)

@@ -4,6 +4,7 @@ fenced code block is not a heading and setext headings (underlined with ``===``)
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import version
 from pathlib import Path
 
@@ -27,10 +28,7 @@ def _headings(text: str) -> list[tuple[int, int, str]]:
 
 
 def markdown_layout(text: str) -> Layout:
-    line_starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            line_starts.append(i + 1)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
     segments, stack, start, section = [], [], 0, ()
     for line, level, title in _headings(text):
         at = line_starts[min(line, len(line_starts) - 1)]
