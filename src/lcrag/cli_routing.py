@@ -46,6 +46,7 @@ def evaluate(
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the frontier as a PNG (needs lcrag[report]).")] = None,
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every call as this model (e.g. gpt-4o-mini): adds cost columns and the cache-aware router.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
+    wide: Annotated[Optional[list[Path]], typer.Option("--wide", help="Runs of `lcrag eval --strategies self-route` at a larger k on the same questions: cascades (RAG -> wider RAG -> LC) are reported against the two-way routers at equal cost, on the questions they share.")] = None,
 ) -> None:
     """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
     from lcrag.evaluation.report import _md_table
@@ -69,3 +70,22 @@ def evaluate(
     typer.echo(_md_table(*frontier_table(questions, points)))
     if plot is not None:
         typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install 'lcrag[report]'")
+    if wide:
+        _cascades(questions, probabilities, wide, price)
+
+
+def _cascades(questions, probabilities, wide: list[Path], price) -> None:
+    """The cascade table: the questions the wide runs also answered, every policy recomputed on them."""
+    from lcrag.evaluation.report import _md_table
+    from lcrag.evaluation.route_report import attach_wide, cascade_table, policies
+
+    for run in wide:
+        if not (run / "rows.jsonl").is_file():
+            raise InputError(f"{run} holds no rows.jsonl: not a run directory of lcrag eval")
+    index = {id(q): p for q, p in zip(questions, probabilities)}
+    shared = attach_wide(questions, wide)
+    if not shared:
+        raise InputError("no question of the runs is in the --wide runs: run them on the same dataset files")
+    points = policies(shared, [index[id(q)] for q in shared], price)
+    typer.echo(f"\n{len(shared)} questions also answered by the wide step: cascades vs two-way routers at equal cost\n")
+    typer.echo(_md_table(*cascade_table(shared, points, price)))

@@ -27,6 +27,16 @@ SHARES = tuple(i / 10 for i in range(11))
 
 
 @dataclass
+class WideStep:
+    """The cascade's middle step for one question: Self-Route's RAG step over more chunks (a run at a larger k)."""
+
+    score: float
+    tokens: int
+    decline: float | None
+    call: dict = field(default_factory=dict)
+
+
+@dataclass
 class Question:
     """One question answered both ways."""
 
@@ -43,6 +53,7 @@ class Question:
     lc_call: dict = field(default_factory=dict)  # the recorded LC call (model, prompt/completion/cached tokens)
     rag_call: dict = field(default_factory=dict)  # Self-Route's RAG step call
     chain: int = 0  # questions whose LC prompts share a document prefix (the server reused it) share a chain
+    wide: WideStep | None = None  # the cascade's middle step (RAG over more chunks), when a wide run recorded it
 
     @property
     def lc_better(self) -> bool:
@@ -81,6 +92,24 @@ def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]
                                       (sr.get("calls") or [{}])[0]))
     _chain(questions)
     return questions, skipped
+
+
+def attach_wide(questions: list[Question], wide_runs: Sequence[str | Path]) -> list[Question]:
+    """The questions that a wide run (``lcrag eval --strategies self-route -k K`` with a larger K) also answered,
+    each with that run's RAG step as its :class:`WideStep`."""
+    steps: dict[tuple[str, str], WideStep] = {}
+    for run in wide_runs:
+        for row in load_rows(run):
+            if row["strategy"] == "self-route":
+                score, tokens = _route_step(row)
+                steps[(row["dataset"], row["item_id"])] = WideStep(score, tokens, row.get("decline_probability"),
+                                                                   (row.get("calls") or [{}])[0])
+    found = []
+    for q in questions:
+        q.wide = steps.get((q.dataset, q.item_id))
+        if q.wide is not None:
+            found.append(q)
+    return found
 
 
 def _chain(questions: list[Question]) -> None:
@@ -220,6 +249,86 @@ def cache_aware(questions: list[Question], probabilities: list[float], threshold
     return to_lc, firsts
 
 
+@dataclass
+class CascadePoint:
+    """RAG -> wider RAG -> LC at one pair of gates: the share escalated at each step and what that gives."""
+
+    setting: str
+    scores: list[float]
+    tokens: float
+    wide_share: float
+    lc_share: float
+    money: float | None = None
+
+
+def _call_cost(price: Price, call: dict, tokens: int, cached: bool = True) -> float:
+    return price.cost(int(call.get("prompt_tokens") or tokens), int(call.get("completion_tokens") or 0),
+                      int(call.get("cached_prompt_tokens") or 0) if cached else 0)
+
+
+def cascade_point(questions: list[Question], t1: float, t2: float, price: Price | None) -> CascadePoint:
+    """Every question runs RAG; those with P(decline) >= t1 run the wide step; of those, P(decline) >= t2 go to LC
+    (the LC prefix billed as cached only after this policy sent an earlier question of the document to LC)."""
+    scores, tokens, wide, lc, usd, read = [], 0, 0, 0, 0.0, set()
+    for q in questions:
+        score, spent = q.rag_score, q.rag_tokens
+        usd += _call_cost(price, q.rag_call, q.rag_tokens) if price else 0.0
+        if (q.decline or 0.0) >= t1:
+            wide += 1
+            score, spent = q.wide.score, spent + q.wide.tokens
+            usd += _call_cost(price, q.wide.call, q.wide.tokens) if price else 0.0
+            if (q.wide.decline or 0.0) >= t2:
+                lc += 1
+                score, spent = q.lc_score, spent + q.lc_tokens
+                usd += _call_cost(price, q.lc_call, q.lc_tokens, q.chain in read) if price else 0.0
+                read.add(q.chain)
+        scores.append(score)
+        tokens += spent
+    n = len(questions)
+    return CascadePoint(f"T1={t1:.4f} T2={t2:.4f}", scores, tokens / n, wide / n, lc / n, usd / n if price else None)
+
+
+def cascades(questions: list[Question], price: Price | None = None) -> list[CascadePoint]:
+    """Cascades over a grid of gates: the first gate sends 20–80% of questions to the wide step, the second sends
+    25–100% of those on to LC (thresholds at those shares of the recorded decline probabilities)."""
+    first = [q.decline or 0.0 for q in questions]
+    points = []
+    for s1 in (0.2, 0.4, 0.6, 0.8):
+        t1 = _threshold(first, s1)
+        escalated = [q.wide.decline or 0.0 for q in questions if (q.decline or 0.0) >= t1]
+        for s2 in (0.25, 0.5, 0.75, 1.0):
+            t2 = _threshold(escalated, s2) if s2 < 1.0 else 0.0
+            points.append(cascade_point(questions, t1, t2, price))
+    return points
+
+
+def at_equal_cost(points: list[Point], router: str, tokens: float) -> float:
+    """A two-way router's quality at ``tokens`` mean prompt tokens, interpolated along its frontier (its points
+    with RAG first, from always-RAG to every question also sent to LC); NaN outside the frontier's range."""
+    mine = sorted(((p.tokens, p.quality) for p in points if p.router in (router, "always-RAG")))
+    for (x0, y0), (x1, y1) in zip(mine, mine[1:]):
+        if x0 <= tokens <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
+    return math.nan
+
+
+def cascade_table(questions: list[Question], points: list[Point], price: Price | None) -> tuple[list[str], list[list]]:
+    """Each cascade point beside the two-way routers (decline-probability threshold; learned router) at the same
+    mean prompt tokens, on the questions the wide run answered."""
+    header = ["cascade gates", "quality", "95% CI", "to wide RAG", "to LC", "prompt tokens / question",
+              *(["USD / 1K questions"] if price else []), "self-route P(decline) at equal tokens",
+              "learned router at equal tokens"]
+    body = []
+    for c in cascades(questions, price):
+        low, high = bootstrap_scores(c.scores)
+        body.append([c.setting, f"{sum(c.scores) / len(c.scores):.4f}", f"{low:.3f}–{high:.3f}",
+                     f"{c.wide_share:.2f}", f"{c.lc_share:.2f}", f"{c.tokens:.0f}",
+                     *([f"{1000 * c.money:.3f}"] if price else []),
+                     f"{at_equal_cost(points, 'self-route P(decline)', c.tokens):.4f}",
+                     f"{at_equal_cost(points, 'learned router', c.tokens):.4f}"])
+    return header, body
+
+
 def random_quality(questions: list[Question], share: float) -> float:
     """Expected quality of sending a random ``share`` of questions to LC."""
     return sum(share * q.lc_score + (1 - share) * q.rag_score for q in questions) / len(questions)
@@ -242,8 +351,12 @@ def apgr_and_cpt(curve: list[tuple[float, float]], q_rag: float, q_lc: float) ->
 
 def bootstrap(questions: list[Question], to_lc: list[bool], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
     """95% percentile interval of a policy's mean quality, resampling questions."""
+    return bootstrap_scores([q.lc_score if lc else q.rag_score for q, lc in zip(questions, to_lc)], resamples, seed)
+
+
+def bootstrap_scores(scores: list[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of the mean of per-question scores, resampling questions."""
     rng = random.Random(seed)
-    scores = [q.lc_score if lc else q.rag_score for q, lc in zip(questions, to_lc)]
     n = len(scores)
     means = sorted(sum(scores[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
     return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
@@ -328,5 +441,6 @@ def plot_frontier(points: list[Point], path: Path) -> bool:
     return True
 
 
-__all__ = ["FEATURES", "Point", "Question", "apgr_and_cpt", "bootstrap", "evaluate", "fit_router", "frontier_table",
+__all__ = ["FEATURES", "CascadePoint", "Point", "Question", "WideStep", "apgr_and_cpt", "at_equal_cost", "attach_wide",
+           "bootstrap", "cascade_table", "cascades", "evaluate", "fit_router", "frontier_table",
            "leave_one_dataset_out", "load_questions", "plot_frontier", "policies", "summary_table"]

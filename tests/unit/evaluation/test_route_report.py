@@ -171,3 +171,52 @@ def test_route_eval_prices_every_policy(tmp_path):
     points = policies(questions, leave_one_dataset_out(questions), PriceTable().require("gpt-4o-mini"))
     assert all(p.money is not None and p.money > 0 for p in points)
     assert any(p.router == "cache-aware router" for p in points)
+
+
+def _cascade_question(i, decline, wide_decline, scores=(0.0, 0.5, 1.0)):
+    from lcrag.evaluation.route_report import WideStep
+
+    q = Question("r", f"c-{i}", "a", scores[2], scores[0], 1000, 300, [0.0] * len(FEATURES), decline, False,
+                 {"prompt_tokens": 1000}, {"prompt_tokens": 300}, chain=i)
+    q.wide = WideStep(scores[1], 800, wide_decline, {"prompt_tokens": 800})
+    return q
+
+
+def test_a_cascade_pays_each_step_it_takes_and_scores_the_last():
+    from lcrag.evaluation.prices import Price
+    from lcrag.evaluation.route_report import cascade_point
+
+    questions = [_cascade_question(0, 0.9, 0.9), _cascade_question(1, 0.9, 0.1), _cascade_question(2, 0.1, 0.9)]
+    point = cascade_point(questions, 0.5, 0.5, Price(1.0, 1.0, 0.0))
+    assert point.scores == [1.0, 0.5, 0.0]  # LC, the wide step, the first RAG step
+    assert point.tokens == pytest.approx((300 + 800 + 1000 + 300 + 800 + 300) / 3)
+    assert point.wide_share == pytest.approx(2 / 3) and point.lc_share == pytest.approx(1 / 3)
+    assert point.money == pytest.approx(point.tokens / 1e6)
+    assert cascade_point(questions, 0.0, 0.0, None).scores == [1.0, 1.0, 1.0]  # every gate open: LC everywhere
+
+
+def test_two_way_quality_at_equal_cost_is_interpolated_along_its_frontier():
+    from lcrag.evaluation.route_report import Point, at_equal_cost
+
+    points = [Point("always-RAG", "", [], quality=0.2, tokens=300), Point("r", "a", [], quality=0.4, tokens=800),
+              Point("r", "b", [], quality=0.5, tokens=1300)]
+    assert at_equal_cost(points, "r", 550) == pytest.approx(0.3)
+    assert at_equal_cost(points, "r", 1300) == pytest.approx(0.5)
+    assert math.isnan(at_equal_cost(points, "r", 2000))
+
+
+def test_route_eval_reports_cascades_against_the_two_way_routers(tmp_path):
+    import subprocess
+
+    run = write_run(tmp_path / "r")
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    rows = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
+    widened = [dict(r, prompt_tokens=4000, calls=[{"prompt_tokens": 4000}], route_score=min(1.0, r["score"] + 0.5),
+                    decline_probability=r["decline_probability"] / 2) for r in rows if r["strategy"] == "self-route"]
+    (wide / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in widened[:30]))
+    out = subprocess.run([sys.executable, "-m", "lcrag.cli", "route", "eval", run, "--wide", wide, "--price-as",
+                          "gpt-4o-mini"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "30 questions also answered by the wide step" in out.stdout
+    assert out.stdout.count("T1=") == 16 and "learned router at equal tokens" in out.stdout
