@@ -224,6 +224,17 @@ def throughput(files: dict[str, Path], rounds: int) -> str:
                      "lcrag MB/s", "throughput vs bare"], table)
 
 
+def extraction_files(args) -> dict[str, Path]:
+    files = {"pdf": args.pdf}
+    work = Path(tempfile.mkdtemp(prefix="lcrag-documents-"))  # derived files: never committed
+    if args.html:
+        files |= {"html": args.html, "docx": docx_from_html(args.html, work / f"{args.html.stem}.docx")}
+    if args.chapters:
+        files["epub"] = epub_from_pages(sorted(args.chapters.glob("*.html"))[:40], work / "chapters.epub")
+    files["markdown"] = args.markdown
+    return files
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pdf", type=Path, required=True)
@@ -237,22 +248,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--skip-questions", action="store_true")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions (for a slower reader)")
+    parser.add_argument("--skip-extraction", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/documents")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    files = {"pdf": args.pdf}
-    work = Path(tempfile.mkdtemp(prefix="lcrag-documents-"))  # derived files: never committed
-    if args.html:
-        files |= {"html": args.html, "docx": docx_from_html(args.html, work / f"{args.html.stem}.docx")}
-    if args.chapters:
-        files["epub"] = epub_from_pages(sorted(args.chapters.glob("*.html"))[:40], work / "chapters.epub")
-    files["markdown"] = args.markdown
-    extraction = throughput(files, args.rounds)
-    (args.out / "extraction.md").write_text(extraction + "\n", encoding="utf-8")
-    print(extraction)
+    if not args.skip_extraction:
+        extraction = throughput(extraction_files(args), args.rounds)
+        (args.out / "extraction.md").write_text(f"Machine: {machine()}\n\n{extraction}\n", encoding="utf-8")
+        print(extraction)
     if not args.skip_questions:
-        run_questions(args, load_questions(args.questions))
+        run_questions(args, load_questions(args.questions)[:args.limit])
     rows = [json.loads(line) for line in (args.out / "rows.jsonl").read_text().splitlines() if line.strip()] \
         if (args.out / "rows.jsonl").exists() else []
     summary = summarise(rows, args.price_as)
