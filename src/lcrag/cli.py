@@ -19,6 +19,7 @@ from rich.table import Table
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
 from lcrag.cli_routing import route_app
+from lcrag.cli_serve import serve
 from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, reader_forms
@@ -37,6 +38,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(analyze_app, name="analyze")
 app.add_typer(route_app, name="route")
+app.command("serve")(serve)
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 

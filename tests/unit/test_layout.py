@@ -1,7 +1,7 @@
 """The package layout follows the pipeline: a stage imports only from itself, earlier stages and shared modules.
 
 Stages, in order: documents -> chunking -> retrieval -> assembly -> readers -> strategies -> pipeline (``pipeline``
-and ``config``, which put the stages together) -> evaluation (which runs pipelines). Every import counts, including
+and ``config``, which put the stages together) -> evaluation (which runs pipelines) -> service (which serves them). Every import counts, including
 those inside functions and under ``TYPE_CHECKING``: a lazy upward import is still an upward dependency. Shared
 top-level modules are allowed anywhere but may import no stage themselves (else a stage could reach a later one
 through them). ``lcrag`` itself, ``synthetic`` and the ``cli*`` modules sit on top and may import anything.
@@ -17,7 +17,8 @@ import pytest
 pytestmark = pytest.mark.unit
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "lcrag"
-STAGES = ("documents", "chunking", "retrieval", "assembly", "readers", "strategies", "pipeline", "evaluation")
+STAGES = ("documents", "chunking", "retrieval", "assembly", "readers", "strategies", "pipeline", "evaluation",
+          "service")
 PIPELINE = ("pipeline", "config")
 ON_TOP = ("__init__", "synthetic")
 # Imports that cross the order on purpose, each with its reason. Keep it short.

@@ -131,7 +131,12 @@ def _load_directory(directory: Path) -> list[Document]:
 
 def load_document(path: str | Path) -> Document:
     """One document from ``path``; several files or records are joined in order, separated by blank lines."""
-    docs = load_documents(path)
+    return join_documents(load_documents(path), Path(path))
+
+
+def join_documents(docs: list[Document], path: Path) -> Document:
+    """``docs`` as one document named after ``path`` (each part's title as a heading before its text); the parts
+    keep their offsets, so every part's pages and sections are still cited."""
     if len(docs) == 1:
         return docs[0]
     pieces, offsets, at = [], [], 0
@@ -140,5 +145,5 @@ def load_document(path: str | Path) -> Document:
         offsets.append(at + len(head))  # where the part's own text starts in the joined text
         pieces.append(head + d.text)
         at += len(head) + len(d.text) + 2
-    return Document(text="\n\n".join(pieces), id=Path(path).stem, title=Path(path).stem, source=str(path),
+    return Document(text="\n\n".join(pieces), id=path.stem, title=path.stem, source=str(path),
                     parts=tuple(zip(offsets, docs)))

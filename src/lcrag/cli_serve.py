@@ -1,0 +1,67 @@
+"""`lcrag serve`: the HTTP service and its web page, on the same validated configuration as the CLI."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from lcrag.errors import OptionError
+
+API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --api-key.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65535)] = 8000,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True, help="Bearer key clients must send (Authorization: Bearer KEY).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="A run file (YAML/TOML): reader, embedder, chunking, retrieval, strategy, cache.")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", help="The reader (default: the run file's, else the bundled one).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server.")] = None,
+    context_window: Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens.")] = None,
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Indexes, caches and collections (collections/).")] = None,
+    price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every answer as this model.")] = None,
+    prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
+    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest upload accepted (413 above).", min=0.001)] = 512,
+    max_waiting: Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)] = 8,
+) -> None:
+    """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
+    if not is_loopback(host) and not api_key:
+        raise OptionError(f"--host {host} is not a loopback address: set --api-key (or {API_KEY_ENV}) to serve it")
+    from lcrag.config import Config
+    from lcrag.evaluation.prices import PriceTable
+    from lcrag.paths import default_cache_dir
+
+    given = {k: v for k, v in {"llm": llm, "base_url": base_url, "context_window": context_window,
+                               "cache_dir": cache_dir}.items() if v is not None}
+    settings = (Config.from_file(config) if config else Config()).merged(given).settings()
+    table = PriceTable.load(prices)
+    if price_as:
+        table.require(price_as)
+    try:
+        import uvicorn
+    except ImportError:
+        raise OptionError("lcrag serve needs the service's libraries: pip install 'lcrag[serve]'") from None
+    from lcrag.service.answering import Answering
+    from lcrag.service.app import create_app
+
+    root = Path(settings.cache_dir or default_cache_dir()) / "collections"
+    answering = Answering(settings, root, table, price_as, max_waiting)
+    app = create_app(answering, api_key, int(max_upload_mb * 1024 * 1024))
+    typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {root})", err=True)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))
+    finally:
+        answering.close()

@@ -1,0 +1,111 @@
+"""What the service answers with: one reader and embedder shared by every request, a Pipeline per set of request
+options (strategy, retriever, k, budget, routing), the collections' documents kept loaded, and a bounded queue in
+front of the reader (one generation at a time; more waiting than ``max_waiting`` is refused with 429)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lcrag.documents.loaders import join_documents, load_documents
+from lcrag.errors import InputError
+from lcrag.evaluation.prices import PriceTable, calls_cost
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.service.collections import Collections
+from lcrag.types import Answer, Document
+
+# Request fields that choose how a question is answered (they map to Settings fields of the same name).
+ANSWER_OPTIONS = ("strategy", "retriever", "k", "budget", "order", "route_threshold", "router", "lc_share",
+                  "cache_aware", "max_tokens")
+
+
+class Busy(RuntimeError):
+    """More requests are waiting for the reader than the service queues (HTTP 429)."""
+
+
+class Answering:
+    def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
+                 price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None):
+        self.settings = settings
+        self.base = pipeline or Pipeline(settings)
+        self.prices, self.price_as = prices or PriceTable(), price_as
+        self.collections = Collections(collections_root, self._index)
+        self._documents: dict[str, Document] = {}
+        self._pipelines: OrderedDict[tuple, Pipeline] = OrderedDict()
+        self._reader = threading.Lock()
+        self._waiting = 0
+        self._count = threading.Lock()
+        self.max_waiting = max_waiting
+
+    # -- documents ---------------------------------------------------------------------------------------------
+    def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
+        files = sorted(f for f in files_dir.iterdir() if f.is_file() and not f.name.startswith("."))
+        docs, skipped = [], []
+        for i, f in enumerate(files):
+            try:
+                docs.extend(load_documents(f))
+            except InputError as exc:
+                skipped.append(str(exc))
+            if progress:
+                progress(i + 1, len(files))
+        if not docs:
+            raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
+                             + (f": {skipped[0]}" if skipped else ""))
+        return join_documents(docs, files_dir.parent), skipped
+
+    def _index(self, name: str, files_dir: Path, progress) -> list[str]:
+        document, skipped = self._load(files_dir, progress)
+        with self._reader:  # index builds use the embedder (and, for token chunking, the reader's tokenizer)
+            index = self.base.index(document)
+            index.retriever(self.settings.retriever)
+        self._documents[name] = document
+        return skipped
+
+    def document(self, name: str) -> Document:
+        files_dir = self.collections.files_dir(name)
+        status = self.collections.status(name)
+        if status.state == "indexing":
+            self.collections.wait(name)
+        if name not in self._documents:
+            self._documents[name] = self._load(files_dir)[0]
+        return self._documents[name]
+
+    def forget(self, name: str) -> None:
+        self._documents.pop(name, None)
+
+    # -- answers -----------------------------------------------------------------------------------------------
+    def pipeline(self, options: dict[str, Any]) -> Pipeline:
+        """The pipeline for these request options (validated as the CLI validates its flags), sharing the reader."""
+        given = {k: v for k, v in options.items() if k in ANSWER_OPTIONS and v is not None}
+        key = tuple(sorted(given.items()))
+        if key not in self._pipelines:
+            settings = replace(self.settings, **given)  # Settings.__post_init__ checks every value
+            self._pipelines[key] = Pipeline(settings, reader=self.base.reader, embedder=self.base.embedder)
+            while len(self._pipelines) > 16:
+                self._pipelines.popitem(last=False)
+        self._pipelines.move_to_end(key)
+        return self._pipelines[key]
+
+    def ask(self, collection: str, question: str, options: dict[str, Any]) -> Answer:
+        pipeline = self.pipeline(options)
+        document = self.document(collection)
+        with self._count:
+            if self._waiting >= self.max_waiting:
+                raise Busy(f"{self._waiting} requests are already waiting for the reader")
+            self._waiting += 1
+        try:
+            with self._reader:
+                return pipeline.ask(document, question)
+        finally:
+            with self._count:
+                self._waiting -= 1
+
+    def cost(self, answer: Answer) -> dict[str, Any]:
+        total = calls_cost(answer.calls, self.prices, self.price_as)
+        return {"currency": "USD", "total": total, "priced_as": self.price_as}
+
+    def close(self) -> None:
+        self.base.close()

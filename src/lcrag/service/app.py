@@ -1,0 +1,272 @@
+"""The HTTP service (FastAPI on uvicorn): collections, an OpenAI-compatible chat API over them, the native ask API,
+health, Prometheus metrics and the web page, all in one process.
+
+Errors are JSON in OpenAI's shape (``{"error": {"message", "type", "code"}}``) with the right status: 400 bad
+input, 401 missing or wrong key, 404 unknown collection or model, 413 upload too large, 422 malformed body, 429
+overloaded (with Retry-After), 502 a reader that failed; never a 5xx for bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from importlib.resources import files as package_files
+from typing import Any
+
+from fastapi import FastAPI, File, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lcrag.errors import InputError, LcragError, ReaderError
+from lcrag.service.answering import ANSWER_OPTIONS, Answering, Busy
+from lcrag.service.collections import NotFound, TooLarge
+from lcrag.types import Answer
+
+MODEL_PREFIX = "lcrag/"
+UPLOAD_CHUNK = 1 << 20
+
+
+def error(status: int, message: str, kind: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status, headers=headers)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("lcrag_requests", "HTTP requests", ["path", "status"], registry=self.registry)
+        self.latency = Histogram("lcrag_request_seconds", "Request latency", ["path"], registry=self.registry)
+        self.tokens = Counter("lcrag_tokens", "Reader tokens", ["kind"], registry=self.registry)
+        self.cost = Counter("lcrag_cost_usd", "Money spent on reader calls (when priced)", registry=self.registry)
+        self.routes = Counter("lcrag_routes", "Answers by route", ["route"], registry=self.registry)
+
+    def answer(self, answer: Answer, cost: float | None) -> None:
+        self.tokens.labels("prompt").inc(answer.prompt_tokens)
+        self.tokens.labels("completion").inc(answer.completion_tokens)
+        self.tokens.labels("cached_prompt").inc(sum(c.cached_prompt_tokens for c in answer.calls))
+        self.routes.labels(answer.route).inc()
+        if cost:
+            self.cost.inc(cost)
+
+
+def usage(answer: Answer) -> dict[str, Any]:
+    cached = sum(c.cached_prompt_tokens for c in answer.calls)
+    return {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def create_app(answering: Answering, api_key: str | None = None, max_upload_bytes: int = 512 << 20) -> FastAPI:
+    app = FastAPI(title="lcrag", docs_url=None, redoc_url=None)
+    metrics = Metrics()
+    app.state.answering, app.state.metrics = answering, metrics
+    collections = answering.collections
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        started = time.perf_counter()
+        length = request.headers.get("content-length", "")
+        if request.method == "POST" and request.url.path.endswith("/files") and length.isdigit() and \
+                int(length) > max_upload_bytes + UPLOAD_CHUNK:  # refused before the body is read
+            return error(413, f"the upload is over the {max_upload_bytes:,}-byte limit", "invalid_request_error")
+        public = request.url.path in ("/", "/healthz") or request.url.path.startswith("/static")
+        if api_key and not public:
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+                response = error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
+                metrics.requests.labels(request.url.path, 401).inc()
+                return response
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.requests.labels(path, response.status_code).inc()
+        metrics.latency.labels(path).observe(time.perf_counter() - started)
+        return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, exc):
+        return error(exc.status_code, str(exc.detail), "invalid_request_error")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, exc):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return error(422, f"{where}: {first.get('msg', 'invalid request')}".lstrip(": "), "invalid_request_error")
+
+    @app.exception_handler(NotFound)
+    async def not_found(request, exc):
+        return error(404, str(exc).strip("'\""), "not_found_error")
+
+    @app.exception_handler(TooLarge)
+    async def too_large(request, exc):
+        return error(413, str(exc), "invalid_request_error")
+
+    @app.exception_handler(Busy)
+    async def busy(request, exc):
+        return error(429, f"overloaded: {exc}; retry later", "rate_limit_error", {"Retry-After": "5"})
+
+    @app.exception_handler(ReaderError)
+    async def reader_failed(request, exc):
+        status = 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
+        return error(status, f"the reader failed: {exc}", "reader_error")
+
+    @app.exception_handler(LcragError)
+    async def bad_input(request, exc):
+        return error(400, str(exc), "invalid_request_error")
+
+    async def body_json(request: Request) -> dict:
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"the body is not JSON ({exc.__class__.__name__})") from None
+        if not isinstance(body, dict):
+            raise InputError("the body must be a JSON object")
+        return body
+
+    def check(question: Any, options: dict) -> None:
+        """Everything about a question that can be refused before any work: empty, unknown or invalid options."""
+        if not isinstance(question, str) or not question.strip():
+            raise InputError("the question is empty")
+        unknown = [k for k in options if k not in ANSWER_OPTIONS]
+        if unknown:
+            raise InputError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(ANSWER_OPTIONS)}")
+        answering.pipeline(options)  # validates every value as the CLI does
+
+    async def answer_for(collection: str, question: Any, options: dict) -> Answer:
+        check(question, options)
+        answer = await asyncio.to_thread(answering.ask, collection, question, options)
+        metrics.answer(answer, answering.cost(answer)["total"])
+        return answer
+
+    def extra(answer: Answer) -> dict[str, Any]:
+        return {"route": answer.route, "strategy": answer.strategy, "sources": [s.to_dict() for s in answer.sources],
+                "cost": answering.cost(answer), "timings": answer.timings,
+                "decline_probability": answer.decline_probability}
+
+    # -- health, metrics, page ---------------------------------------------------------------------------------
+    @app.get("/healthz")
+    async def healthz():
+        return {"status": "ok", "collections": len(collections.names())}
+
+    @app.get("/metrics")
+    async def metrics_page():
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page():
+        return HTMLResponse((package_files("lcrag.service") / "web" / "index.html").read_text(encoding="utf-8"))
+
+    # -- collections -------------------------------------------------------------------------------------------
+    @app.get("/v1/collections")
+    async def list_collections():
+        return {"data": [collections.describe(n) for n in collections.names()]}
+
+    @app.post("/v1/collections", status_code=201)
+    async def create_collection(request: Request):
+        body = await body_json(request)
+        if not isinstance(body.get("name"), str):
+            raise InputError("name: a collection name (string) is required")
+        return collections.create(body["name"])
+
+    @app.get("/v1/collections/{name}")
+    async def get_collection(name: str):
+        return collections.describe(name)
+
+    @app.delete("/v1/collections/{name}")
+    async def delete_collection(name: str):
+        collections.delete(name)
+        answering.forget(name)
+        return {"deleted": name}
+
+    @app.post("/v1/collections/{name}/files", status_code=201)
+    async def upload(name: str, file: UploadFile = File(...)):
+        collections.files_dir(name)
+
+        def chunks():
+            while chunk := file.file.read(UPLOAD_CHUNK):
+                yield chunk
+
+        stored = await asyncio.to_thread(collections.add_file, name, file.filename or "", chunks(), max_upload_bytes)
+        answering.forget(name)
+        return stored | {"status": collections.describe(name)["status"]}
+
+    @app.get("/v1/collections/{name}/files/{filename}")
+    async def download(name: str, filename: str):
+        path = collections.files_dir(name) / filename
+        if filename.startswith(".") or "/" in filename or not path.is_file():
+            raise NotFound(f"no file {filename!r} in {name!r}")
+        return FileResponse(path)
+
+    # -- answers -----------------------------------------------------------------------------------------------
+    @app.post("/v1/ask")
+    async def ask(request: Request):
+        body = await body_json(request)
+        collection, question = body.pop("collection", None), body.pop("question", None)
+        stream = bool(body.pop("stream", False))
+        if not isinstance(collection, str):
+            raise InputError("collection: a collection name is required")
+        collections.files_dir(collection)
+        if not stream:
+            answer = await answer_for(collection, question, body)
+            return answer.to_dict() | {"cost": answering.cost(answer)}
+        check(question, body)
+
+        async def events():
+            yield f"event: started\ndata: {json.dumps({'collection': collection})}\n\n"
+            answer = await answer_for(collection, question, body)
+            yield f"event: routed\ndata: {json.dumps({'route': answer.route, 'strategy': answer.strategy})}\n\n"
+            yield f"event: answer\ndata: {json.dumps(answer.to_dict() | {'cost': answering.cost(answer)})}\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": MODEL_PREFIX + n, "object": "model", "owned_by": "lcrag",
+                                            "created": 0} for n in collections.names()]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await body_json(request)
+        model, messages = body.pop("model", None), body.pop("messages", None)
+        if not isinstance(model, str) or not model.startswith(MODEL_PREFIX):
+            raise NotFound(f"unknown model {model!r}: GET /v1/models lists them ({MODEL_PREFIX}COLLECTION)")
+        collection = model[len(MODEL_PREFIX):]
+        collections.files_dir(collection)
+        if not isinstance(messages, list) or not messages:
+            raise InputError("messages: a non-empty list of messages is required")
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        if not users or not isinstance(users[-1].get("content"), str):
+            raise InputError("messages: the last user message must have text content")
+        stream, stream_options = bool(body.pop("stream", False)), body.pop("stream_options", None) or {}
+        options = {k: body[k] for k in ANSWER_OPTIONS if k in body}
+        answer = await answer_for(collection, users[-1]["content"], options)
+        reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
+        if not stream:
+            return reply | {"object": "chat.completion", "usage": usage(answer), "lcrag": extra(answer),
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": answer.text}}]}
+        return StreamingResponse(_chat_chunks(reply, answer, extra(answer), stream_options.get("include_usage")),
+                                 media_type="text/event-stream")
+
+    return app
+
+
+def _chat_chunks(reply: dict, answer: Answer, extra: dict, include_usage: bool):
+    """OpenAI's chat.completion.chunk events: the role, the answer's words as deltas, the finish reason with lcrag's
+    extra field, the usage when asked, then [DONE]."""
+    def chunk(delta: dict, finish: str | None = None, **more) -> str:
+        body = reply | {"object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | more
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    words = answer.text.split(" ")
+    for i, word in enumerate(words):
+        yield chunk({"content": word if i == 0 else " " + word})
+    yield chunk({}, "stop", lcrag=extra)
+    if include_usage:
+        yield f"data: {json.dumps(reply | {'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(answer)})}\n\n"
+    yield "data: [DONE]\n\n"

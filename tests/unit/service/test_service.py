@@ -1,0 +1,183 @@
+"""The service over real HTTP on loopback (uvicorn), with a scripted reader: collections and uploads, the
+OpenAI-compatible API through the real `openai` client (plain and streaming), the native ask API, errors with their
+status codes, the API key, metrics."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+import pytest
+from document_fixtures import write_pdf
+from service_fixtures import running, wait_ready
+
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.service.answering import Answering
+from lcrag.service.app import create_app
+
+PARTS = "pumps valves gauges hoses filters belts seals bearings".split()
+
+
+def manual(tmp_path):
+    pages = [[f"Routine notes about the {p} open this page.", f"The {p} are inspected weekly by the day shift.",
+              f"Worn {p} are replaced from stores."] for p in PARTS]
+    pages[5][1] = "The reset code for the harbour crane is 7781."
+    return write_pdf(tmp_path / "crane.pdf", pages, outline=[("Overview", 0), ("Crane Controls", 5)])
+
+
+@pytest.fixture
+def service(tmp_path, scripted_reader):
+    def make(api_key=None, max_upload=1 << 20, answer=lambda m: "7781", max_waiting=8):
+        settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", k=2, strategy="rag")
+        pipeline = Pipeline(settings, reader=scripted_reader(answer))
+        answering = Answering(settings, tmp_path / "collections", pipeline=pipeline, price_as="gpt-4o-mini",
+                              max_waiting=max_waiting)
+        return running(create_app(answering, api_key, max_upload)), answering
+    return make
+
+
+def upload(url, name, path, headers=None):
+    with open(path, "rb") as f:
+        return httpx.post(f"{url}/v1/collections/{name}/files", files={"file": (path.name, f)}, headers=headers)
+
+
+def test_collections_upload_and_the_openai_client(service, tmp_path):
+    import openai
+
+    server, _ = service()
+    with server as url:
+        assert httpx.post(f"{url}/v1/collections", json={"name": "ops"}).status_code == 201
+        stored = upload(url, "ops", manual(tmp_path))
+        assert stored.status_code == 201 and stored.json()["name"] == "crane.pdf"
+        assert wait_ready(url, "ops")["state"] == "ready"
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+        assert [m.id for m in client.models.list().data] == ["lcrag/ops"]
+        reply = client.chat.completions.create(model="lcrag/ops", messages=[
+            {"role": "user", "content": "What is the crane reset code?"}])
+        assert reply.choices[0].message.content == "7781"
+        assert reply.usage.prompt_tokens > 0 and reply.usage.total_tokens == reply.usage.prompt_tokens + 1
+        extra = reply.model_extra["lcrag"]
+        assert extra["route"] == "rag" and extra["sources"][0]["pages"] == ["6"] and extra["cost"]["total"] > 0
+        stream = client.chat.completions.create(model="lcrag/ops", stream=True, stream_options={"include_usage": True},
+                                                messages=[{"role": "user", "content": "What is the crane reset code?"}],
+                                                extra_body={"strategy": "lc"})
+        chunks = list(stream)
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "7781"
+        assert chunks[-1].usage.prompt_tokens > reply.usage.prompt_tokens  # LC read the whole document
+        finish = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+        assert finish.model_extra["lcrag"]["route"] == "lc"
+
+
+def test_native_ask_plain_and_streamed(service, tmp_path):
+    server, _ = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        body = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?"}, timeout=60).json()
+        assert body["text"] == "7781" and body["sources"][0]["section"] == ["Crane Controls"]
+        assert body["cost"]["priced_as"] == "gpt-4o-mini" and body["timings"]
+        with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
+                                                          "stream": True}, timeout=60) as r:
+            events = [line.removeprefix("event: ") for line in r.iter_lines() if line.startswith("event: ")]
+        assert events == ["started", "routed", "answer"]
+        metrics = httpx.get(f"{url}/metrics").text
+        assert 'lcrag_routes_total{route="rag"} 2.0' in metrics and "lcrag_tokens_total" in metrics
+
+
+@pytest.mark.parametrize("method, path, body, status, message", [
+    ("post", "/v1/chat/completions", {"model": "lcrag/nope", "messages": [{"role": "user", "content": "q"}]}, 404, "unknown collection"),
+    ("post", "/v1/chat/completions", {"model": "gpt-4", "messages": []}, 404, "unknown model"),
+    ("post", "/v1/chat/completions", {"model": "lcrag/ops", "messages": []}, 400, "messages"),
+    ("post", "/v1/chat/completions", {"model": "lcrag/ops", "messages": [{"role": "user", "content": "q"}], "k": 0}, 400, "k"),
+    ("post", "/v1/chat/completions", {"model": "lcrag/ops", "messages": [{"role": "user", "content": "q"}], "strategy": "magic"}, 400, "strategy"),
+    ("post", "/v1/ask", {"collection": "ops", "question": "  "}, 400, "the question is empty"),
+    ("post", "/v1/ask", {"collection": "ops", "question": "q", "temperature": 2}, 400, "unknown option"),
+    ("post", "/v1/collections", {"name": "../etc"}, 400, "collection names"),
+    ("get", "/v1/collections/nope", None, 404, "unknown collection"),
+    ("delete", "/v1/collections/nope", None, 404, "unknown collection"),
+    ("get", "/v1/collections/ops/files/..%2Fcollection.json", None, 404, ""),
+    ("get", "/v1/collections/ops/files/.upload-x", None, 404, "no file"),
+])
+def test_bad_requests_get_json_errors_with_their_status(service, tmp_path, method, path, body, status, message):
+    server, _ = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        response = httpx.request(method.upper(), url + path, json=body)
+        assert response.status_code == status, response.text
+        assert message in response.json()["error"]["message"]
+
+
+def test_malformed_json_uploads_and_limits(service, tmp_path):
+    server, _ = service(max_upload=2000)
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        bad = httpx.post(f"{url}/v1/ask", content=b"{not json", headers={"content-type": "application/json"})
+        assert bad.status_code == 400 and "not JSON" in bad.json()["error"]["message"]
+        big = tmp_path / "big.txt"
+        big.write_text("word " * 5000)
+        assert upload(url, "ops", big).status_code == 413
+        sneaky = httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("../../evil.txt", b"hello world")})
+        assert sneaky.status_code == 201 and sneaky.json()["name"] == "evil.txt"
+        assert not (tmp_path / "evil.txt").exists() and (tmp_path / "collections/ops/files/evil.txt").exists()
+        assert not [p for p in (tmp_path / "collections/ops/files").iterdir() if p.name.startswith(".upload")]
+        refused = httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("tool.exe", b"MZ")})
+        assert refused.status_code == 400 and "not a format" in refused.json()["error"]["message"]
+
+
+def test_the_api_key_is_required_when_set(service, tmp_path):
+    server, _ = service(api_key="s3cret")
+    with server as url:
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        denied = httpx.get(f"{url}/v1/models")
+        assert denied.status_code == 401 and denied.json()["error"]["type"] == "authentication_error"
+        assert httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_an_overloaded_service_answers_429_with_retry_after(service, tmp_path):
+    release, started = threading.Event(), threading.Event()
+
+    def slow(messages):
+        started.set()
+        release.wait(30)
+        return "7781"
+
+    server, _ = service(answer=slow, max_waiting=1)
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        body = {"collection": "ops", "question": "Crane reset code?"}
+        first = threading.Thread(target=lambda: httpx.post(f"{url}/v1/ask", json=body, timeout=60))
+        first.start()
+        assert started.wait(30)  # the first question holds the reader
+        busy = httpx.post(f"{url}/v1/ask", json=body, timeout=60)
+        release.set()
+        first.join()
+        assert busy.status_code == 429 and busy.headers["retry-after"] == "5"
+
+
+def test_collections_survive_a_restart(service, tmp_path):
+    server, _ = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+    server, _ = service()
+    with server as url:
+        assert [c["name"] for c in httpx.get(f"{url}/v1/collections").json()["data"]] == ["ops"]
+        body = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?"}, timeout=60)
+        assert body.json()["sources"][0]["pages"] == ["6"]
+        assert httpx.delete(f"{url}/v1/collections/ops").status_code == 200
+        assert httpx.get(f"{url}/v1/models").json()["data"] == []
+
+
+def test_the_page_is_served():
+    from importlib.resources import files
+
+    page = (files("lcrag.service") / "web" / "index.html").read_text()
+    assert "<label for=\"question\">" in page and "/v1/chat/completions" in page
