@@ -24,6 +24,7 @@ from lcrag.readers import (
     make_reader,
 )
 from lcrag.readers.http import DEFAULT_TIMEOUT
+from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
@@ -125,8 +126,10 @@ class Pipeline:
     def reader(self) -> Reader:
         if self._reader is None:
             s = self.settings
-            self._reader = self._cached(
-                make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads, s.timeout))
+            reader = make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads, s.timeout)
+            if s.cache and hasattr(reader, "keep_prefixes"):  # LC's document prefixes survive this process
+                reader.keep_prefixes(self.cache_dir / "kv", max_bytes_from_env())
+            self._reader = self._cached(reader)
         return self._reader
 
     def _cached(self, reader: Reader) -> Reader:

@@ -36,6 +36,9 @@ class GenerationParams:
     seed: int = 1234
     stop: list[str] = field(default_factory=list)
     top_logprobs: int = 0  # candidates per position to return with their log-probabilities (OpenAI allows <= 20)
+    # Names the prompt's document prefix (model, document, prompt) for readers that keep its KV state on disk; not
+    # part of the request nor of the completion cache's key (it changes no answer).
+    prefix_key: str | None = None
 
     def as_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}

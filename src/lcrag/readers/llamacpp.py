@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from lcrag.errors import InputError, ModelNotFoundError
+from lcrag.readers.kv_store import KVStore
 from lcrag.readers.openai_compat import OpenAIChatReader
 from lcrag.registry import READERS
 
@@ -59,6 +60,42 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         self._start_lock = threading.Lock()
         self._options = {"context_window": context_window, "threads": threads, "parallel": parallel,
                          "cache_ram_mib": cache_ram_mib, "verbose": verbose, "timeout": timeout}
+        self._kv: KVStore | None = None
+        self._slot_key: str | None = None  # whose prefix slot 0 holds now (None: unknown or another prompt's)
+        self._slot_lock = threading.Lock()  # restore, complete and save of one question go together
+
+    def keep_prefixes(self, directory: Path, max_bytes: int) -> None:
+        """Keep LC prompts' document prefixes on disk in ``directory`` (before the server starts; one slot only:
+        with parallel slots a request's slot is the server's choice)."""
+        if self.__dict__.get("_server") is None and self._options["parallel"] == 1:
+            self._kv = KVStore(directory, max_bytes)
+
+    def _slot(self, action: str, filename: str) -> bool:
+        import httpx
+
+        try:
+            response = httpx.post(f"{self.base_url}/slots/0?action={action}", json={"filename": filename}, timeout=600)
+        except httpx.HTTPError as exc:
+            log.warning("KV %s of %s failed: %s", action, filename, exc)
+            return False
+        return response.status_code == 200
+
+    def complete(self, messages, params):
+        """A completion; with a ``prefix_key`` and a prefix store, the document's KV state is restored from disk
+        first (unless the slot holds it already) and saved after (once per key)."""
+        key = params.prefix_key if self._kv is not None else None
+        if key is None:
+            completion = super().complete(messages, params)
+            self._slot_key = None  # the slot now holds this prompt
+            return completion
+        self._start()
+        with self._slot_lock:
+            if self._slot_key != key:
+                self._kv.restore(self._slot, key)
+            completion = super().complete(messages, params)
+            self._kv.save(self._slot, key)
+            self._slot_key = key
+        return completion
 
     def __getattr__(self, name: str):
         # Called only for attributes not set yet: those of the HTTP client, which exist once the server is started
@@ -82,6 +119,9 @@ class EmbeddedLlamaReader(OpenAIChatReader):
             params.port = 0  # any free loopback port
             params.verbosity = 1 if opts["verbose"] else 0
             params.cache_ram_mib = opts["cache_ram_mib"]
+            if self._kv is not None:  # the server reads and writes slot states there (the path is a prefix)
+                params.endpoint_slots = True
+                params.slot_save_path = str(self._kv.directory) + os.sep
             n = opts["threads"] or default_threads()
             params.cpuparams.n_threads = n
             params.cpuparams_batch.n_threads = n

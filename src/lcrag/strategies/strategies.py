@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from dataclasses import replace
 
 from lcrag.assembly.context import ORDERS
@@ -47,6 +49,10 @@ class LongContext(Strategy):
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
         messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
+        # The document prefix's name, for readers that keep its KV state on disk (same model, text, cut, prompt).
+        prefix = f"{getattr(ctx.reader, 'identity', ctx.reader.model)}\n{ctx.document.content_hash}\n{kept.kept_tokens}\n{ctx.prompts.lc}"
+        key = hashlib.sha256(prefix.encode("utf-8")).hexdigest()[:32]
+        ctx = replace(ctx, params=replace(ctx.params, prefix_key=key))
         text, call = call_reader(ctx, "answer", messages, timer)
         ctx.last_calls["lc"] = call
         return Answer(
