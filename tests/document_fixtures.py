@@ -124,3 +124,16 @@ def write_epub(path: Path, chapters: list[tuple[str, list[str]]]) -> Path:
             ps = "".join(f"<p>{p} {FILLER}</p>" for p in paragraphs)
             book.writestr(f"OEBPS/text/ch{i}.xhtml", xhtml.format(t=title, ps=ps))
     return path
+
+
+CRANE_FACT = "The reset code for the harbour crane is 7781."
+_PARTS = "pumps valves gauges hoses filters belts seals bearings".split()
+
+
+def crane_manual(folder: Path) -> Path:
+    """An 8-page PDF manual with an outline (Overview from page 1, Crane Controls from page 6) whose physical page 6
+    states CRANE_FACT; every other line varies by page, so nothing is taken for a running header."""
+    pages = [[f"Routine notes about the {p} open this page.", f"The {p} are inspected weekly by the day shift.",
+              f"Worn {p} are replaced from stores, and the {p} log is signed."] for p in _PARTS]
+    pages[5][1] = CRANE_FACT
+    return write_pdf(folder / "crane.pdf", pages, outline=[("Overview", 0), ("Crane Controls", 5)])

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from document_fixtures import write_pdf
+from document_fixtures import crane_manual
 from service_fixtures import running
 
 from lcrag.pipeline import Settings
@@ -20,14 +20,8 @@ from lcrag.service.app import create_app
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TOPICS = "pumps valves gauges hoses filters belts seals bearings".split()
-
-
-def manual(folder: Path) -> Path:
-    pages = [[f"Routine notes about the {t} open this page.", f"The {t} are inspected weekly by the day shift.",
-              f"Worn {t} are replaced from stores, and the {t} log is signed."] for t in TOPICS]
-    pages[5][1] = "The reset code for the harbour crane is 7781."
-    return write_pdf(folder / "crane.pdf", pages, outline=[("Overview", 0), ("Crane Controls", 5)])
+def manual(tmp_path):
+    return crane_manual(tmp_path)
 
 
 @pytest.fixture

@@ -7,21 +7,15 @@ import json
 import sys
 
 import pytest
-from document_fixtures import write_pdf
+from document_fixtures import crane_manual
 
 from lcrag.cli import main
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import PHYSICAL, Layout, Segment, Source, format_sources, locate
 from lcrag.types import Document
 
-PARTS = "pumps valves gauges hoses filters belts seals bearings".split()
-
-
 def manual(tmp_path):
-    pages = [[f"Routine notes about the {p} open this page.", f"The {p} are inspected weekly by the day shift.",
-              f"Worn {p} are replaced from stores."] for p in PARTS]
-    pages[5][1] = "The reset code for the harbour crane is 7781."
-    return write_pdf(tmp_path / "crane.pdf", pages, outline=[("Overview", 0), ("Crane Controls", 5)])
+    return crane_manual(tmp_path)
 
 
 def pipeline(tmp_path, scripted_reader, answer, **settings):

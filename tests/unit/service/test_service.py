@@ -9,21 +9,15 @@ import threading
 
 import httpx
 import pytest
-from document_fixtures import write_pdf
+from document_fixtures import crane_manual
 from service_fixtures import running, wait_ready
 
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.service.app import create_app
 
-PARTS = "pumps valves gauges hoses filters belts seals bearings".split()
-
-
 def manual(tmp_path):
-    pages = [[f"Routine notes about the {p} open this page.", f"The {p} are inspected weekly by the day shift.",
-              f"Worn {p} are replaced from stores."] for p in PARTS]
-    pages[5][1] = "The reset code for the harbour crane is 7781."
-    return write_pdf(tmp_path / "crane.pdf", pages, outline=[("Overview", 0), ("Crane Controls", 5)])
+    return crane_manual(tmp_path)
 
 
 @pytest.fixture
