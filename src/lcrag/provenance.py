@@ -37,6 +37,7 @@ class Layout:
     segments: tuple[Segment, ...]
     page_numbering: str | None = None  # PRINTED, PHYSICAL, or None when the format has no pages
     extractor: str = ""  # library and version that extracted the text: part of the index key
+    verbatim: bool = False  # the text is the file's own (Markdown): line numbers point into the file
 
     def overlapping(self, start: int, end: int) -> list[Segment]:
         starts = [s.start for s in self.segments]
@@ -162,8 +163,8 @@ def locate(document: Document, start: int, end: int) -> dict[str, Any]:
         pages = list(dict.fromkeys(s.page for s in segments if s.page))
         section = next((s.section for s in segments if s.section), ())
         place.update(pages=pages, page_numbering=layout.page_numbering if pages else None, section=list(section))
-        if pages or section:
-            return place
+        if pages or section or not layout.verbatim:
+            return place  # lines of extracted text would point nowhere in the user's file: the quote says where
     text = document.text
     first = text.count("\n", 0, start) + 1
     place["lines"] = [first, first + text.count("\n", start, max(start, end - 1))]

@@ -37,7 +37,8 @@ def markdown_layout(text: str) -> Layout:
         stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
         start, section = at, tuple(t for _, t in stack)
     segments.append(Segment(start, len(text), None, section))
-    return Layout(tuple(s for s in segments if s.end > s.start), None, f"markdown-it-py {version('markdown-it-py')}")
+    return Layout(tuple(s for s in segments if s.end > s.start), None, f"markdown-it-py {version('markdown-it-py')}",
+                  verbatim=True)
 
 
 @LOADERS.register("markdown", help="Markdown, one document per file: heading paths as sections",

@@ -207,3 +207,13 @@ def test_the_index_key_follows_the_extractor_version(tmp_path, monkeypatch):
     monkeypatch.setattr(pdf_loader, "CLEANING_VERSION", pdf_loader.CLEANING_VERSION + 1)
     after = load_document(path)
     assert before.text == after.text and before.content_hash != after.content_hash
+
+
+def test_markdown_before_its_first_heading_cites_lines_and_extracted_text_never_does(tmp_path):
+    md = tmp_path / "intro.md"
+    md.write_text("A preface line.\nAnother one.\n\n# Body\n\nText.\n")
+    assert _where(load_document(md), "Another one") == {"file": str(md), "pages": [], "page_numbering": None,
+                                                        "section": [], "lines": [2, 2]}
+    page = tmp_path / "flat.html"
+    page.write_text(f"<html><body><main><p>The gate opens at dawn. {FILLER}</p></main></body></html>")
+    assert "lines" not in _where(load_document(page), "gate opens")
