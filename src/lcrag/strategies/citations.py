@@ -6,6 +6,7 @@ and the cascade's sources follow the route they took."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from lcrag.provenance import Source, locate, snippet
@@ -17,13 +18,18 @@ _WORD = re.compile(r"\w+")
 _NO_SOURCES = ("closed-book",)
 
 
-def _best_sentence(text: str, query: str) -> tuple[int, int]:
-    """The span of the chunk's sentence sharing the most words with ``query`` (the question and answer)."""
+@functools.lru_cache(maxsize=4096)
+def _sentences(text: str) -> tuple[tuple[int, int], ...]:
+    """The chunk's sentence spans (syntok: ~15 ms for 300 words, so a chunk cited again is not split again)."""
     from lcrag.chunking.chunkers import SentenceChunker
 
+    return tuple(SentenceChunker.sentence_spans(text)) or ((0, len(text)),)
+
+
+def _best_sentence(text: str, query: str) -> tuple[int, int]:
+    """The span of the chunk's sentence sharing the most words with ``query`` (the question and answer)."""
     wanted = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
-    spans = SentenceChunker.sentence_spans(text) or [(0, len(text))]
-    return max(spans, key=lambda s: len(wanted & {w.lower() for w in _WORD.findall(text, s[0], s[1])}))
+    return max(_sentences(text), key=lambda s: len(wanted & {w.lower() for w in _WORD.findall(text, s[0], s[1])}))
 
 
 def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source:
