@@ -38,13 +38,13 @@ def join_hyphenation(text: str) -> str:
 
 
 def _margin_key(line: str) -> str:
-    return _DIGITS.sub("#", line.strip().lower())
+    return _DIGITS.sub("#", line.lower())
 
 
 def _margins(lines: list[str]) -> list[int]:
     """Indexes of the first and last MARGIN_LINES non-empty lines of a page (one each on a page of few lines, so
     a short page is never all margin)."""
-    filled = [i for i, line in enumerate(lines) if line.strip()]
+    filled = [i for i, line in enumerate(lines) if line]  # normalised: no line is only spaces
     width = MARGIN_LINES if len(filled) > 4 * MARGIN_LINES else 1
     return sorted(set(filled[:width] + filled[-width:])) if len(filled) > 2 else []
 
@@ -53,7 +53,7 @@ _EDGE_NUMBER = re.compile(r"^(\d+)\b|\b(\d+)$")
 
 
 def _edge_number(line: str) -> int | None:
-    match = _EDGE_NUMBER.search(line.strip())
+    match = _EDGE_NUMBER.search(line)
     return int(match.group(1) or match.group(2)) if match else None
 
 
@@ -82,8 +82,13 @@ def drop_running_margins(pages: list[str], labels: list[str] | None = None) -> l
         label = (labels[number] if labels else "").strip().lower()
         drop = {i for i in margins[number] if _margin_key(lines[i]) in repeated
                 or (offset is not None and _edge_number(lines[i]) == number + offset)
-                or _PAGE_NUMBER.match(lines[i].strip()) or (label and lines[i].strip().lower() == label)}
-        cleaned.append("\n".join(line for i, line in enumerate(lines) if i not in drop))
+                or _PAGE_NUMBER.match(lines[i]) or (label and lines[i].lower() == label)}
+        if not drop:
+            cleaned.append(pages[number])
+            continue
+        for i in sorted(drop, reverse=True):  # margins: a few lines at the ends
+            del lines[i]
+        cleaned.append("\n".join(lines))
     return cleaned
 
 
