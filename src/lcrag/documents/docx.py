@@ -54,6 +54,14 @@ def _heading_level(paragraph, levels: dict[str, int]) -> int | None:
     return levels.get(style.get(f"{_W}val")) if style is not None else None
 
 
+def _has_page_breaks(data: bytes) -> bool:
+    """Whether the body records any page break: a byte search of its XML (the zip entry read once), so a document
+    without pages costs no walk of every paragraph."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        xml = z.read("word/document.xml")
+    return b"lastRenderedPageBreak" in xml or b'w:type="page"' in xml
+
+
 def _page_breaks(element) -> int:
     rendered = explicit = 0
     for e in element.iter(f"{_W}lastRenderedPageBreak", f"{_W}br"):
@@ -76,7 +84,9 @@ def docx_document(path: Path) -> Document:
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
-    doc = _open(path, read_regular_file(path))
+    data = read_regular_file(path)
+    doc = _open(path, data)
+    paged = _has_page_breaks(data)
     builder, stack, page, levels = TextBuilder(), [], 1, _heading_levels(doc)
     for block in doc.iter_inner_content():
         section = tuple(title for _, title in stack)
@@ -91,7 +101,7 @@ def docx_document(path: Path) -> Document:
         else:
             continue
         builder.add(text, page=str(page), section=section)
-        page += _page_breaks(block._element)
+        page += _page_breaks(block._element) if paged else 0
     if not builder.text:
         raise InputError(f"{path}: the Word document holds no text")
     layout = builder.layout(PHYSICAL, f"python-docx {version('python-docx')}")
