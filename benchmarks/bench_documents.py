@@ -101,6 +101,28 @@ def run_questions(args, questions: list[dict]) -> None:
             pipeline.close()
 
 
+def recite(args, questions: list[dict], strategy: str) -> None:
+    """Recompute the citations of the recorded rows of one strategy (their answers come from the completion cache,
+    unchanged; tokens, money and wall time stay as measured), after a change to how answers cite."""
+    from lcrag.pipeline import Pipeline, Settings
+
+    rows_path = args.out / "rows.jsonl"
+    rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_id = {q["id"]: q for q in questions}
+    for spec in args.readers.split(","):
+        pipeline = Pipeline(Settings(llm=spec, context_window=args.context_window, cache_dir=args.cache_dir))
+        try:
+            for row in rows:
+                if row["reader"] == reader_name(spec) and row["strategy"] == strategy and row["id"] in by_id:
+                    answer = pipeline.ask(args.pdf, by_id[row["id"]]["question"], strategy=strategy)
+                    assert answer.text == row["prediction"], "the answer is not the recorded one"
+                    row["cited_pages"] = [page for source in answer.sources for page in source.pages]
+                    row["citation_hit"] = bool(set(row["cited_pages"]) & set(row["gold_pages"]))
+        finally:
+            pipeline.close()
+    rows_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
 def summarise(rows: list[dict], price_as: str) -> str:
     out = []
     for reader in dict.fromkeys(r["reader"] for r in rows):
@@ -250,6 +272,7 @@ def main() -> None:
     parser.add_argument("--skip-questions", action="store_true")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions (for a slower reader)")
     parser.add_argument("--skip-extraction", action="store_true")
+    parser.add_argument("--recite", help="recompute the citations of this strategy's recorded rows (cached answers)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/documents")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -258,7 +281,9 @@ def main() -> None:
         extraction = throughput(extraction_files(args), args.rounds)
         (args.out / "extraction.md").write_text(f"Machine: {machine()}\n\n{extraction}\n", encoding="utf-8")
         print(extraction)
-    if not args.skip_questions:
+    if args.recite:
+        recite(args, load_questions(args.questions), args.recite)
+    elif not args.skip_questions:
         run_questions(args, load_questions(args.questions)[:args.limit])
     rows = [json.loads(line) for line in (args.out / "rows.jsonl").read_text().splitlines() if line.strip()] \
         if (args.out / "rows.jsonl").exists() else []

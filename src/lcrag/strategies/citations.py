@@ -42,9 +42,21 @@ def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source
 
 
 def _located(ctx: QueryContext, answer: Answer) -> list[ChunkUsed]:
+    """The chunks best matching question and answer, among those the reader saw: when LC cut the middle of a long
+    document, a passage from the cut part cannot have supported the answer, so it is not cited."""
     query = f"{answer.question} {answer.text}"
     retriever = ctx.index().retriever("bm25")
-    return [ChunkUsed(s.chunk.index, s.chunk.start, s.chunk.end, s.score) for s in retriever.run(query, LOCATED)]
+    seen = answer.context if answer.truncated_tokens and answer.context else None
+    ranked = retriever.run(query, LOCATED if seen is None else LOCATED * 20)
+    if seen is not None:
+        ranked = [s for s in ranked if _inside(s.chunk.text, seen)]
+    return [ChunkUsed(s.chunk.index, s.chunk.start, s.chunk.end, s.score) for s in ranked[:LOCATED]]
+
+
+def _inside(text: str, seen: str) -> bool:
+    """Whether a chunk's text is in what the reader saw (its start and end; the cut may split it, by tokens)."""
+    flat = text.strip()
+    return flat[:60] in seen and flat[-60:] in seen
 
 
 def cite(ctx: QueryContext, answer: Answer) -> list[Source]:

@@ -56,7 +56,8 @@ class LongContext(Strategy):
         text, call = call_reader(ctx, "answer", messages, timer)
         ctx.last_calls["lc"] = call
         return Answer(
-            text, question, self.name, route="lc", calls=[call], timings=timer.timings, truncated_tokens=kept.cut_tokens
+            text, question, self.name, route="lc", calls=[call], timings=timer.timings, truncated_tokens=kept.cut_tokens,
+            context=kept.text,
         )
 
 

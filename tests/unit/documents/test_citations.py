@@ -112,3 +112,13 @@ def test_cli_prints_sources_after_the_answer_and_json_has_them(tmp_path, cli_rea
     assert out[1].startswith("Sources: crane.pdf p. 6 (§ Crane Controls)") and "physical page numbers" in out[1]
     sources = json.loads(run(args + ["--json"], monkeypatch, capsys))["sources"]
     assert sources[0]["pages"] == ["6"] and sources[0]["how"] == "retrieved" and sources[0]["file"] == str(pdf)
+
+
+def test_a_truncated_lc_answer_cites_only_what_the_reader_saw(tmp_path, scripted_reader):
+    reader = scripted_reader(lambda m: "The reset code is 7781.", context_window=150)
+    pipeline = Pipeline(Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", max_tokens=8),
+                        reader=reader)
+    answer = pipeline.ask(manual(tmp_path), "What is the crane reset code?", strategy="lc")
+    assert answer.truncated_tokens > 0 and "7781" not in answer.context  # page 6 was in the cut middle
+    assert answer.sources and all(s.how == "located" and "6" not in s.pages for s in answer.sources)
+    assert all(s.snippet.split(" …")[0][:30] in " ".join(answer.context.split()) for s in answer.sources)
