@@ -292,14 +292,13 @@ def cascades(questions: list[Question], price: Price | None = None) -> list[Casc
     """Cascades over a grid of gates: the first gate sends 20–80% of questions to the wide step, the second sends
     25–100% of those on to LC (thresholds at those shares of the recorded decline probabilities)."""
     first = [q.decline or 0.0 for q in questions]
-    points = []
+    gates: dict[tuple[float, float], None] = {}  # a small sample gives the same gates for several shares: once each
     for s1 in (0.2, 0.4, 0.6, 0.8):
         t1 = _threshold(first, s1)
         escalated = [q.wide.decline or 0.0 for q in questions if (q.decline or 0.0) >= t1]
         for s2 in (0.25, 0.5, 0.75, 1.0):
-            t2 = _threshold(escalated, s2) if s2 < 1.0 else 0.0
-            points.append(cascade_point(questions, t1, t2, price))
-    return points
+            gates[(t1, _threshold(escalated, s2) if s2 < 1.0 else 0.0)] = None
+    return [cascade_point(questions, t1, t2, price) for t1, t2 in gates]
 
 
 def at_equal_cost(points: list[Point], router: str, tokens: float) -> float:
@@ -310,6 +309,11 @@ def at_equal_cost(points: list[Point], router: str, tokens: float) -> float:
         if x0 <= tokens <= x1:
             return y0 if x1 == x0 else y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
     return math.nan
+
+
+def _or_dash(value: float) -> str:
+    """A quality, or a dash where the two-way router cannot spend that much (beyond RAG + LC on every question)."""
+    return "—" if math.isnan(value) else f"{value:.4f}"
 
 
 def cascade_table(questions: list[Question], points: list[Point], price: Price | None) -> tuple[list[str], list[list]]:
@@ -324,8 +328,8 @@ def cascade_table(questions: list[Question], points: list[Point], price: Price |
         body.append([c.setting, f"{sum(c.scores) / len(c.scores):.4f}", f"{low:.3f}–{high:.3f}",
                      f"{c.wide_share:.2f}", f"{c.lc_share:.2f}", f"{c.tokens:.0f}",
                      *([f"{1000 * c.money:.3f}"] if price else []),
-                     f"{at_equal_cost(points, 'self-route P(decline)', c.tokens):.4f}",
-                     f"{at_equal_cost(points, 'learned router', c.tokens):.4f}"])
+                     *(_or_dash(at_equal_cost(points, name, c.tokens))
+                       for name in ("self-route P(decline)", "learned router"))])
     return header, body
 
 
