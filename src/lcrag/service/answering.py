@@ -26,6 +26,10 @@ class Busy(RuntimeError):
     """More requests are waiting for the reader than the service queues (HTTP 429)."""
 
 
+class Cancelled(RuntimeError):
+    """The client left while its question waited for the reader: no generation was started for it."""
+
+
 class Answering:
     def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None):
@@ -89,7 +93,10 @@ class Answering:
         self._pipelines.move_to_end(key)
         return self._pipelines[key]
 
-    def ask(self, collection: str, question: str, options: dict[str, Any]) -> Answer:
+    def ask(self, collection: str, question: str, options: dict[str, Any],
+            cancelled: threading.Event | None = None) -> Answer:
+        """The answer, after the questions queued before it; ``cancelled`` (the client left) while it waits drops it
+        from the queue before any generation starts."""
         pipeline = self.pipeline(options)
         document = self.document(collection)
         with self._count:
@@ -97,8 +104,15 @@ class Answering:
                 raise Busy(f"{self._waiting} requests are already waiting for the reader")
             self._waiting += 1
         try:
-            with self._reader:
+            while not self._reader.acquire(timeout=0.1):
+                if cancelled is not None and cancelled.is_set():
+                    raise Cancelled("the client left while its question waited")
+            try:
+                if cancelled is not None and cancelled.is_set():
+                    raise Cancelled("the client left while its question waited")
                 return pipeline.ask(document, question)
+            finally:
+                self._reader.release()
         finally:
             with self._count:
                 self._waiting -= 1

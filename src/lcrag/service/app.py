@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import threading
 import time
 import uuid
 from importlib.resources import files as package_files
@@ -22,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lcrag.errors import InputError, LcragError, ReaderError
-from lcrag.service.answering import ANSWER_OPTIONS, Answering, Busy
+from lcrag.service.answering import ANSWER_OPTIONS, Answering, Busy, Cancelled
 from lcrag.service.collections import NotFound, TooLarge
 from lcrag.types import Answer
 
@@ -42,6 +43,8 @@ class Metrics:
         self.tokens = Counter("lcrag_tokens", "Reader tokens", ["kind"], registry=self.registry)
         self.cost = Counter("lcrag_cost_usd", "Money spent on reader calls (when priced)", registry=self.registry)
         self.routes = Counter("lcrag_routes", "Answers by route", ["route"], registry=self.registry)
+        self.cancelled = Counter("lcrag_cancelled", "Questions dropped from the queue: their client left",
+                                 registry=self.registry)
 
     def answer(self, answer: Answer, cost: float | None) -> None:
         self.tokens.labels("prompt").inc(answer.prompt_tokens)
@@ -50,6 +53,46 @@ class Metrics:
         self.routes.labels(answer.route).inc()
         if cost:
             self.cost.inc(cost)
+
+
+class Guard:
+    """Pure ASGI middleware (Starlette's BaseHTTPMiddleware would hide client disconnects from the endpoints):
+    the API key, an upload refused by its Content-Length before its body is read, and request metrics."""
+
+    def __init__(self, app, api_key: str | None, max_upload_bytes: int, metrics: Metrics):
+        self.app, self.api_key, self.max_upload_bytes, self.metrics = app, api_key, max_upload_bytes, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, path = time.perf_counter(), scope["path"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope["method"], path, headers)
+        if refusal is not None:
+            self.metrics.requests.labels(path, refusal.status_code).inc()
+            return await refusal(scope, receive, send)
+        status = {}
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, sending)
+        route = getattr(scope.get("route"), "path", "unmatched")
+        self.metrics.requests.labels(route, status.get("code", 0)).inc()
+        self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+
+    def _refusal(self, method: str, path: str, headers: dict[str, str]) -> JSONResponse | None:
+        length = headers.get("content-length", "")
+        if method == "POST" and path.endswith("/files") and length.isdigit() and \
+                int(length) > self.max_upload_bytes + UPLOAD_CHUNK:  # refused before the body is read
+            return error(413, f"the upload is over the {self.max_upload_bytes:,}-byte limit", "invalid_request_error")
+        public = path in ("/", "/healthz")
+        given = headers.get("authorization", "")
+        if self.api_key and not public and not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
+            return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
+        return None
 
 
 def usage(answer: Answer) -> dict[str, Any]:
@@ -65,26 +108,7 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     app.state.answering, app.state.metrics = answering, metrics
     collections = answering.collections
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        started = time.perf_counter()
-        length = request.headers.get("content-length", "")
-        if request.method == "POST" and request.url.path.endswith("/files") and length.isdigit() and \
-                int(length) > max_upload_bytes + UPLOAD_CHUNK:  # refused before the body is read
-            return error(413, f"the upload is over the {max_upload_bytes:,}-byte limit", "invalid_request_error")
-        public = request.url.path in ("/", "/healthz") or request.url.path.startswith("/static")
-        if api_key and not public:
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
-                response = error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
-                metrics.requests.labels(request.url.path, 401).inc()
-                return response
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.requests.labels(path, response.status_code).inc()
-        metrics.latency.labels(path).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(Guard, api_key=api_key, max_upload_bytes=max_upload_bytes, metrics=metrics)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, exc):
@@ -103,6 +127,10 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     @app.exception_handler(TooLarge)
     async def too_large(request, exc):
         return error(413, str(exc), "invalid_request_error")
+
+    @app.exception_handler(Cancelled)
+    async def cancelled(request, exc):
+        return error(499, str(exc), "client_closed_request")
 
     @app.exception_handler(Busy)
     async def busy(request, exc):
@@ -135,9 +163,23 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             raise InputError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(ANSWER_OPTIONS)}")
         answering.pipeline(options)  # validates every value as the CLI does
 
-    async def answer_for(collection: str, question: Any, options: dict) -> Answer:
+    async def answer_for(collection: str, question: Any, options: dict, request: Request | None = None) -> Answer:
         check(question, options)
-        answer = await asyncio.to_thread(answering.ask, collection, question, options)
+        left = threading.Event()  # set when the client disconnects: a queued question is then dropped
+
+        async def watch() -> None:
+            while request is not None and not left.is_set():
+                if await request.is_disconnected():
+                    left.set()
+                    metrics.cancelled.inc()
+                    return
+                await asyncio.sleep(0.2)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            answer = await asyncio.to_thread(answering.ask, collection, question, options, left)
+        finally:
+            watcher.cancel()
         metrics.answer(answer, answering.cost(answer)["total"])
         return answer
 
@@ -210,13 +252,13 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             raise InputError("collection: a collection name is required")
         collections.files_dir(collection)
         if not stream:
-            answer = await answer_for(collection, question, body)
+            answer = await answer_for(collection, question, body, request)
             return answer.to_dict() | {"cost": answering.cost(answer)}
         check(question, body)
 
         async def events():
             yield f"event: started\ndata: {json.dumps({'collection': collection})}\n\n"
-            answer = await answer_for(collection, question, body)
+            answer = await answer_for(collection, question, body, request)
             yield f"event: routed\ndata: {json.dumps({'route': answer.route, 'strategy': answer.strategy})}\n\n"
             yield f"event: answer\ndata: {json.dumps(answer.to_dict() | {'cost': answering.cost(answer)})}\n\n"
 
@@ -242,7 +284,7 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             raise InputError("messages: the last user message must have text content")
         stream, stream_options = bool(body.pop("stream", False)), body.pop("stream_options", None) or {}
         options = {k: body[k] for k in ANSWER_OPTIONS if k in body}
-        answer = await answer_for(collection, users[-1]["content"], options)
+        answer = await answer_for(collection, users[-1]["content"], options, request)
         reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
         if not stream:
             return reply | {"object": "chat.completion", "usage": usage(answer), "lcrag": extra(answer),

@@ -175,3 +175,31 @@ def test_the_page_is_served():
 
     page = (files("lcrag.service") / "web" / "index.html").read_text()
     assert "<label for=\"question\">" in page and "/v1/chat/completions" in page
+
+
+def test_a_question_whose_client_left_while_queued_is_never_generated(service, tmp_path):
+    release, started, seen = threading.Event(), threading.Event(), []
+
+    def slow(messages):
+        seen.append(messages[-1]["content"][-40:])
+        started.set()
+        release.wait(30)
+        return "7781"
+
+    server, _ = service(answer=slow)
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        first = threading.Thread(target=lambda: httpx.post(f"{url}/v1/ask", json={
+            "collection": "ops", "question": "Crane reset code?"}, timeout=60))
+        first.start()
+        assert started.wait(30)
+        with pytest.raises(httpx.ReadTimeout):  # this client gives up while the first question holds the reader
+            httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Which valves leak?"}, timeout=1)
+        threading.Event().wait(1)  # the service notices the disconnect (it polls every 0.2 s)
+        release.set()
+        first.join()
+        threading.Event().wait(1)
+        assert len(seen) == 1  # the second question was dropped from the queue, never sent to the reader
+        assert "lcrag_cancelled_total 1.0" in httpx.get(f"{url}/metrics").text
