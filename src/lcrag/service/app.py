@@ -122,7 +122,7 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
 
     @app.exception_handler(NotFound)
     async def not_found(request, exc):
-        return error(404, str(exc).strip("'\""), "not_found_error")
+        return error(404, str(exc), "not_found_error")
 
     @app.exception_handler(TooLarge)
     async def too_large(request, exc):

@@ -81,7 +81,7 @@ def test_native_ask_plain_and_streamed(service, tmp_path):
 
 
 @pytest.mark.parametrize("method, path, body, status, message", [
-    ("post", "/v1/chat/completions", {"model": "lcrag/nope", "messages": [{"role": "user", "content": "q"}]}, 404, "unknown collection"),
+    ("post", "/v1/chat/completions", {"model": "lcrag/nope", "messages": [{"role": "user", "content": "q"}]}, 404, "unknown collection 'nope'"),
     ("post", "/v1/chat/completions", {"model": "gpt-4", "messages": []}, 404, "unknown model"),
     ("post", "/v1/chat/completions", {"model": "lcrag/ops", "messages": []}, 400, "messages"),
     ("post", "/v1/chat/completions", {"model": "lcrag/ops", "messages": [{"role": "user", "content": "q"}], "k": 0}, 400, "k"),
