@@ -114,19 +114,28 @@ def _load_directory(directory: Path) -> list[Document]:
     files = _document_files(directory)
     if not files:
         raise InputError(f"{directory} holds no {spoken_list(_forms())} files")
-    docs: list[Document] = []
-    failed: list[str] = []
-    for f in files:
-        try:
-            docs.extend(load_documents(f))
-        except InputError as exc:
-            failed.append(str(exc))
-            log.warning("skipped %s", exc)
+    docs, failed = load_files(files)
     if failed and not docs:
         raise InputError(f"none of the {len(files)} file(s) in {directory} could be read; the first: {failed[0]}")
     if failed:
         log.warning("skipped %d of %d file(s) in %s that could not be read", len(failed), len(files), directory)
     return docs
+
+
+def load_files(files: list[Path], progress=None) -> tuple[list[Document], list[str]]:
+    """The documents of ``files``, and one line for each file that could not be read (skipped, with a warning);
+    ``progress(done, total)`` after each file."""
+    docs: list[Document] = []
+    failed: list[str] = []
+    for i, f in enumerate(files):
+        try:
+            docs.extend(load_documents(f))
+        except InputError as exc:
+            failed.append(str(exc))
+            log.warning("skipped %s", exc)
+        if progress:
+            progress(i + 1, len(files))
+    return docs, failed
 
 
 def load_document(path: str | Path) -> Document:

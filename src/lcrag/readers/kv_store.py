@@ -64,11 +64,11 @@ class KVStore:
             (self.directory / temporary).unlink(missing_ok=True)
 
     def evict(self, keep: Path | None = None) -> None:
-        files = sorted((p for p in self.directory.glob("*.bin")), key=lambda p: p.stat().st_mtime)
-        total = sum(p.stat().st_size for p in files)
-        for p in files:
+        files = sorted((p.stat().st_mtime, p.stat().st_size, p) for p in self.directory.glob("*.bin"))
+        total = sum(size for _, size, _ in files)
+        for _, size, p in files:  # oldest first
             if total <= self.max_bytes:
                 break
             if p != keep:
-                total -= p.stat().st_size
+                total -= size
                 p.unlink(missing_ok=True)

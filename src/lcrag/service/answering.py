@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lcrag.documents.loaders import join_documents, load_documents
+from lcrag.documents.loaders import join_documents, load_files
 from lcrag.errors import InputError
 from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
@@ -47,14 +47,7 @@ class Answering:
     # -- documents ---------------------------------------------------------------------------------------------
     def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
         files = sorted(f for f in files_dir.iterdir() if f.is_file() and not f.name.startswith("."))
-        docs, skipped = [], []
-        for i, f in enumerate(files):
-            try:
-                docs.extend(load_documents(f))
-            except InputError as exc:
-                skipped.append(str(exc))
-            if progress:
-                progress(i + 1, len(files))
+        docs, skipped = load_files(files, progress)
         if not docs:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-
 from dataclasses import replace
 
 from lcrag.assembly.context import ORDERS
@@ -40,6 +39,14 @@ class ClosedBook(Strategy):
         return Answer(text, question, self.name, route="closed-book", calls=[call], timings=timer.timings)
 
 
+def prefix_key(ctx: QueryContext, kept_tokens: int) -> str:
+    """The LC prompt's document prefix named by what makes it: model, document, where it was cut, prompt (for
+    readers that keep its KV state on disk)."""
+    reader = getattr(ctx.reader, "identity", ctx.reader.model)
+    prefix = f"{reader}\n{ctx.document.content_hash}\n{kept_tokens}\n{ctx.prompts.lc}"
+    return hashlib.sha256(prefix.encode("utf-8")).hexdigest()[:32]
+
+
 @STRATEGIES.register("lc", help="the whole document, cut in the middle when it exceeds the window", needs="document")
 class LongContext(Strategy):
     """The whole document in the prompt, cut in the middle by reader tokens when it exceeds the window."""
@@ -49,10 +56,7 @@ class LongContext(Strategy):
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()
         messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
-        # The document prefix's name, for readers that keep its KV state on disk (same model, text, cut, prompt).
-        prefix = f"{getattr(ctx.reader, 'identity', ctx.reader.model)}\n{ctx.document.content_hash}\n{kept.kept_tokens}\n{ctx.prompts.lc}"
-        key = hashlib.sha256(prefix.encode("utf-8")).hexdigest()[:32]
-        ctx = replace(ctx, params=replace(ctx.params, prefix_key=key))
+        ctx = replace(ctx, params=replace(ctx.params, prefix_key=prefix_key(ctx, kept.kept_tokens)))
         text, call = call_reader(ctx, "answer", messages, timer)
         ctx.last_calls["lc"] = call
         return Answer(
