@@ -5,7 +5,11 @@
    process; each one's reader time (the LC call's seconds) and wall time, as a ratio to the 1st.
 2. Overhead: a cached answer (completion-cache hit) through HTTP `POST /v1/ask` vs the bare library call
    (`Pipeline.ask` in this process), alternating, p50 of each and the difference.
-3. Load: 16 concurrent clients for 60 s on loopback, mixed: 80% asks of cached questions, 20% uploads of small text
+3. Streaming: LC and Self-Route answers streamed by `POST /v1/ask` (`stream: true`) on the document whose prefix
+   is cached: seconds to the question reaching the reader (`started`), to the first token and to the whole answer;
+   then a client that leaves after 3 tokens of a long LC answer, and how long the next question takes (a short RAG
+   answer) against the same question on an idle server: a generation left running would make it wait.
+4. Load: 16 concurrent clients for 60 s on loopback, mixed: 80% asks of cached questions, 20% uploads of small text
    files to a second collection (each re-indexes it in the background); counts of every status, p50/p95 latency
    per kind, then every upload checked on disk (present, the right size, no temporary file left).
 
@@ -131,6 +135,54 @@ def overhead(args, cache: Path, server: Server) -> str:
         ["server overhead (p50 difference)", f"{p50h - p50b:.1f}", ""]])
 
 
+STREAM_QUESTIONS = ["How do I make a variable available to child processes?", "What does the trap builtin do?",
+                    "How are arithmetic expressions written?"]
+LONG_ANSWER = "List every shell builtin command with a one-line description of each."
+
+
+def streamed(server: Server, question: str, strategy: str, **options) -> dict[str, float]:
+    """Seconds from the request to each event's first arrival, and the token count."""
+    started, seen, tokens = time.perf_counter(), {}, 0
+    body = {"collection": "docs", "question": question, "strategy": strategy, "stream": True, **options}
+    with server.http.stream("POST", f"{server.url}/v1/ask", json=body) as response:
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+                seen.setdefault(kind, time.perf_counter() - started)
+                tokens += kind == "token"
+    return seen | {"tokens": tokens}
+
+
+def streaming(args, server: Server) -> str:
+    rows = []
+    for question in STREAM_QUESTIONS:
+        for strategy in ("lc", "self-route"):
+            seen = streamed(server, question, strategy, max_tokens=64)
+            rows.append([strategy, question, f"{seen['started']:.2f}", f"{seen['token']:.2f}", f"{seen['answer']:.2f}",
+                         seen["tokens"], f"{100 * seen['token'] / seen['answer']:.0f}%"])
+            log(f"streamed {strategy}: first token {seen['token']:.1f}s of {seen['answer']:.1f}s")
+    table = md_table(["strategy", "question", "started s", "first token s", "answer s", "token events",
+                      "first token / answer"], rows)
+    probe = "Which option of read sets a timeout?"
+    body = {"collection": "docs", "question": LONG_ANSWER, "strategy": "lc", "stream": True, "max_tokens": 1000}
+    tokens = 0
+    with server.http.stream("POST", f"{server.url}/v1/ask", json=body) as response:
+        for line in response.iter_lines():
+            tokens += line.startswith("event: token")
+            if tokens == 3:
+                break  # the client leaves
+    left = time.perf_counter()
+    server.ask(probe, "rag", max_tokens=8)
+    after_cancel = time.perf_counter() - left  # from the disconnect to the next answer
+    _, idle = server.ask(probe.replace("Which", "What"), "rag", max_tokens=8)
+    metrics = httpx.get(f"{server.url}/metrics").text
+    cancelled = next((line.split()[-1] for line in metrics.splitlines() if line.startswith("lcrag_cancelled_total")), "?")
+    return (table + "\n\n" + md_table(["after a client left mid-answer", "seconds"], [
+        ["next question (RAG, 8 tokens), from the disconnect", f"{after_cancel:.2f}"],
+        ["a like question on the idle server", f"{idle:.2f}"],
+        ["ratio", f"{after_cancel / idle:.2f}"]]) + f"\n\nCancelled questions counted by /metrics: {cancelled}.")
+
+
 def server_document(cache: Path):
     from lcrag.documents.loaders import join_documents, load_documents
 
@@ -202,6 +254,8 @@ def main() -> None:
     reuse, server = prefix_reuse(args, args.cache)
     print(reuse)
     try:
+        live = streaming(args, server)
+        print(live)
         over = overhead(args, args.cache, server)
         print(over)
         load = load_test(args, server)
@@ -211,7 +265,7 @@ def main() -> None:
     command = " ".join(["python", "benchmarks/bench_serve.py", *sys.argv[1:]])
     args.out.write_text(f"# The service: prefix reuse, overhead, load\n\nCommand: `{command}`\n\nMachine: {machine()}\n\n"
                         f"## Prefix reuse (LC, embedded reader)\n\n{reuse}\n\n## Server overhead on a cached answer\n\n"
-                        f"{over}\n\n## Load\n\n{load}\n", encoding="utf-8")
+                        f"{over}\n\n## Streaming and cancelling\n\n{live}\n\n## Load\n\n{load}\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

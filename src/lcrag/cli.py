@@ -128,18 +128,25 @@ def ask(
     """Answer QUESTION about DOC."""
     from lcrag.pipeline import Pipeline, as_document
 
+    from lcrag.cli_stream import TerminalAnswer
     from lcrag.evaluation.prices import PriceTable, calls_cost
+    from lcrag.readers import streaming
 
     settings = _run_config(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)  # an unknown model: one line now, before any model loads
     document = as_document(doc)
+    live = TerminalAnswer(sys.stdout) if sys.stdout.isatty() and not as_json else None
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
         try:
-            with spinner(f"answering with {settings.strategy}…"):
-                answer = pipeline.ask(document, question)
+            if live is not None:  # the answer appears as the reader writes it
+                with streaming.listening(live.listener):
+                    answer = pipeline.ask(document, question)
+            else:
+                with spinner(f"answering with {settings.strategy}…"):
+                    answer = pipeline.ask(document, question)
         finally:
             pipeline.close()
     cost = calls_cost(answer.calls, table, price_as)
@@ -147,7 +154,10 @@ def ask(
         print(json.dumps({**answer.to_dict(), "cost": {"currency": "USD", "total": cost, "priced_as": price_as}},
                          ensure_ascii=False))
         return
-    stdout.print(answer.text, markup=False, highlight=False)
+    if live is not None:
+        live.finish(answer.text)
+    else:
+        stdout.print(answer.text, markup=False, highlight=False)
     if answer.sources:
         from lcrag.provenance import format_sources
 

@@ -33,3 +33,8 @@ class ModelNotFoundError(LcragError):
 
 class ReaderError(LcragError):
     """A reader (LLM backend) failed after its retries."""
+
+
+class Cancelled(Exception):
+    """A question its caller cancelled (the client left): the generation was stopped, or never started. Not an
+    LcragError: nothing is wrong with the input."""

@@ -9,16 +9,19 @@ URL's password are scrubbed from anything a server sends back.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import queue
 import random
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-from lcrag.errors import InputError, ReaderError
+from lcrag.errors import Cancelled, InputError, ReaderError
 from lcrag.lazy import lazy_module
 from lcrag.redaction import redact_url
 
@@ -186,6 +189,46 @@ class HttpClient:
                 time.sleep(delay)
         raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
 
+    def post_stream(self, path: str, payload: dict, cancelled: threading.Event | None = None) -> Iterator[dict]:
+        """The JSON objects of a server-sent event stream (``data: {...}`` lines, up to ``data: [DONE]``).
+
+        Retried like :meth:`post_json` until the first event arrives (a half-streamed answer cannot be retried
+        without repeating its tokens); within the same deadline. When ``cancelled`` is set, or the caller stops
+        iterating, the connection is shut down, which tells the server to stop generating, and
+        :class:`~lcrag.errors.Cancelled` is raised.
+        """
+        url = self.shown_url + path
+        deadline = time.monotonic() + self.timeout
+        last_problem = ""
+        for attempt in range(self.max_retries + 1):
+            stream = _EventStream(self._client, path, payload, deadline)
+            try:
+                first = True
+                for event in stream.events(cancelled, deadline):
+                    first = False
+                    yield event
+                return
+            except DeadlineExceeded:
+                raise self._late(url, last_problem) from None
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                if not first:
+                    raise ReaderError(scrub(f"{url}: the stream broke: {type(exc).__name__}: {exc}",
+                                            self._secrets)) from None
+                last_problem = scrub(f"{type(exc).__name__}: {exc}", self._secrets)
+            except _StatusError as exc:
+                if exc.status not in RETRY_STATUS:
+                    raise ReaderError(f"{url} answered {exc.status}: {scrub(exc.body, self._secrets)}") from None
+                last_problem = f"HTTP {exc.status}"
+            finally:
+                stream.close()
+            if attempt < self.max_retries:
+                delay = self._delay(attempt, None)
+                if time.monotonic() + delay >= deadline:
+                    raise self._late(url, last_problem)
+                log.info("%s failed (%s); retry %d/%d in %.1fs", url, last_problem, attempt + 1, self.max_retries, delay)
+                time.sleep(delay)
+        raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
+
     def get_json(self, path: str) -> dict:
         url = self.shown_url + path
         try:
@@ -201,3 +244,81 @@ class HttpClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+class _StatusError(Exception):
+    def __init__(self, status: int, body: str):
+        super().__init__(status)
+        self.status, self.body = status, body
+
+
+class _EventStream:
+    """One streamed POST read by a daemon thread into a queue, so that the caller can stop waiting at any moment
+    (a cancel, the deadline) and end the request by shutting its socket down: closing a socket does not wake a
+    thread blocked reading it, shutting it down does, and the server sees the connection end."""
+
+    _END = object()
+
+    def __init__(self, client: httpx.Client, path: str, payload: dict, deadline: float):
+        self._queue: queue.Queue = queue.Queue()
+        self._socket: socket.socket | None = None
+        self._closed = threading.Event()
+        self._finished = False  # the whole stream arrived: its connection goes back to the pool, untouched
+        remaining = deadline - time.monotonic()
+        threading.Thread(target=self._read, args=(client, path, payload, remaining), daemon=True,
+                         name="lcrag-http-stream").start()
+
+    def _read(self, client: httpx.Client, path: str, payload: dict, remaining: float) -> None:
+        try:
+            with client.stream("POST", path, json=payload, timeout=per_operation_timeout(remaining)) as response:
+                stream = response.extensions.get("network_stream")
+                self._socket = stream.get_extra_info("socket") if stream is not None else None
+                if self._closed.is_set():
+                    return
+                if response.status_code >= 400:
+                    raise _StatusError(response.status_code, response.read().decode("utf-8", "replace")[:200].strip())
+                for line in response.iter_lines():
+                    if self._closed.is_set():
+                        return
+                    self._queue.put(line)
+            self._queue.put(self._END)
+        except BaseException as exc:  # handed over to the caller's thread
+            self._queue.put(exc)
+
+    def events(self, cancelled: threading.Event | None, deadline: float) -> Iterator[dict]:
+        while True:
+            if cancelled is not None and cancelled.is_set():
+                raise Cancelled("the request was cancelled")
+            if time.monotonic() >= deadline:
+                raise DeadlineExceeded
+            try:
+                item = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is self._END:
+                self._finished = True
+                return
+            if isinstance(item, BaseException):
+                raise item
+            data = item[len("data:"):].strip() if item.startswith("data:") else ""
+            if not data:
+                continue  # a blank line, a comment or an ``event:`` name
+            if data == "[DONE]":
+                self._finished = True
+                return
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ReaderError(f"the server streamed an event that is not JSON: {data[:80]!r}") from None
+            if isinstance(event, dict):
+                yield event
+
+    def close(self) -> None:
+        if self._finished:
+            return
+        self._closed.set()
+        if self._socket is not None:
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed by the server or by the reading thread
+                pass

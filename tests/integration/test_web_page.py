@@ -55,7 +55,7 @@ def test_upload_ask_and_see_the_answer_with_its_cited_page(tmp_path, browser):
             assert box.locator(".answer").inner_text().strip() not in ("", "…")  # the bundled 135M reader's answer
             assert "7781" in box.locator(".sources").inner_text()  # the quoted snippet
             assert "crane.pdf p. 6 (§ Crane Controls)" in box.locator(".sources").inner_text()
-            assert "route: rag" in box.locator(".meta").first.inner_text() and "$" in box.locator(".meta").first.inner_text()
+            assert "route: rag" in box.locator(".summary").inner_text() and "$" in box.locator(".summary").inner_text()
             shot_dir = Path(os.environ.get("LCRAG_SCREENSHOT_DIR") or tmp_path)
             page.screenshot(path=str(shot_dir / "web-page.png"), full_page=True)
             page.get_by_role("button", name="Compare LC and RAG").click()
@@ -64,5 +64,40 @@ def test_upload_ask_and_see_the_answer_with_its_cited_page(tmp_path, browser):
             assert "route: lc" in compare and "route: rag" in compare and "(located)" in compare
             page.set_viewport_size({"width": 1100, "height": 900})
             page.screenshot(path=str(shot_dir / "web-page-compare.png"), full_page=True)
+    finally:
+        answering.close()
+
+
+def test_the_answer_streams_in_and_stop_ends_the_generation(tmp_path, browser):
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", strategy="lc", max_tokens=1500, context_window=4096)
+    answering = Answering(settings, tmp_path / "collections")
+    try:
+        with running(create_app(answering)) as url:
+            page = browser.new_page()
+            page.goto(url)
+            page.get_by_label("New collection name").fill("manuals")
+            page.get_by_role("button", name="Create").click()
+            page.get_by_label("Add documents (PDF, DOCX, HTML, EPUB, Markdown, text)").set_input_files(
+                str(manual(tmp_path)))
+            page.get_by_role("status").filter(has_text="ready").wait_for(timeout=120_000)
+            page.get_by_label("Question").fill("Write the numbers from 1 to 500, separated by commas.")
+            page.get_by_label("Strategy").select_option("lc")
+            page.get_by_role("button", name="Ask", exact=True).click()
+            box = page.locator(".answer-box")
+            page.wait_for_function("document.querySelector('.answer-box .answer').textContent.length > 12",
+                                   timeout=300_000)  # the answer is arriving token by token
+            assert "reading the whole document" in box.locator(".stage").inner_text()
+            box.get_by_role("button", name="Stop").click()
+            box.locator(".summary").filter(has_text="stopped").wait_for(timeout=30_000)
+            reader = answering.base.reader
+            base = getattr(reader, "inner", reader).base_url
+            import httpx
+            for _ in range(100):  # llama.cpp's slot goes idle: the generation ended with the connection
+                if not httpx.get(f"{base}/slots").json()[0]["is_processing"]:
+                    break
+                page.wait_for_timeout(100)
+            else:
+                raise AssertionError("the generation went on after Stop")
+            assert len(box.locator(".answer").inner_text()) < 1500  # far from the 500 numbers asked for
     finally:
         answering.close()

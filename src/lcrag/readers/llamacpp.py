@@ -92,6 +92,7 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         with self._slot_lock:
             if self._slot_key != key:
                 self._kv.restore(self._slot, key)
+            self._slot_key = None  # until done: a cancelled or failed call leaves the slot holding part of it
             completion = super().complete(messages, params)
             self._kv.save(self._slot, key)
             self._slot_key = key

@@ -7,6 +7,7 @@ import time
 
 from lcrag.errors import InputError, ReaderError
 from lcrag.http import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
+from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.redaction import redact_url
 from lcrag.registry import READERS
@@ -77,10 +78,16 @@ class OpenAIChatReader:
         raise InputError(f"cannot learn the context window of {self.identity}; pass --context-window")
 
     def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
+        """One chat completion. While someone listens (:mod:`lcrag.readers.streaming`: the service), it is streamed:
+        the tokens reach the listener as they arrive and a cancel ends the request."""
         payload = {"model": self.model, "messages": messages, **params.as_payload()}
+        listener = streaming.current()
         with self._gate:
             started = time.perf_counter()
-            data = self._http.post_json("/chat/completions", payload)
+            if listener is None:
+                data = self._http.post_json("/chat/completions", payload)
+            else:
+                data = self._streamed(payload, listener, streaming.token_sink())
             seconds = time.perf_counter() - started
         try:
             text = data["choices"][0]["message"]["content"] or ""
@@ -104,6 +111,33 @@ class OpenAIChatReader:
             system_fingerprint=fingerprint,
             logprobs=_logprobs(data) if params.top_logprobs else None,
         )
+
+    def _streamed(self, payload: dict, listener: streaming.Listener, sink) -> dict:
+        """A streamed completion gathered into the shape of a whole one (text, log-probabilities, usage)."""
+        payload = payload | {"stream": True, "stream_options": {"include_usage": True}}
+        text: list[str] = []
+        logprobs: list[dict] = []
+        whole: dict = {"usage": None}
+        for event in self._http.post_stream("/chat/completions", payload, listener.cancelled):
+            if isinstance(event.get("error"), dict):
+                raise ReaderError(f"{self.identity}: {str(event['error'].get('message', 'error'))[:200]}")
+            whole["usage"] = event.get("usage") or whole["usage"]
+            whole["system_fingerprint"] = event.get("system_fingerprint") or whole.get("system_fingerprint")
+            for choice in event.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if isinstance(piece, str) and piece:
+                    text.append(piece)
+                    if sink is not None:
+                        sink(piece)
+                logprobs.extend(((choice.get("logprobs") or {}).get("content")) or [])
+        if whole["usage"] is None:  # a server that ignores stream_options: our own count, exact for its tokenizer
+            whole["usage"] = self._counted_usage(payload["messages"], "".join(text))
+        return whole | {"choices": [{"message": {"content": "".join(text)}, "logprobs": {"content": logprobs}}]}
+
+    def _counted_usage(self, messages: list[Message], text: str) -> dict:
+        """Usage from the reader's own tokenizer, for a server that streamed no usage."""
+        return {"prompt_tokens": self.count_prompt_tokens(messages),
+                "completion_tokens": count_tokens(self.tokenizer, text) if text else 0}
 
     def count_prompt_tokens(self, messages: list[Message]) -> int:
         if self._can_apply_template is not False:

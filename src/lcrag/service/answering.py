@@ -14,6 +14,8 @@ from lcrag.documents.loaders import join_documents, load_files
 from lcrag.errors import InputError
 from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
+from lcrag.provenance import Source, locate, snippet
+from lcrag.readers import streaming
 from lcrag.service.collections import Collections
 from lcrag.types import Answer, Document
 
@@ -24,10 +26,6 @@ ANSWER_OPTIONS = ("strategy", "retriever", "k", "budget", "order", "route_thresh
 
 class Busy(RuntimeError):
     """More requests are waiting for the reader than the service queues (HTTP 429)."""
-
-
-class Cancelled(RuntimeError):
-    """The client left while its question waited for the reader: no generation was started for it."""
 
 
 class Answering:
@@ -87,9 +85,12 @@ class Answering:
         return self._pipelines[key]
 
     def ask(self, collection: str, question: str, options: dict[str, Any],
-            cancelled: threading.Event | None = None) -> Answer:
-        """The answer, after the questions queued before it; ``cancelled`` (the client left) while it waits drops it
-        from the queue before any generation starts."""
+            listener: streaming.Listener | None = None) -> Answer:
+        """The answer, after the questions queued before it. The ``listener`` gets the answer's events as they
+        happen (``started`` once the reader is this question's, then those of :mod:`lcrag.readers.streaming`);
+        setting its ``cancelled`` (the client left) drops a waiting question from the queue and stops a running
+        generation."""
+        listener = listener or streaming.Listener()
         pipeline = self.pipeline(options)
         document = self.document(collection)
         with self._count:
@@ -98,17 +99,30 @@ class Answering:
             self._waiting += 1
         try:
             while not self._reader.acquire(timeout=0.1):
-                if cancelled is not None and cancelled.is_set():
-                    raise Cancelled("the client left while its question waited")
+                if listener.cancelled.is_set():
+                    raise streaming.Cancelled("the client left while its question waited")
             try:
-                if cancelled is not None and cancelled.is_set():
-                    raise Cancelled("the client left while its question waited")
-                return pipeline.ask(document, question)
+                with streaming.listening(self._describing(listener, document)):
+                    streaming.check_cancelled()
+                    listener.on_event("started", {"collection": collection})
+                    return pipeline.ask(document, question)
             finally:
                 self._reader.release()
         finally:
             with self._count:
                 self._waiting -= 1
+
+    @staticmethod
+    def _describing(listener: streaming.Listener, document: Document) -> streaming.Listener:
+        """The listener, with retrieved chunks told as the places they come from (file, pages, section, a quote)."""
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            if kind == "retrieved":
+                data = data | {"chunks": [Source(**locate(document, c.start, c.end), chunk=c.index, score=c.score,
+                                                 snippet=snippet(document.text[c.start:c.end], 160)).to_dict()
+                                          for c in data["chunks"]]}
+            listener.on_event(kind, data)
+
+        return streaming.Listener(on_event, listener.cancelled)
 
     def cost(self, answer: Answer) -> dict[str, Any]:
         total = calls_cost(answer.calls, self.prices, self.price_as)

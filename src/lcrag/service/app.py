@@ -23,7 +23,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lcrag.errors import InputError, LcragError, ReaderError
-from lcrag.service.answering import ANSWER_OPTIONS, Answering, Busy, Cancelled
+from lcrag.readers import streaming
+from lcrag.service.answering import ANSWER_OPTIONS, Answering, Busy
 from lcrag.service.collections import NotFound, TooLarge
 from lcrag.types import Answer
 
@@ -128,7 +129,7 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     async def too_large(request, exc):
         return error(413, str(exc), "invalid_request_error")
 
-    @app.exception_handler(Cancelled)
+    @app.exception_handler(streaming.Cancelled)
     async def cancelled(request, exc):
         return error(499, str(exc), "client_closed_request")
 
@@ -163,25 +164,58 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             raise InputError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(ANSWER_OPTIONS)}")
         answering.pipeline(options)  # validates every value as the CLI does
 
-    async def answer_for(collection: str, question: Any, options: dict, request: Request | None = None) -> Answer:
+    async def answer_for(collection: str, question: Any, options: dict, request: Request | None = None,
+                         on_event=None) -> Answer:
+        """The answer, computed in a worker thread; a client that leaves (or a caller that stops waiting) cancels
+        it: dropped from the queue, or its generation stopped."""
         check(question, options)
-        left = threading.Event()  # set when the client disconnects: a queued question is then dropped
+        listener = streaming.Listener(on_event or (lambda kind, data: None))
 
         async def watch() -> None:
-            while request is not None and not left.is_set():
+            while request is not None and not listener.cancelled.is_set():
                 if await request.is_disconnected():
-                    left.set()
-                    metrics.cancelled.inc()
+                    listener.cancelled.set()
                     return
                 await asyncio.sleep(0.2)
 
         watcher = asyncio.create_task(watch())
         try:
-            answer = await asyncio.to_thread(answering.ask, collection, question, options, left)
+            answer = await asyncio.to_thread(answering.ask, collection, question, options, listener)
+        except (streaming.Cancelled, asyncio.CancelledError):
+            metrics.cancelled.inc()
+            raise
         finally:
             watcher.cancel()
+            listener.cancelled.set()  # a caller cancelled while the thread runs: stop its generation
         metrics.answer(answer, answering.cost(answer)["total"])
         return answer
+
+    async def live(collection: str, question: Any, options: dict, request: Request):
+        """The question's events as they happen, then ``("answer", Answer)``. Waits for the question to reach the
+        reader (its ``started`` event) before returning, so that a refusal (busy, unknown collection, bad
+        options) is still an error response with its status; a later failure arrives as ``("error", exc)``."""
+        events: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(answer_for(collection, question, options, request, lambda kind, data:
+                                              loop.call_soon_threadsafe(events.put_nowait, (kind, data))))
+        task.add_done_callback(lambda _: events.put_nowait(("done", None)))
+        first = await events.get()
+        if first[0] == "done":
+            task.result()  # raises the refusal
+
+        async def stream():
+            try:
+                kind, data = first
+                while kind != "done":
+                    yield kind, data
+                    kind, data = await events.get()
+                yield "answer", task.result()
+            except (LcragError, streaming.Cancelled) as exc:
+                yield "error", exc
+            finally:
+                task.cancel()
+
+        return stream()
 
     def extra(answer: Answer) -> dict[str, Any]:
         return {"route": answer.route, "strategy": answer.strategy, "sources": [s.to_dict() for s in answer.sources],
@@ -255,14 +289,8 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             answer = await answer_for(collection, question, body, request)
             return answer.to_dict() | {"cost": answering.cost(answer)}
         check(question, body)
-
-        async def events():
-            yield f"event: started\ndata: {json.dumps({'collection': collection})}\n\n"
-            answer = await answer_for(collection, question, body, request)
-            yield f"event: routed\ndata: {json.dumps({'route': answer.route, 'strategy': answer.strategy})}\n\n"
-            yield f"event: answer\ndata: {json.dumps(answer.to_dict() | {'cost': answering.cost(answer)})}\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        return StreamingResponse(_ask_events(await live(collection, question, body, request), answering),
+                                 media_type="text/event-stream")
 
     @app.get("/v1/models")
     async def models():
@@ -284,31 +312,69 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             raise InputError("messages: the last user message must have text content")
         stream, stream_options = bool(body.pop("stream", False)), body.pop("stream_options", None) or {}
         options = {k: body[k] for k in ANSWER_OPTIONS if k in body}
-        answer = await answer_for(collection, users[-1]["content"], options, request)
         reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
         if not stream:
+            answer = await answer_for(collection, users[-1]["content"], options, request)
             return reply | {"object": "chat.completion", "usage": usage(answer), "lcrag": extra(answer),
                             "choices": [{"index": 0, "finish_reason": "stop",
                                          "message": {"role": "assistant", "content": answer.text}}]}
-        return StreamingResponse(_chat_chunks(reply, answer, extra(answer), stream_options.get("include_usage")),
+        events = await live(collection, users[-1]["content"], options, request)
+        return StreamingResponse(_chat_chunks(reply, events, extra, bool(stream_options.get("include_usage"))),
                                  media_type="text/event-stream")
 
     return app
 
 
-def _chat_chunks(reply: dict, answer: Answer, extra: dict, include_usage: bool):
-    """OpenAI's chat.completion.chunk events: the role, the answer's words as deltas, the finish reason with lcrag's
-    extra field, the usage when asked, then [DONE]."""
+def _sse(data: Any, event: str | None = None) -> str:
+    name = f"event: {event}\n" if event else ""
+    return f"{name}data: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+
+
+def _error_body(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, streaming.Cancelled):
+        return {"message": str(exc), "type": "client_closed_request", "code": 499}
+    status = 502 if isinstance(exc, ReaderError) else 400
+    return {"message": str(exc), "type": "reader_error" if status == 502 else "invalid_request_error", "code": status}
+
+
+async def _ask_events(events, answering: Answering):
+    """The native stream: each event of the question by name (started, retrieved, call, token, routed), then the
+    whole answer (``answer``) or an ``error``."""
+    async for kind, data in events:
+        if kind == "answer":
+            yield _sse(data.to_dict() | {"cost": answering.cost(data)}, "answer")
+        elif kind == "error":
+            yield _sse({"error": _error_body(data)}, "error")
+        else:
+            yield _sse(data, kind)
+
+
+async def _chat_chunks(reply: dict, events, extra, include_usage: bool):
+    """OpenAI's chat.completion.chunk events as the reader writes: the role, the answer's tokens as deltas, the
+    finish reason with lcrag's extra field, the usage when asked, then [DONE].
+
+    Only the final answer is sent: tokens of a step that a later step may replace (Self-Route's RAG step) are held
+    back until the route is known, then sent if that step's answer stands."""
     def chunk(delta: dict, finish: str | None = None, **more) -> str:
-        body = reply | {"object": "chat.completion.chunk",
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | more
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+        return _sse(reply | {"object": "chat.completion.chunk",
+                             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | more)
 
     yield chunk({"role": "assistant", "content": ""})
-    words = answer.text.split(" ")
-    for i, word in enumerate(words):
-        yield chunk({"content": word if i == 0 else " " + word})
-    yield chunk({}, "stop", lcrag=extra)
-    if include_usage:
-        yield f"data: {json.dumps(reply | {'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(answer)})}\n\n"
+    sent = ""
+    async for kind, data in events:
+        if kind == "token" and not data["provisional"]:
+            piece = data["text"] if sent else data["text"].lstrip()  # the answer is stripped: so is its start
+            if piece:
+                sent += piece
+                yield chunk({"content": piece})
+        elif kind == "error":
+            yield _sse({"error": _error_body(data)})
+            return
+        elif kind == "answer":
+            answer: Answer = data
+            if answer.text.startswith(sent) and answer.text != sent:  # a held-back answer, or what stripping left
+                yield chunk({"content": answer.text[len(sent):]})
+            yield chunk({}, "stop", lcrag=extra(answer))
+            if include_usage:
+                yield _sse(reply | {"object": "chat.completion.chunk", "choices": [], "usage": usage(answer)})
     yield "data: [DONE]\n\n"

@@ -14,6 +14,7 @@ from lcrag.assembly import (
     truncate_middle,
 )
 from lcrag.errors import InputError
+from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.index import DocumentIndex
 from lcrag.strategies.prompts import PromptSet
@@ -63,8 +64,10 @@ def read_completion(ctx: QueryContext, stage: str, messages: list[dict[str, str]
                     top_logprobs: int = 0) -> tuple[str, LLMCall, Completion]:
     """As :func:`call_reader`, plus the completion itself: its token probabilities when ``top_logprobs`` asks."""
     params = replace(ctx.params, top_logprobs=top_logprobs) if top_logprobs else ctx.params
-    with timer.stage(f"llm:{stage}"):
+    with timer.stage(f"llm:{stage}"), streaming.answering_call(stage) as live:
         completion = ctx.reader.complete(messages, params)
+        if live is not None and not live.streamed:  # from the completion cache, or a reader that cannot stream
+            live.token(completion.text)
     return completion.text.strip(), LLMCall.from_completion(stage, completion), completion
 
 
@@ -85,6 +88,7 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
             ranked = retriever.run(question, depth)
     with timer.stage("assembly"):
         context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+    streaming.emit("retrieved", tokens=context.chunk_tokens, chunks=context.chunks)
     cost = getattr(retriever, "build_cost", None)
     if cost is not None:
         context.index_cost = cost.to_dict() | {
@@ -145,6 +149,7 @@ class Strategy:
     """Answers one question over one document."""
 
     name: str = ""
+    route: str = ""  # the route its answers take ("lc", "rag", ...; a routed strategy: its first step's)
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         raise NotImplementedError

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lcrag.readers import streaming
 from lcrag.strategies.base import QueryContext, Strategy
 from lcrag.types import Answer, LLMCall
 
@@ -34,9 +35,10 @@ class CacheAware(Strategy):
     ``lc`` while :func:`warm_lc_cheaper` holds."""
 
     def __init__(self, routed: Strategy, lc: Strategy):
-        self.routed, self.lc, self.name = routed, lc, routed.name
+        self.routed, self.lc, self.name, self.route = routed, lc, routed.name, routed.route
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         if warm_lc_cheaper(ctx):
+            streaming.emit("routed", fallback=False, route=self.lc.route, decline_probability=None, cache_aware=True)
             return replace(self.lc.run(ctx, question), strategy=self.name)
         return self.routed.run(ctx, question)

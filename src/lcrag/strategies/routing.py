@@ -15,6 +15,7 @@ import re
 from dataclasses import replace
 from typing import Protocol
 
+from lcrag.readers import streaming
 from lcrag.strategies.base import QueryContext, Strategy
 from lcrag.text import normalize_answer
 from lcrag.types import Answer
@@ -111,9 +112,17 @@ class Routed(Strategy):
         # A condition may read only the answer (``__call__(answer)``), or the query context too.
         self._condition_reads_ctx = len(inspect.signature(condition).parameters) >= 2
 
+    @property
+    def route(self) -> str:
+        return self.first.route
+
     def run(self, ctx: QueryContext, question: str) -> Answer:
-        first = self.first.run(ctx, question)
-        if not (self.condition(first, ctx) if self._condition_reads_ctx else self.condition(first)):
+        with streaming.provisional():  # the fallback may answer instead
+            first = self.first.run(ctx, question)
+        fall_back = self.condition(first, ctx) if self._condition_reads_ctx else self.condition(first)
+        streaming.emit("routed", fallback=bool(fall_back), route=self.fallback.route if fall_back else first.route,
+                       decline_probability=first.decline_probability)
+        if not fall_back:
             return replace(first, strategy=self.name, raw_route_answer=first.text)
         second = self.fallback.run(ctx, question)
         return replace(

@@ -52,6 +52,7 @@ class LongContext(Strategy):
     """The whole document in the prompt, cut in the middle by reader tokens when it exceeds the window."""
 
     name = "lc"
+    route = "lc"
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
         timer = Timer()

@@ -75,7 +75,7 @@ def test_native_ask_plain_and_streamed(service, tmp_path):
         with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
                                                           "stream": True}, timeout=60) as r:
             events = [line.removeprefix("event: ") for line in r.iter_lines() if line.startswith("event: ")]
-        assert events == ["started", "routed", "answer"]
+        assert events == ["started", "retrieved", "call", "token", "answer"]
         metrics = httpx.get(f"{url}/metrics").text
         assert 'lcrag_routes_total{route="rag"} 2.0' in metrics and "lcrag_tokens_total" in metrics
 
@@ -174,7 +174,7 @@ def test_the_page_is_served():
     from importlib.resources import files
 
     page = (files("lcrag.service") / "web" / "index.html").read_text()
-    assert "<label for=\"question\">" in page and "/v1/chat/completions" in page
+    assert "<label for=\"question\">" in page and "/v1/ask" in page
 
 
 def test_a_question_whose_client_left_while_queued_is_never_generated(service, tmp_path):
@@ -203,3 +203,80 @@ def test_a_question_whose_client_left_while_queued_is_never_generated(service, t
         threading.Event().wait(1)
         assert len(seen) == 1  # the second question was dropped from the queue, never sent to the reader
         assert "lcrag_cancelled_total 1.0" in httpx.get(f"{url}/metrics").text
+
+
+def sse_events(response) -> list[tuple[str, dict]]:
+    events, name = [], None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            events.append((name, json.loads(line.removeprefix("data: "))))
+    return events
+
+
+def test_self_route_streams_its_stages_and_the_chat_stream_only_the_final_answer(service, tmp_path):
+    import openai
+
+    def answer(messages):  # the RAG step (asked to write "unanswerable" when it cannot answer) declines; LC answers
+        return "unanswerable" if '"unanswerable"' in messages[-1]["content"] else "7781"
+
+    server, _ = service(answer=answer)
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
+                                                          "strategy": "self-route", "stream": True}, timeout=60) as r:
+            events = sse_events(r)
+        kinds = [k for k, _ in events]
+        assert kinds == ["started", "retrieved", "call", "token", "routed", "call", "token", "answer"]
+        retrieved = events[1][1]
+        assert retrieved["chunks"][0]["file"].endswith("crane.pdf") and retrieved["chunks"][0]["pages"]
+        assert events[3][1] == {"text": "unanswerable", "stage": "route", "provisional": True}
+        assert events[4][1]["fallback"] is True and events[4][1]["route"] == "lc"
+        assert events[6][1] == {"text": "7781", "stage": "answer", "provisional": False}
+        assert events[-1][1]["route"] == "lc" and events[-1][1]["text"] == "7781"
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+        chunks = list(client.chat.completions.create(
+            model="lcrag/ops", stream=True, messages=[{"role": "user", "content": "Crane reset code?"}],
+            extra_body={"strategy": "self-route"}))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "7781"  # not the decline
+
+
+def test_a_kept_first_step_is_sent_once_the_route_is_known(service, tmp_path):
+    import openai
+
+    server, _ = service(answer=lambda m: "7781")  # the RAG step answers: Self-Route keeps it
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+        chunks = list(client.chat.completions.create(
+            model="lcrag/ops", stream=True, messages=[{"role": "user", "content": "Crane reset code?"}],
+            extra_body={"strategy": "self-route"}))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "7781"
+        finish = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+        assert finish.model_extra["lcrag"]["route"] == "rag"
+
+
+def test_a_reader_failure_mid_stream_is_an_error_event(service, tmp_path):
+    from lcrag.errors import ReaderError
+
+    def broken(messages):
+        raise ReaderError("http://reader/v1/chat/completions answered 500: boom")
+
+    server, _ = service(answer=broken)
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", manual(tmp_path))
+        wait_ready(url, "ops")
+        with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
+                                                          "stream": True}, timeout=60) as r:
+            assert r.status_code == 200
+            events = sse_events(r)
+        assert events[-1][0] == "error" and events[-1][1]["error"]["code"] == 502
+        assert "boom" in events[-1][1]["error"]["message"]
+        plain = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?"}, timeout=60)
+        assert plain.status_code == 502 and "boom" in plain.json()["error"]["message"]

@@ -1,0 +1,115 @@
+"""Live answers: the reader's tokens as it writes them, the stages a question goes through, and a way to stop it.
+
+A caller that wants them (the service) listens for one question with :func:`listening`; readers and strategies
+report into the listener through context variables, so no signature between them changes and code that does not
+listen pays nothing. Events, each ``(kind, data)``:
+
+- ``retrieved``: the chunks a retrieval step assembled (``chunks``: ChunkUsed objects, ``tokens``);
+- ``call``: an answering call starts (``stage``; ``provisional`` when a later step may replace its answer, as
+  Self-Route's RAG step may be followed by LC);
+- ``token``: text the reader wrote (``text``, ``stage``, ``provisional``); a reader that cannot stream, or an
+  answer from the completion cache, gives its whole answer as one token;
+- ``routed``: a routed strategy decided (``fallback``: True when the next step answers instead, ``step`` its name,
+  ``decline_probability``).
+
+Cancelling (``Listener.cancelled``) stops the reader's generation: a streaming reader closes its connection, which
+OpenAI-compatible servers (llama.cpp, vLLM) take as the end of the request, and no further call starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from lcrag.errors import Cancelled
+
+__all__ = ["Cancelled", "Listener", "listening", "emit", "check_cancelled", "provisional", "answering_call",
+           "token_sink", "current"]
+
+
+@dataclass
+class Listener:
+    on_event: Callable[[str, dict[str, Any]], None] = lambda kind, data: None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class AnsweringCall:
+    """One answering call being streamed: its tokens go to the listener, marked with the call's stage."""
+
+    listener: Listener
+    stage: str
+    provisional: bool
+    streamed: bool = False
+
+    def token(self, text: str) -> None:
+        if text:
+            self.streamed = True
+            self.listener.on_event("token", {"text": text, "stage": self.stage, "provisional": self.provisional})
+
+
+_listener: ContextVar[Listener | None] = ContextVar("lcrag_listener", default=None)
+_call: ContextVar[AnsweringCall | None] = ContextVar("lcrag_answering_call", default=None)
+_provisional: ContextVar[int] = ContextVar("lcrag_provisional", default=0)
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[Listener]:
+    token = _listener.set(listener)
+    try:
+        yield listener
+    finally:
+        _listener.reset(token)
+
+
+def current() -> Listener | None:
+    return _listener.get()
+
+
+def emit(kind: str, **data: Any) -> None:
+    listener = _listener.get()
+    if listener is not None:
+        listener.on_event(kind, data)
+
+
+def check_cancelled() -> None:
+    listener = _listener.get()
+    if listener is not None and listener.cancelled.is_set():
+        raise Cancelled("the question was cancelled")
+
+
+@contextmanager
+def provisional() -> Iterator[None]:
+    """Answers written inside may be replaced by a later step (the first step of a routed strategy)."""
+    token = _provisional.set(_provisional.get() + 1)
+    try:
+        yield
+    finally:
+        _provisional.reset(token)
+
+
+@contextmanager
+def answering_call(stage: str) -> Iterator[AnsweringCall | None]:
+    """An answering call (not a retriever's or summariser's internal one): its tokens reach the listener."""
+    listener = _listener.get()
+    if listener is None:
+        yield None
+        return
+    check_cancelled()
+    call = AnsweringCall(listener, stage, _provisional.get() > 0)
+    listener.on_event("call", {"stage": stage, "provisional": call.provisional})
+    token = _call.set(call)
+    try:
+        yield call
+    finally:
+        _call.reset(token)
+
+
+def token_sink() -> Callable[[str], None] | None:
+    """Where a streaming reader sends the text it receives: the current answering call's, or None."""
+    call = _call.get()
+    return call.token if call is not None else None
