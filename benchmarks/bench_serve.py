@@ -7,8 +7,8 @@
    (`Pipeline.ask` in this process), alternating, p50 of each and the difference.
 3. Streaming: LC and Self-Route answers streamed by `POST /v1/ask` (`stream: true`) on the document whose prefix
    is cached: seconds to the question reaching the reader (`started`), to the first token and to the whole answer;
-   then a client that leaves after 3 tokens of a long LC answer, and how long the next question takes (a short RAG
-   answer) against the same question on an idle server: a generation left running would make it wait.
+   then a client that leaves after 3 tokens of a long LC answer, and how long the next question takes (closed-book,
+   4 tokens) against a like question on an idle server: a generation left running would make it wait.
 4. Load: 16 concurrent clients for 60 s on loopback, mixed: 80% asks of cached questions, 20% uploads of small text
    files to a second collection (each re-indexes it in the background); counts of every status, p50/p95 latency
    per kind, then every upload checked on disk (present, the right size, no temporary file left).
@@ -163,7 +163,8 @@ def streaming(args, server: Server) -> str:
             log(f"streamed {strategy}: first token {seen['token']:.1f}s of {seen['answer']:.1f}s")
     table = md_table(["strategy", "question", "started s", "first token s", "answer s", "token events",
                       "first token / answer"], rows)
-    probe = "Which option of read sets a timeout?"
+    # The probe is a closed-book question (the question alone, ~30 prompt tokens, 4 answer tokens: well under a
+    # second); a generation left running would make it wait for hundreds of tokens more.
     body = {"collection": "docs", "question": LONG_ANSWER, "strategy": "lc", "stream": True, "max_tokens": 1000}
     tokens = 0
     with server.http.stream("POST", f"{server.url}/v1/ask", json=body) as response:
@@ -172,13 +173,13 @@ def streaming(args, server: Server) -> str:
             if tokens == 3:
                 break  # the client leaves
     left = time.perf_counter()
-    server.ask(probe, "rag", max_tokens=8)
+    server.ask("Name one Unix shell.", "closed-book", max_tokens=4)
     after_cancel = time.perf_counter() - left  # from the disconnect to the next answer
-    _, idle = server.ask(probe.replace("Which", "What"), "rag", max_tokens=8)
+    _, idle = server.ask("Name one text editor.", "closed-book", max_tokens=4)
     metrics = httpx.get(f"{server.url}/metrics").text
     cancelled = next((line.split()[-1] for line in metrics.splitlines() if line.startswith("lcrag_cancelled_total")), "?")
-    return (table + "\n\n" + md_table(["after a client left mid-answer", "seconds"], [
-        ["next question (RAG, 8 tokens), from the disconnect", f"{after_cancel:.2f}"],
+    return (table + "\n\n" + md_table(["after a client left 3 tokens into a 1,000-token LC answer", "seconds"], [
+        ["next question (closed-book, 4 tokens), from the disconnect", f"{after_cancel:.2f}"],
         ["a like question on the idle server", f"{idle:.2f}"],
         ["ratio", f"{after_cancel / idle:.2f}"]]) + f"\n\nCancelled questions counted by /metrics: {cancelled}.")
 
@@ -263,7 +264,7 @@ def main() -> None:
     finally:
         server.stop()
     command = " ".join(["python", "benchmarks/bench_serve.py", *sys.argv[1:]])
-    args.out.write_text(f"# The service: prefix reuse, overhead, load\n\nCommand: `{command}`\n\nMachine: {machine()}\n\n"
+    args.out.write_text(f"# The service: prefix reuse, overhead, streaming, load\n\nCommand: `{command}`\n\nMachine: {machine()}\n\n"
                         f"## Prefix reuse (LC, embedded reader)\n\n{reuse}\n\n## Server overhead on a cached answer\n\n"
                         f"{over}\n\n## Streaming and cancelling\n\n{live}\n\n## Load\n\n{load}\n", encoding="utf-8")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import threading
 import time
 import uuid
 from importlib.resources import files as package_files
@@ -139,8 +138,7 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
 
     @app.exception_handler(ReaderError)
     async def reader_failed(request, exc):
-        status = 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
-        return error(status, f"the reader failed: {exc}", "reader_error")
+        return error(reader_status(exc), f"the reader failed: {exc}", "reader_error")
 
     @app.exception_handler(LcragError)
     async def bad_input(request, exc):
@@ -330,11 +328,18 @@ def _sse(data: Any, event: str | None = None) -> str:
     return f"{name}data: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
+def reader_status(exc: ReaderError) -> int:
+    """504 for a reader that gave no answer in time, 502 for one that failed otherwise."""
+    return 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
+
+
 def _error_body(exc: BaseException) -> dict[str, Any]:
+    """The error a stream ends with: the body the same failure gets as a response before any event."""
     if isinstance(exc, streaming.Cancelled):
         return {"message": str(exc), "type": "client_closed_request", "code": 499}
-    status = 502 if isinstance(exc, ReaderError) else 400
-    return {"message": str(exc), "type": "reader_error" if status == 502 else "invalid_request_error", "code": status}
+    if isinstance(exc, ReaderError):
+        return {"message": f"the reader failed: {exc}", "type": "reader_error", "code": reader_status(exc)}
+    return {"message": str(exc), "type": "invalid_request_error", "code": 400}
 
 
 async def _ask_events(events, answering: Answering):
