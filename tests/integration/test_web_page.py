@@ -86,7 +86,9 @@ def test_the_answer_streams_in_and_stop_ends_the_generation(tmp_path, browser):
             box = page.locator(".answer-box")
             page.wait_for_function("document.querySelector('.answer-box .answer').textContent.length > 12",
                                    timeout=300_000)  # the answer is arriving token by token
-            assert "reading the whole document" in box.locator(".stage").inner_text()
+            assert "the whole document read" in box.locator(".stage").inner_text()
+            page.screenshot(path=str(Path(os.environ.get("LCRAG_SCREENSHOT_DIR") or tmp_path) / "web-page-streaming.png"),
+                            full_page=True)
             box.get_by_role("button", name="Stop").click()
             box.locator(".summary").filter(has_text="stopped").wait_for(timeout=30_000)
             reader = answering.base.reader
