@@ -31,6 +31,7 @@ def serve(
     llm: Annotated[Optional[str], typer.Option("--llm", help="The reader (default: the run file's, else the bundled one).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server.")] = None,
     context_window: Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens.")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.", min=1)] = None,
     cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Indexes, caches and collections (collections/).")] = None,
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every answer as this model.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
@@ -45,7 +46,7 @@ def serve(
     from lcrag.paths import default_cache_dir
 
     given = {k: v for k, v in {"llm": llm, "base_url": base_url, "context_window": context_window,
-                               "cache_dir": cache_dir}.items() if v is not None}
+                               "threads": threads, "cache_dir": cache_dir}.items() if v is not None}
     settings = (Config.from_file(config) if config else Config()).merged(given).settings()
     table = PriceTable.load(prices)
     if price_as:
