@@ -46,6 +46,9 @@ class Answering:
     def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
         files = sorted(f for f in files_dir.iterdir() if f.is_file() and not f.name.startswith("."))
         docs, skipped = load_files(files, progress)
+        # Sources name a collection's files as clients know them (the name they were uploaded under, which
+        # GET /v1/collections/NAME/files/FILE serves), never a path on the server.
+        docs = [replace(d, source=Path(d.source).name) for d in docs]
         if not docs:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))

@@ -71,6 +71,7 @@ def test_native_ask_plain_and_streamed(service, tmp_path):
         wait_ready(url, "ops")
         body = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?"}, timeout=60).json()
         assert body["text"] == "7781" and body["sources"][0]["section"] == ["Crane Controls"]
+        assert body["sources"][0]["file"] == "crane.pdf"  # the uploaded name, not a path on the server
         assert body["cost"]["priced_as"] == "gpt-4o-mini" and body["timings"]
         with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
                                                           "stream": True}, timeout=60) as r:
