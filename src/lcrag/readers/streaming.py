@@ -4,7 +4,8 @@ A caller that wants them (the service) listens for one question with :func:`list
 report into the listener through context variables, so no signature between them changes and code that does not
 listen pays nothing. Events, each ``(kind, data)``:
 
-- ``retrieved``: the chunks a retrieval step assembled (``chunks``: ChunkUsed objects, ``tokens``);
+- ``retrieved``: the chunks a retrieval step assembled (``chunks``: ChunkUsed objects; ``tokens``: their
+  reader tokens, None when the selection did not count them);
 - ``call``: an answering call starts (``stage``; ``provisional`` when a later step may replace its answer, as
   Self-Route's RAG step may be followed by LC);
 - ``token``: text the reader wrote (``text``, ``stage``, ``provisional``); a reader that cannot stream, or an

@@ -88,7 +88,8 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
             ranked = retriever.run(question, depth)
     with timer.stage("assembly"):
         context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
-    streaming.emit("retrieved", tokens=context.chunk_tokens, chunks=context.chunks)
+    known = all(c.tokens is not None for c in context.chunks)  # top-k selection does not count them
+    streaming.emit("retrieved", tokens=context.chunk_tokens if known else None, chunks=context.chunks)
     cost = getattr(retriever, "build_cost", None)
     if cost is not None:
         context.index_cost = cost.to_dict() | {
