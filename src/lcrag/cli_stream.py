@@ -14,19 +14,16 @@ class TerminalAnswer:
 
     def __init__(self, out: TextIO):
         self.out = out
-        self.written = ""
+        self.text = streaming.FinalText()
         self.listener = streaming.Listener(self.on_event)
 
     def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind != "token" or data["provisional"]:
-            return
-        piece = data["text"] if self.written else data["text"].lstrip()  # the answer is stripped: so is its start
+        piece = self.text.piece(kind, data)
         if piece:
-            self.written += piece
             self.out.write(piece)
             self.out.flush()
 
-    def finish(self, text: str) -> None:
-        rest = text[len(self.written):] if text.startswith(self.written) else ("\n" + text if self.written else text)
-        self.out.write(rest + "\n")
+    def finish(self, answer: str) -> None:
+        rest = self.text.rest(answer)
+        self.out.write((rest if rest is not None else "\n" + answer) + "\n")
         self.out.flush()

@@ -182,12 +182,17 @@ class HttpClient:
                     raise ReaderError(f"{url} answered {response.status_code}: {body}")
                 last_problem = f"HTTP {response.status_code}"
             if attempt < self.max_retries:
-                delay = self._delay(attempt, response)
-                if time.monotonic() + delay >= deadline:
-                    raise self._late(url, last_problem)
-                log.info("%s failed (%s); retry %d/%d in %.1fs", url, last_problem, attempt + 1, self.max_retries, delay)
-                time.sleep(delay)
+                self._wait_to_retry(url, attempt, response, deadline, last_problem)
         raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
+
+    def _wait_to_retry(self, url: str, attempt: int, response: httpx.Response | None, deadline: float,
+                       last_problem: str) -> None:
+        """Sleep before retry ``attempt + 1``, or fail now when the wait would pass the deadline."""
+        delay = self._delay(attempt, response)
+        if time.monotonic() + delay >= deadline:
+            raise self._late(url, last_problem)
+        log.info("%s failed (%s); retry %d/%d in %.1fs", url, last_problem, attempt + 1, self.max_retries, delay)
+        time.sleep(delay)
 
     def post_stream(self, path: str, payload: dict, cancelled: threading.Event | None = None) -> Iterator[dict]:
         """The JSON objects of a server-sent event stream (``data: {...}`` lines, up to ``data: [DONE]``).
@@ -222,11 +227,7 @@ class HttpClient:
             finally:
                 stream.close()
             if attempt < self.max_retries:
-                delay = self._delay(attempt, None)
-                if time.monotonic() + delay >= deadline:
-                    raise self._late(url, last_problem)
-                log.info("%s failed (%s); retry %d/%d in %.1fs", url, last_problem, attempt + 1, self.max_retries, delay)
-                time.sleep(delay)
+                self._wait_to_retry(url, attempt, None, deadline, last_problem)
         raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
 
     def get_json(self, path: str) -> dict:

@@ -130,9 +130,10 @@ class OpenAIChatReader:
                     if sink is not None:
                         sink(piece)
                 logprobs.extend(((choice.get("logprobs") or {}).get("content")) or [])
+        content = "".join(text)
         if whole["usage"] is None:  # a server that ignores stream_options: our own count, exact for its tokenizer
-            whole["usage"] = self._counted_usage(payload["messages"], "".join(text))
-        return whole | {"choices": [{"message": {"content": "".join(text)}, "logprobs": {"content": logprobs}}]}
+            whole["usage"] = self._counted_usage(payload["messages"], content)
+        return whole | {"choices": [{"message": {"content": content}, "logprobs": {"content": logprobs}}]}
 
     def _counted_usage(self, messages: list[Message], text: str) -> dict:
         """Usage from the reader's own tokenizer, for a server that streamed no usage."""

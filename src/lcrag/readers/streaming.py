@@ -28,8 +28,8 @@ from typing import Any
 
 from lcrag.errors import Cancelled
 
-__all__ = ["Cancelled", "Listener", "listening", "emit", "check_cancelled", "provisional", "answering_call",
-           "token_sink", "current"]
+__all__ = ["Cancelled", "Listener", "FinalText", "listening", "emit", "check_cancelled", "provisional",
+           "answering_call", "token_sink", "current"]
 
 
 @dataclass
@@ -51,6 +51,27 @@ class AnsweringCall:
         if text:
             self.streamed = True
             self.listener.on_event("token", {"text": text, "stage": self.stage, "provisional": self.provisional})
+
+
+class FinalText:
+    """The final answer as it streams, for a display that cannot take text back (a terminal, an OpenAI chat
+    stream): tokens of a provisional step are left out, the start is stripped as the answer is, and at the end
+    :meth:`rest` is what the answer has beyond what was shown (a provisional step that stood, for one)."""
+
+    def __init__(self) -> None:
+        self.shown = ""
+
+    def piece(self, kind: str, data: dict[str, Any]) -> str:
+        """The text of event ``kind`` to show now ('' when nothing is)."""
+        if kind != "token" or data["provisional"]:
+            return ""
+        piece = data["text"] if self.shown else data["text"].lstrip()
+        self.shown += piece
+        return piece
+
+    def rest(self, answer: str) -> str | None:
+        """What ``answer`` adds to what was shown; None when what was shown is not its start."""
+        return answer[len(self.shown):] if answer.startswith(self.shown) else None
 
 
 _listener: ContextVar[Listener | None] = ContextVar("lcrag_listener", default=None)

@@ -128,21 +128,15 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     async def too_large(request, exc):
         return error(413, str(exc), "invalid_request_error")
 
-    @app.exception_handler(streaming.Cancelled)
-    async def cancelled(request, exc):
-        return error(499, str(exc), "client_closed_request")
-
     @app.exception_handler(Busy)
     async def busy(request, exc):
         return error(429, f"overloaded: {exc}; retry later", "rate_limit_error", {"Retry-After": "5"})
 
+    @app.exception_handler(streaming.Cancelled)
     @app.exception_handler(ReaderError)
-    async def reader_failed(request, exc):
-        return error(reader_status(exc), f"the reader failed: {exc}", "reader_error")
-
     @app.exception_handler(LcragError)
-    async def bad_input(request, exc):
-        return error(400, str(exc), "invalid_request_error")
+    async def failed(request, exc):
+        return error(*_failure(exc))
 
     async def body_json(request: Request) -> dict:
         try:
@@ -328,18 +322,21 @@ def _sse(data: Any, event: str | None = None) -> str:
     return f"{name}data: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
-def reader_status(exc: ReaderError) -> int:
-    """504 for a reader that gave no answer in time, 502 for one that failed otherwise."""
-    return 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
+def _failure(exc: BaseException) -> tuple[int, str, str]:
+    """Status, message and type of a failure while answering: the client left (499), the reader failed (504 when it
+    gave no answer in time, else 502), or bad input (400)."""
+    if isinstance(exc, streaming.Cancelled):
+        return 499, str(exc), "client_closed_request"
+    if isinstance(exc, ReaderError):
+        status = 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
+        return status, f"the reader failed: {exc}", "reader_error"
+    return 400, str(exc), "invalid_request_error"
 
 
 def _error_body(exc: BaseException) -> dict[str, Any]:
     """The error a stream ends with: the body the same failure gets as a response before any event."""
-    if isinstance(exc, streaming.Cancelled):
-        return {"message": str(exc), "type": "client_closed_request", "code": 499}
-    if isinstance(exc, ReaderError):
-        return {"message": f"the reader failed: {exc}", "type": "reader_error", "code": reader_status(exc)}
-    return {"message": str(exc), "type": "invalid_request_error", "code": 400}
+    status, message, kind = _failure(exc)
+    return {"message": message, "type": kind, "code": status}
 
 
 async def _ask_events(events, answering: Answering):
@@ -365,21 +362,19 @@ async def _chat_chunks(reply: dict, events, extra, include_usage: bool):
                              "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | more)
 
     yield chunk({"role": "assistant", "content": ""})
-    sent = ""
+    text = streaming.FinalText()
     async for kind, data in events:
-        if kind == "token" and not data["provisional"]:
-            piece = data["text"] if sent else data["text"].lstrip()  # the answer is stripped: so is its start
-            if piece:
-                sent += piece
-                yield chunk({"content": piece})
-        elif kind == "error":
+        if kind == "error":
             yield _sse({"error": _error_body(data)})
             return
-        elif kind == "answer":
+        if kind == "answer":
             answer: Answer = data
-            if answer.text.startswith(sent) and answer.text != sent:  # a held-back answer, or what stripping left
-                yield chunk({"content": answer.text[len(sent):]})
+            rest = text.rest(answer.text)
+            if rest:  # a held-back answer that stood
+                yield chunk({"content": rest})
             yield chunk({}, "stop", lcrag=extra(answer))
             if include_usage:
                 yield _sse(reply | {"object": "chat.completion.chunk", "choices": [], "usage": usage(answer)})
+        elif piece := text.piece(kind, data):
+            yield chunk({"content": piece})
     yield "data: [DONE]\n\n"

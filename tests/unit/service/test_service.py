@@ -31,6 +31,26 @@ def service(tmp_path, scripted_reader):
     return make
 
 
+def ops_collection(url, tmp_path):
+    """The collection "ops" holding the crane manual, indexed."""
+    httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+    upload(url, "ops", manual(tmp_path))
+    return wait_ready(url, "ops")
+
+
+def streamed_chat(url, **options):
+    """The chunks of a streamed chat answer to "Crane reset code?" through the real `openai` client."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+    return list(client.chat.completions.create(model="lcrag/ops", stream=True, extra_body=options,
+                                               messages=[{"role": "user", "content": "Crane reset code?"}]))
+
+
+def chat_text(chunks) -> str:
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
 def upload(url, name, path, headers=None):
     with open(path, "rb") as f:
         return httpx.post(f"{url}/v1/collections/{name}/files", files={"file": (path.name, f)}, headers=headers)
@@ -57,7 +77,7 @@ def test_collections_upload_and_the_openai_client(service, tmp_path):
                                                 messages=[{"role": "user", "content": "What is the crane reset code?"}],
                                                 extra_body={"strategy": "lc"})
         chunks = list(stream)
-        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "7781"
+        assert chat_text(chunks) == "7781"
         assert chunks[-1].usage.prompt_tokens > reply.usage.prompt_tokens  # LC read the whole document
         finish = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
         assert finish.model_extra["lcrag"]["route"] == "lc"
@@ -66,9 +86,7 @@ def test_collections_upload_and_the_openai_client(service, tmp_path):
 def test_native_ask_plain_and_streamed(service, tmp_path):
     server, _ = service()
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
         body = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?"}, timeout=60).json()
         assert body["text"] == "7781" and body["sources"][0]["section"] == ["Crane Controls"]
         assert body["sources"][0]["file"] == "crane.pdf"  # the uploaded name, not a path on the server
@@ -98,9 +116,7 @@ def test_native_ask_plain_and_streamed(service, tmp_path):
 def test_bad_requests_get_json_errors_with_their_status(service, tmp_path, method, path, body, status, message):
     server, _ = service()
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
         response = httpx.request(method.upper(), url + path, json=body)
         assert response.status_code == status, response.text
         assert message in response.json()["error"]["message"]
@@ -143,9 +159,7 @@ def test_an_overloaded_service_answers_429_with_retry_after(service, tmp_path):
 
     server, _ = service(answer=slow, max_waiting=1)
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
         body = {"collection": "ops", "question": "Crane reset code?"}
         first = threading.Thread(target=lambda: httpx.post(f"{url}/v1/ask", json=body, timeout=60))
         first.start()
@@ -159,9 +173,7 @@ def test_an_overloaded_service_answers_429_with_retry_after(service, tmp_path):
 def test_collections_survive_a_restart(service, tmp_path):
     server, _ = service()
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
     server, _ = service()
     with server as url:
         assert [c["name"] for c in httpx.get(f"{url}/v1/collections").json()["data"]] == ["ops"]
@@ -189,9 +201,7 @@ def test_a_question_whose_client_left_while_queued_is_never_generated(service, t
 
     server, _ = service(answer=slow)
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
         first = threading.Thread(target=lambda: httpx.post(f"{url}/v1/ask", json={
             "collection": "ops", "question": "Crane reset code?"}, timeout=60))
         first.start()
@@ -217,16 +227,12 @@ def sse_events(response) -> list[tuple[str, dict]]:
 
 
 def test_self_route_streams_its_stages_and_the_chat_stream_only_the_final_answer(service, tmp_path):
-    import openai
-
     def answer(messages):  # the RAG step (asked to write "unanswerable" when it cannot answer) declines; LC answers
         return "unanswerable" if '"unanswerable"' in messages[-1]["content"] else "7781"
 
     server, _ = service(answer=answer)
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
         with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
                                                           "strategy": "self-route", "stream": True}, timeout=60) as r:
             events = sse_events(r)
@@ -238,26 +244,15 @@ def test_self_route_streams_its_stages_and_the_chat_stream_only_the_final_answer
         assert events[4][1]["fallback"] is True and events[4][1]["route"] == "lc"
         assert events[6][1] == {"text": "7781", "stage": "answer", "provisional": False}
         assert events[-1][1]["route"] == "lc" and events[-1][1]["text"] == "7781"
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
-        chunks = list(client.chat.completions.create(
-            model="lcrag/ops", stream=True, messages=[{"role": "user", "content": "Crane reset code?"}],
-            extra_body={"strategy": "self-route"}))
-        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "7781"  # not the decline
+        assert chat_text(streamed_chat(url, strategy="self-route")) == "7781"  # not the decline
 
 
 def test_a_kept_first_step_is_sent_once_the_route_is_known(service, tmp_path):
-    import openai
-
     server, _ = service(answer=lambda m: "7781")  # the RAG step answers: Self-Route keeps it
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
-        chunks = list(client.chat.completions.create(
-            model="lcrag/ops", stream=True, messages=[{"role": "user", "content": "Crane reset code?"}],
-            extra_body={"strategy": "self-route"}))
-        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "7781"
+        ops_collection(url, tmp_path)
+        chunks = streamed_chat(url, strategy="self-route")
+        assert chat_text(chunks) == "7781"
         finish = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
         assert finish.model_extra["lcrag"]["route"] == "rag"
 
@@ -270,9 +265,7 @@ def test_a_reader_failure_mid_stream_is_an_error_event(service, tmp_path):
 
     server, _ = service(answer=broken)
     with server as url:
-        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
-        upload(url, "ops", manual(tmp_path))
-        wait_ready(url, "ops")
+        ops_collection(url, tmp_path)
         with httpx.stream("POST", f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
                                                           "stream": True}, timeout=60) as r:
             assert r.status_code == 200
