@@ -1,7 +1,7 @@
 """Task prompts: LongBench v1's 21 tasks (``config/dataset2prompt.json``, verbatim, typos kept), InfiniteBench (GPT-4
-templates, ``src/prompt.py``), and their Self-Route variants (Self-Route paper, Appendix C: the same prompts plus the
-"unanswerable" instruction; prompts without a question, e.g. summaries, code and the Chinese tasks, stay as they are).
-Answer lengths are the benchmarks' own max new tokens."""
+templates, ``src/prompt.py``), and their Self-Route variants: the Self-Route paper's own (Appendix C, Table 9) for the
+nine tasks it gives, else the task's prompt plus the "unanswerable" instruction (prompts without a question, e.g.
+summaries, code and the Chinese tasks, stay as they are). Answer lengths are the benchmarks' own max new tokens."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from dataclasses import replace
 from lcrag.evaluation.datasets import OPTION_LETTERS, EvalItem
 from lcrag.strategies.prompts import UNANSWERABLE_INSTRUCTION, PromptSet
 
-PROMPT_VERSION = "longbench-v1+infinitebench-gpt4+self-route-appC/2"  # /2: all 21 LongBench tasks, ∞Bench PassKey's own words
+# /2: all 21 LongBench tasks, ∞Bench PassKey's own words; /3: Self-Route's prompts are Appendix C's words
+PROMPT_VERSION = "longbench-v1+infinitebench-gpt4+self-route-appC/3"
 
 # LongBench v1 config/dataset2prompt.json (THUDM/LongBench@2e00731), verbatim: typos and odd spacing kept;
 # ``{input}`` is the question.
@@ -148,9 +149,60 @@ INFINITEBENCH = {
     ),
 }
 
-# Where Appendix C adds the instruction: after each instruction sentence block of the original prompt.
-_ANCHORS = ("Do not provide any explanation.", "do not output any other words.", "in one or more sentences.",
-            "Be very concise.", "Don't say anything else.")
+# Self-Route's RAG-and-Route prompts, Appendix C Table 9 ("Prompts for each dataset") word for word: its curly quotes,
+# "as concisely" where LongBench has "asconcisely", its own EN.QA and EN.MC wording. The table prints each prompt as one
+# paragraph; the line breaks are the benchmarks' layout. Qasper's "Question: input" (no braces) is the question's slot.
+_PAPER_UNANSWERABLE = (
+    "If the question cannot be answered based on the information in the article, write “unanswerable”."
+)
+_PASSAGES_QA = (  # HotpotQA, 2WikiMQA and MuSiQue share it, as in LongBench
+    "Answer the question based on the given passages. Only give me the answer and do not output any other words. "
+    "{unanswerable}\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given "
+    "passages. Only give me the answer and do not output any other words. {unanswerable}\n\nQuestion: "
+    "{question}\nAnswer:"
+)
+_SELF_ROUTE_PAPER = {
+    "narrativeqa": (
+        "You are given a story, which can be either a novel or a movie script, and a question. Answer the question as "
+        "concisely as you can, using a single phrase if possible. Do not provide any explanation. {unanswerable}\n\n"
+        "Story: {context}\n\nNow, answer the question based on the story as concisely as you can, using a single "
+        "phrase if possible. Do not provide any explanation. {unanswerable}\n\nQuestion: {question}\n\nAnswer:"
+    ),
+    "qasper": (
+        "You are given a scientific article and a question. Answer the question as concisely as you can, using a "
+        "single phrase or sentence if possible. {unanswerable} If the question is a yes/no question, answer “yes”, "
+        "“no”, or “unanswerable”. Do not provide any explanation.\n\nArticle: {context}\n\nAnswer the question "
+        "based on the above article as concisely as you can, using a single phrase or sentence if possible. "
+        "{unanswerable} If the question is a yes/no question, answer “yes”, “no”, or “unanswerable”. Do not provide "
+        "any explanation.\n\nQuestion: {question}\n\nAnswer:"
+    ),
+    "multifieldqa_en": (
+        "Read the following text and answer briefly.\n\n{context}\n\nNow, answer the following question based on "
+        "the above text, only give me the answer and do not output any other words. {unanswerable}\n\nQuestion: "
+        "{question}\nAnswer:"
+    ),
+    "hotpotqa": _PASSAGES_QA,
+    "2wikimqa": _PASSAGES_QA,
+    "musique": _PASSAGES_QA,
+    "qmsum": (
+        "You are given a meeting transcript and a query containing a question or instruction. Answer the query in one "
+        "or more sentences. {unanswerable}\n\nTranscript:\n{context}\n\nNow, answer the query based on the above "
+        "meeting transcript in one or more sentences. {unanswerable}\n\nQuery: {question}\nAnswer:"
+    ),
+    "infbench_qa": (
+        "Read the book and answer the question. Be very concise in your answer. {unanswerable}\n\n{context}\n\n"
+        "Question: {question}\n\nOnly give me the answer and do not output any other words. {unanswerable}\n\nAnswer:"
+    ),
+    "infbench_mc": (
+        "Read the book and answer the question. {unanswerable}\n\n{context}\n\nQuestion: {question}\n{options}\n\n"
+        "Only output the letter of the correct answer and do not output any other words. {unanswerable}\n\n"
+        "The letter of the correct answer is"
+    ),
+}
+SELF_ROUTE = {task: t.replace("{unanswerable}", _PAPER_UNANSWERABLE) for task, t in _SELF_ROUTE_PAPER.items()}
+
+# For the tasks Table 9 does not give, the instruction goes where Table 9 puts it: after each instruction block.
+_ANCHORS = ("Do not provide any explanation.", "do not output any other words.", "in one or more sentences.")
 
 
 def with_unanswerable(template: str) -> str:
@@ -171,10 +223,17 @@ def prompts_for(item: EvalItem, base: PromptSet | None = None) -> tuple[PromptSe
     template = LONGBENCH.get(item.task) or INFINITEBENCH.get(item.task)
     if template is None:
         return base, MAX_NEW_TOKENS.get(item.task)
-    if "{options}" in template:
-        options = "\n".join(f"{OPTION_LETTERS[i]}. {o}" for i, o in enumerate(item.options))
-        template = template.replace("{options}", options.replace("{", "{{").replace("}", "}}"))
+    self_route = _with_options(SELF_ROUTE.get(item.task) or with_unanswerable(template), item)
+    template = _with_options(template, item)
     return (
-        replace(base, lc=template, rag=template, self_route=with_unanswerable(template), version=PROMPT_VERSION),
+        replace(base, lc=template, rag=template, self_route=self_route, version=PROMPT_VERSION),
         MAX_NEW_TOKENS.get(item.task),
     )
+
+
+def _with_options(template: str, item: EvalItem) -> str:
+    """A multiple-choice template with the item's options, "A. ..." one a line (braces escaped: options are text)."""
+    if "{options}" not in template:
+        return template
+    options = "\n".join(f"{OPTION_LETTERS[i]}. {o}" for i, o in enumerate(item.options))
+    return template.replace("{options}", options.replace("{", "{{").replace("}", "}}"))
