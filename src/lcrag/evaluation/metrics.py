@@ -286,9 +286,12 @@ class Metric:
     # prediction, gold answers -> 0..1; with ``needs_classes``, also the record's ``all_classes``
     score: Callable[..., float]
     needs_classes: bool = False
+    needs_item: bool = False  # ``score(prediction, item)``: the scorer reads the question and task too
 
     def score_item(self, prediction: str, item: Any) -> float:
         """The score of ``prediction`` for an ``EvalItem`` (LongBench classification also reads its classes)."""
+        if self.needs_item:
+            return self.score(prediction, item)
         if self.needs_classes:
             return self.score(prediction, item.answers, item.meta["all_classes"])
         return self.score(prediction, item.answers)
@@ -321,7 +324,8 @@ class MetricTable(Mapping[str, Metric]):
         if not isinstance(name, str) or name not in registry.METRICS:
             raise KeyError(name)
         part = registry.METRICS.get(name)
-        return Metric(part.name, part.help, part.factory, needs_classes=bool(part.meta.get("needs_classes")))
+        return Metric(part.name, part.help, part.factory, needs_classes=bool(part.meta.get("needs_classes")),
+                      needs_item=bool(part.meta.get("needs_item")))
 
     def __iter__(self) -> Iterator[str]:
         # Only metrics that load: a broken plugin is reported once (by the registry) and left out, as a mapping's
@@ -371,3 +375,20 @@ for _metric in [
                lambda p, g: float(choice_set_accuracy(p, g))),
 ]:
     registry.METRICS.register(_metric.name, help=_metric.variant, needs_classes=_metric.needs_classes)(_metric.score)
+
+
+def _freeform_scorer():
+    """One offline free-form scorer for both LaRA metrics: its embedder loads on the first answer scored."""
+    from lcrag.evaluation.freeform import FreeformScorer
+
+    return FreeformScorer()
+
+
+_FREEFORM = _freeform_scorer()
+for _name, _variant in [
+        ("lara", "offline free-form scorer: P(LaRA's GPT-4o judge says True), calibrated on LaRA's published table "
+                 "(lcrag/evaluation/calibration/lara_judge.json); task from the item (location, reasoning, comp)"),
+        ("lara_hallu", "offline free-form scorer, LaRA's hallucination task: P(the judge says the answer rightly "
+                       "declines), calibrated on LaRA's published table"),
+]:
+    registry.METRICS.register(_name, help=_variant, needs_item=True)(_FREEFORM.score_item)

@@ -48,6 +48,18 @@ BUILT_IN = {
     "gemini-1.5-flash": Price(0.075, 0.01875, 0.30),
     # https://ai.google.dev/pricing (2025-02)
     "gemini-2.0-flash": Price(0.10, 0.025, 0.40),
+    # https://openai.com/api/pricing/ (gpt-4o-2024-08-06, 2024-10)
+    "gpt-4o-0806": Price(2.50, 1.25, 10.00),
+    # Open-weight readers (LaRA's recorded ones) at a serverless host's list price: https://www.together.ai/pricing
+    # as last read in 2025 (the *-Instruct-Turbo endpoints; no cached-prompt discount), Mistral NeMo at
+    # https://mistral.ai/pricing (open-mistral-nemo, 2024-07). Names as LaRA's recordings call them.
+    "qwen2.5-72b-instruct": Price(1.20, 1.20, 1.20),
+    "qwen2.5-7b-instruct": Price(0.30, 0.30, 0.30),
+    "llama-3.3-70b": Price(0.88, 0.88, 0.88),
+    "llama-3.3-70b-turbo": Price(0.88, 0.88, 0.88),
+    "llama-3.1-8b": Price(0.18, 0.18, 0.18),
+    "llama-3.2-3b": Price(0.06, 0.06, 0.06),
+    "mistral-nemo": Price(0.15, 0.15, 0.15),
 }
 _KEYS = ("input", "cached_input", "output")
 

@@ -13,17 +13,19 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcrag.errors import InputError
 from lcrag.evaluation.report import load_rows
 from lcrag.evaluation.prices import Price
-from lcrag.strategies.router import FEATURES, Router, features
+from lcrag.strategies.router import FEATURES, RouteSignals, Router, features
+from lcrag.text import declines
 
 MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so
 SHARES = tuple(i / 10 for i in range(11))
+TIE_WEIGHT = 0.1  # the weight of a question LC and RAG score the same on, against 1.0 for a question only one gets
 
 
 @dataclass
@@ -69,6 +71,15 @@ def _route_step(row: dict) -> tuple[float, int]:
     return float(score), int(calls[0]["prompt_tokens"]) if calls else int(row["prompt_tokens"])
 
 
+def signals(lc: dict, sr: dict, rag_tokens: int) -> RouteSignals:
+    """What the router read for a question, from its LC row and its Self-Route row (runs before the term signals
+    count every term as found)."""
+    terms = sr.get("question_terms") or {}
+    return RouteSignals(sr["question"], sr.get("chunk_scores") or [], sr.get("raw_route_answer") or "",
+                        sr.get("decline_probability"), int(lc["prompt_tokens"]) + int(lc.get("truncated_tokens") or 0),
+                        rag_tokens, float(terms.get("document", 1.0)), float(terms.get("chunks", 1.0)))
+
+
 def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]:
     """The questions with an LC row and a Self-Route row in the same run, and how many were skipped."""
     questions, skipped = [], 0
@@ -83,12 +94,11 @@ def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]
                 skipped += 1
                 continue
             rag_score, rag_tokens = _route_step(sr)
-            document = int(lc["prompt_tokens"]) + int(lc.get("truncated_tokens") or 0)
-            x = features(sr["question"], sr.get("chunk_scores") or [], sr.get("raw_route_answer") or "",
-                         sr.get("decline_probability"), document, rag_tokens)
+            x = features(signals(lc, sr, rag_tokens))
             questions.append(Question(str(run), item_id, sr["dataset"], float(lc["score"]), rag_score,
                                       int(lc["prompt_tokens"]), rag_tokens, x, sr.get("decline_probability"),
-                                      sr.get("route") == "lc", (lc.get("calls") or [{}])[0],
+                                      sr.get("route") == "lc" or declines(sr.get("raw_route_answer") or ""),
+                                      (lc.get("calls") or [{}])[0],
                                       (sr.get("calls") or [{}])[0]))
     _chain(questions)
     return questions, skipped
@@ -140,7 +150,11 @@ def fit_router(questions: list[Question]) -> Router:
     x = np.array([q.x for q in questions], dtype=float)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    model = LogisticRegression(C=1.0, max_iter=1000).fit((x - mean) / scale, [q.lc_better for q in questions])
+    # Each question weighs what routing it right is worth: |LC − RAG|, plus TIE_WEIGHT because sending a tie to LC
+    # still costs LC's tokens. With graded scores (F1, a judge's probability) a near-tie then teaches little.
+    weights = np.array([abs(q.lc_score - q.rag_score) + TIE_WEIGHT for q in questions])
+    model = LogisticRegression(C=1.0, max_iter=1000).fit((x - mean) / scale, [q.lc_better for q in questions],
+                                                           sample_weight=weights)
     probabilities = model.predict_proba((x - mean) / scale)[:, 1]
     return Router(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()),
                   float(model.intercept_[0]), tuple(sorted(probabilities.tolist())),
@@ -366,12 +380,13 @@ def bootstrap_scores(scores: list[float], resamples: int = 1000, seed: int = 0) 
     return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
-def leave_one_dataset_out(questions: list[Question]) -> list[float]:
-    """Each question's router probability from a router fitted on the other datasets only (its own never seen).
-    Datasets whose complement cannot be fitted (one class only) get 0.5."""
+def leave_one_out(questions: list[Question], group: Callable[[Question], str] = lambda q: q.dataset) -> list[float]:
+    """Each question's router probability from a router fitted on the other groups only (its own never seen): by
+    dataset (the default), by run (a reader's recorded answers: leave-one-reader-out), or any other grouping.
+    Groups whose complement cannot be fitted (one class only) get 0.5."""
     probabilities = [0.5] * len(questions)
-    for dataset in sorted({q.dataset for q in questions}):
-        train = [q for q in questions if q.dataset != dataset]
+    for name in sorted({group(q) for q in questions}):
+        train = [q for q in questions if group(q) != name]
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -379,9 +394,14 @@ def leave_one_dataset_out(questions: list[Question]) -> list[float]:
         except InputError:
             continue
         for i, q in enumerate(questions):
-            if q.dataset == dataset:
+            if group(q) == name:
                 probabilities[i] = router.probability(q.x)
     return probabilities
+
+
+def leave_one_dataset_out(questions: list[Question]) -> list[float]:
+    """:func:`leave_one_out` by dataset."""
+    return leave_one_out(questions)
 
 
 def frontier_table(questions: list[Question], points: list[Point]) -> tuple[list[str], list[list]]:
@@ -447,4 +467,4 @@ def plot_frontier(points: list[Point], path: Path) -> bool:
 
 __all__ = ["FEATURES", "CascadePoint", "Point", "Question", "WideStep", "apgr_and_cpt", "at_equal_cost", "attach_wide",
            "bootstrap", "cascade_table", "cascades", "evaluate", "fit_router", "frontier_table",
-           "leave_one_dataset_out", "load_questions", "plot_frontier", "policies", "summary_table"]
+           "leave_one_dataset_out", "leave_one_out", "load_questions", "plot_frontier", "policies", "summary_table"]

@@ -40,7 +40,8 @@ from lcrag.readers import CachedReader, CompletionCache, Reader
 from lcrag.redaction import redact_spec, redact_url
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
-from lcrag.text import QUESTION_WORDS, question_type  # noqa: F401  (here before; the analysis imports them)
+from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
+from lcrag.strategies.router import term_share
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -153,6 +154,7 @@ class EvalRunner:
                              f"--corpus INDEX (built with `lcrag corpus build`) for {', '.join(needs_context)}")
         self.items = items
         self.configs = configs
+        self._document_words: dict[str, set[str]] = {}  # the last documents' content words (router signals)
         self.out = Path(out_dir)
         ensure_run_dir(self.out)
         self.settings = replace(settings or Settings(), cache=False, cache_dir=self.out / "cache")
@@ -302,6 +304,8 @@ class EvalRunner:
             # probability of declining
             "chunk_scores": [round(c.score, 6) for c in answer.chunks],
             "decline_probability": answer.decline_probability,
+            **({"question_terms": self._question_terms(item, answer)}
+               if answer.raw_route_answer is not None and isinstance(item.context, str) else {}),
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
             # opening (or, the first time, building) the retriever's index for this document
             "index_seconds": round(answer.timings.get("index", 0.0), 4),
@@ -310,6 +314,18 @@ class EvalRunner:
                if answer.index_cost else {}),
             **(self._corpus_fields(item, config, answer) if needs_corpus(config.strategy) else {}),
         }
+
+    def _question_terms(self, item: EvalItem, answer) -> dict:
+        """A router's term signals: the share of the question's key terms in the document and in the chunks."""
+        text = item.context
+        if text not in self._document_words:  # a str caches its hash: a long text is looked up in O(1)
+            if len(self._document_words) >= 8:
+                self._document_words.pop(next(iter(self._document_words)))
+            self._document_words[text] = content_words(text)
+        terms = content_words(item.question)
+        chunks = " ".join(text[c.start:c.end] for c in answer.chunks if not c.layer)
+        return {"document": round(term_share(terms, self._document_words[text]), 4),
+                "chunks": round(term_share(terms, chunks), 4)}
 
     def _corpus_fields(self, item: EvalItem, config: RunConfig, answer) -> dict:
         """LongRAG's measures: refined EM, answer recall of the context the reader saw, gold-document recall."""

@@ -13,42 +13,82 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
 from lcrag.strategies.routing import is_unanswerable
-from lcrag.text import QUESTION_WORDS, question_type
+from lcrag.text import QUESTION_WORDS, content_words, declines, declines_first, hedges, question_type
 from lcrag.tokenization import count_tokens
 from lcrag.types import Answer
 
 if TYPE_CHECKING:
     from lcrag.strategies.base import QueryContext
 
-FEATURE_SET = "lcrag-route-1"
+FEATURE_SET = "lcrag-route-2"
 QUESTION_TYPES = (*QUESTION_WORDS, "yes-no", "other")
 FEATURES = (
     "top_score", "margin", "spread", "log_document_tokens", "log_context_tokens", "answer_words", "answer_declines",
     "decline_probability", "decline_missing", *(f"question_{t}" for t in QUESTION_TYPES),
+    # /2: signals a reader without token probabilities still gives (recorded answers, most APIs' chat models)
+    "answer_declines_in_words", "answer_declines_first", "answer_hedges", "question_terms_in_document",
+    "question_terms_in_chunks", "log_question_words", "question_compares",
 )
 FORMAT = "lcrag-router"
+# Routers shipped in the package (lcrag/strategies/routers/NAME.json), usable by name: ``--router lara``.
+BUNDLED = ("lara",)
+_COMPARES = re.compile(r"\b(compare|compared|comparison|differ|difference|different|both|contrast|whereas|versus|vs)\b",
+                       re.I)
 
 
-def features(question: str, scores: Sequence[float], answer: str, decline: float | None, document_tokens: int,
-             context_tokens: int) -> list[float]:
+@dataclass(frozen=True)
+class RouteSignals:
+    """What a router reads after the RAG step, before choosing: the question, the retrieval scores, the RAG
+    answer and its decline probability (None: the reader gave none), lengths in reader tokens, and how many of the
+    question's key terms occur anywhere in the document and in the retrieved chunks (a term absent from the whole
+    document says the answer is not there to find; present in the document but not in the chunks, that retrieval
+    missed it)."""
+
+    question: str
+    scores: Sequence[float]
+    answer: str
+    decline: float | None
+    document_tokens: int
+    context_tokens: int
+    terms_in_document: float = 1.0
+    terms_in_chunks: float = 1.0
+
+
+def term_share(terms: set[str], words: set[str] | str) -> float:
+    """The share of ``terms`` found in ``words`` (a set of content words, or a text); 1.0 when there are none."""
+    if not terms:
+        return 1.0
+    found = words if isinstance(words, set) else content_words(words)
+    return len(terms & found) / len(terms)
+
+
+def features(s: RouteSignals) -> list[float]:
     """The router's inputs, in :data:`FEATURES` order: the retrieval score distribution (best, margin to the second,
     spread), the document's and the RAG prompt's length in reader tokens (log), the RAG answer's length and whether
-    it declines, its probability of declining (0.5 and a flag when the reader gave none), the question's type."""
-    ranked = sorted((float(s) for s in scores), reverse=True) or [0.0]
+    it declines ("unanswerable"; in its own words; in its first sentence) or hedges, its probability of declining
+    (0.5 and a flag when the reader gave none), the question's type, length and whether it compares, and the share
+    of the question's key terms in the document and in the retrieved chunks."""
+    ranked = sorted((float(v) for v in s.scores), reverse=True) or [0.0]
     mean = sum(ranked) / len(ranked)
-    spread = math.sqrt(sum((s - mean) ** 2 for s in ranked) / len(ranked))
-    kind = question_type(question)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in ranked) / len(ranked))
+    kind = question_type(s.question)
     return [ranked[0], ranked[0] - (ranked[1] if len(ranked) > 1 else ranked[0]), spread,
-            math.log1p(max(0, document_tokens)), math.log1p(max(0, context_tokens)), float(len(answer.split())),
-            float(is_unanswerable(answer)), 0.5 if decline is None else float(decline), float(decline is None),
-            *(float(kind == t) for t in QUESTION_TYPES)]
+            math.log1p(max(0, s.document_tokens)), math.log1p(max(0, s.context_tokens)),
+            float(len(s.answer.split())), float(is_unanswerable(s.answer)),
+            0.5 if s.decline is None else float(s.decline), float(s.decline is None),
+            *(float(kind == t) for t in QUESTION_TYPES),
+            float(declines(s.answer)), float(declines_first(s.answer)), float(hedges(s.answer)),
+            s.terms_in_document, s.terms_in_chunks, math.log1p(len(s.question.split())),
+            float(bool(_COMPARES.search(s.question)))]
 
 
 @dataclass(frozen=True)
@@ -92,9 +132,12 @@ class Router:
 
     @classmethod
     def load(cls, path: str | Path) -> Router:
+        """A router file, or a router shipped with lcrag by name (:data:`BUNDLED`, e.g. ``lara``)."""
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = (bundled_router(str(path)) if str(path) in BUNDLED and not path.exists()
+                    else path.read_text(encoding="utf-8"))
+            data = json.loads(text)
         except (OSError, UnicodeDecodeError, ValueError) as error:
             raise InputError(f"{path}: not a router file ({error})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -113,22 +156,34 @@ class Router:
         return router
 
 
+def bundled_router(name: str) -> str:
+    """The text of a router shipped with lcrag (docs/routers.md says what each was fitted on)."""
+    return files("lcrag.strategies").joinpath("routers", f"{name}.json").read_text(encoding="utf-8")
+
+
 class RouterCondition:
     """Self-Route's condition from a learned router: LC when P(LC better | features) >= ``threshold``."""
 
     def __init__(self, router: Router, threshold: float):
         self.router, self.threshold = router, threshold
-        self._document_tokens: dict[str, int] = {}
+        self._documents: dict[str, tuple[int, set[str]]] = {}
 
-    def document_tokens(self, ctx: QueryContext) -> int:
+    def document(self, ctx: QueryContext) -> tuple[int, set[str]]:
+        """The document's length in reader tokens and its content words, computed once per document."""
         key = ctx.document.content_hash
-        if key not in self._document_tokens:  # counted once per document: a long text costs one tokenization
-            self._document_tokens[key] = count_tokens(ctx.reader.tokenizer, ctx.document.text)
-        return self._document_tokens[key]
+        if key not in self._documents:
+            text = ctx.document.text
+            self._documents[key] = (count_tokens(ctx.reader.tokenizer, text), content_words(text))
+        return self._documents[key]
+
+    def signals(self, answer: Answer, ctx: QueryContext | None) -> RouteSignals:
+        route_call = answer.calls[-1] if answer.calls else None
+        tokens, words = self.document(ctx) if ctx is not None else (0, None)
+        terms = content_words(answer.question)
+        chunks = " ".join(ctx.document.text[c.start:c.end] for c in answer.chunks if not c.layer) if ctx else ""
+        return RouteSignals(answer.question, [c.score for c in answer.chunks], answer.text,
+                            answer.decline_probability, tokens, route_call.prompt_tokens if route_call else 0,
+                            term_share(terms, words) if words is not None else 1.0, term_share(terms, chunks))
 
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool:
-        route_call = answer.calls[-1] if answer.calls else None
-        x = features(answer.question, [c.score for c in answer.chunks], answer.text, answer.decline_probability,
-                     self.document_tokens(ctx) if ctx is not None else 0,
-                     route_call.prompt_tokens if route_call else 0)
-        return self.router.probability(x) >= self.threshold
+        return self.router.probability(features(self.signals(answer, ctx))) >= self.threshold

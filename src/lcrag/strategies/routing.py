@@ -31,8 +31,12 @@ class Condition(Protocol):
 
 
 def is_unanswerable(text: str) -> bool:
-    """Self-Route's decline test: the answer normalises (LongBench ``normalize_answer``) to "unanswerable"."""
-    return normalize_answer(text) == "unanswerable"
+    """Self-Route's decline test: the answer normalises (LongBench ``normalize_answer``) to "unanswerable", curly
+    quotes dropped too (the paper's prompts print the word in them, and readers echo them)."""
+    return normalize_answer(text.translate(_CURLY_QUOTES)) == "unanswerable"
+
+
+_CURLY_QUOTES = str.maketrans("", "", "\u201c\u201d\u2018\u2019")
 
 
 DECLINE = "unanswerable"

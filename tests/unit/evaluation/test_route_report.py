@@ -15,7 +15,7 @@ from lcrag.evaluation.route_report import (
     Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions, policies,
     summary_table,
 )
-from lcrag.strategies.router import FEATURES, Router, features
+from lcrag.strategies.router import FEATURES, RouteSignals, Router, features, term_share
 
 
 def write_run(path, n=60, seed=0, datasets=("a", "b", "c")):
@@ -40,12 +40,30 @@ def write_run(path, n=60, seed=0, datasets=("a", "b", "c")):
 
 
 def test_features_are_the_same_from_rows_and_answers():
-    x = features("Who wrote it?", [0.2, 0.9, 0.5], "unanswerable", None, 999, 100)
+    x = features(RouteSignals("Who wrote it?", [0.2, 0.9, 0.5], "unanswerable", None, 999, 100, 0.5, 0.25))
     assert len(x) == len(FEATURES)
     named = dict(zip(FEATURES, x))
     assert named["top_score"] == 0.9 and named["margin"] == pytest.approx(0.4)
     assert named["answer_declines"] == 1.0 and named["decline_missing"] == 1.0 and named["decline_probability"] == 0.5
     assert named["question_who"] == 1.0 and named["log_document_tokens"] == pytest.approx(math.log(1000))
+    assert named["question_terms_in_document"] == 0.5 and named["question_terms_in_chunks"] == 0.25
+
+
+def test_declines_in_the_readers_own_words_are_signals():
+    named = dict(zip(FEATURES, features(RouteSignals(
+        "How do papers 0 and 1 differ?", [1.0], "The provided chunks do not mention it.", None, 10, 5))))
+    assert named["answer_declines"] == 0.0  # not the word "unanswerable"...
+    assert named["answer_declines_in_words"] == 1.0 and named["answer_declines_first"] == 1.0  # ...but a decline
+    assert named["question_compares"] == 1.0
+    plain = dict(zip(FEATURES, features(RouteSignals("Who is Bob?", [1.0], "Bob is a baker.", None, 10, 5))))
+    assert plain["answer_declines_in_words"] == 0.0 and plain["question_compares"] == 0.0
+
+
+def test_term_share_counts_the_questions_key_terms():
+    terms = {"pentagram", "harbour"}
+    assert term_share(terms, "The harbour was quiet.") == 0.5
+    assert term_share(terms, {"pentagram", "harbour", "x"}) == 1.0
+    assert term_share(set(), "anything") == 1.0
 
 
 def test_pairs_lc_and_self_route_rows(tmp_path):

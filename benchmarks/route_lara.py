@@ -1,0 +1,179 @@
+"""Routing with strong readers, from LaRA's recorded answers: every router per reader and length, leave-one-reader-out.
+
+Input: one `lcrag eval` run directory per reader, made from its recordings (benchmarks/run_eval_lara.sh):
+
+    lcrag eval --dataset ../shared/data/lara --reader replay:../shared/data/lara/predictions/READER \
+        --strategies lc,self-route --chunking sentence-splitter:600:100 -k 5 --out runs/lara/READER
+
+Each question's LC answer and Self-Route RAG step are the reader's recorded LC and RAG answers, scored by the
+offline scorer validated against LaRA's judge (benchmarks/results/lara_scorer.md); prompt tokens are what lcrag's
+own prompts cost by the stand-in tokenizer; the router's features come from lcrag's own retrieval on the document.
+The learned router for each reader is fitted on the other readers only (leave-one-reader-out); a second table
+fits it leaving one document type out. The router fitted on every reader is written with --router-out (the one
+lcrag ships as `--router lara`).
+
+    python benchmarks/route_lara.py runs/lara/* --out benchmarks/results/routing_lara.md \
+        --plots benchmarks/results/routing_lara --router-out src/lcrag/strategies/routers/lara.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import warnings
+from pathlib import Path
+
+from lcrag.evaluation.prices import PriceTable
+from lcrag.evaluation.report import _md_table
+from lcrag.evaluation.route_report import (
+    Point, Question, apgr_and_cpt, bootstrap, fit_router, leave_one_out, load_questions, plot_frontier, policies,
+    random_quality,
+)
+
+MAX_SHARE = 0.4  # the issue's operating point: at most 40% of questions to LC
+MAX_COST = 0.45  # ... at no more than 45% of always-LC's cost
+
+
+def reader_of(q: Question) -> str:
+    return Path(q.run).name
+
+
+def length_of(q: Question) -> str:
+    return q.dataset.rsplit("-", 1)[-1]  # lara-32k -> 32k
+
+
+def doc_type_of(q: Question) -> str:
+    return q.item_id.split("/")[0].split("_")[1]  # 32k_book_location/17 -> book
+
+
+def by_point(points: list[Point], name: str) -> Point:
+    return next(p for p in points if p.router == name)
+
+
+def operating_point(points: list[Point], lc: Point) -> Point | None:
+    """The learned router's best point within the budget: LC share <= 40% and cost <= 45% of always-LC's."""
+    fits = [p for p in points if p.router == "learned router" and p.share <= MAX_SHARE + 1e-9
+            and (p.money if p.money is not None else p.tokens) <= MAX_COST * (lc.money if lc.money else lc.tokens)]
+    return max(fits, key=lambda p: p.quality, default=None)
+
+
+def at_share(points: list[Point], share: float) -> float:
+    """The learned router's quality at an LC share, interpolated between its settings (always-RAG at 0)."""
+    curve = sorted([(0.0, by_point(points, "always-RAG").quality)]
+                   + [(p.share, p.quality) for p in points if p.router == "learned router"])
+    for (s0, q0), (s1, q1) in zip(curve, curve[1:]):
+        if s0 <= share <= s1:
+            return q0 if s1 == s0 else q0 + (q1 - q0) * (share - s0) / (s1 - s0)
+    return curve[-1][1]
+
+
+def cell_rows(questions: list[Question], probabilities: list[float], prices: PriceTable) -> tuple[list, list, list]:
+    """Per reader and length: the summary row, the frontier rows, and the points (for plots)."""
+    summary, frontier, plotted = [], [], []
+    cells = sorted({(reader_of(q), length_of(q)) for q in questions})
+    for reader, length in cells:
+        mine = [i for i, q in enumerate(questions) if (reader_of(q), length_of(q)) == (reader, length)]
+        qs, ps = [questions[i] for i in mine], [probabilities[i] for i in mine]
+        price = prices.prices.get(reader)
+        points = policies(qs, ps, price)
+        summary.append(summarise(reader, length, qs, points))
+        frontier += [[reader, length, *row] for row in frontier_rows(qs, points)]
+        plotted.append((reader, length, points))
+    return summary, frontier, plotted
+
+
+def summarise(reader: str, length: str, qs: list[Question], points: list[Point]) -> list:
+    lc, rag, oracle = by_point(points, "always-LC"), by_point(points, "always-RAG"), by_point(points, "oracle")
+    text = by_point(points, "self-route (text)")
+    best = operating_point(points, lc)
+    best_fixed = max(lc.quality, rag.quality)
+    gain = (best.quality - best_fixed) / (oracle.quality - best_fixed) if best and oracle.quality > best_fixed else math.nan
+    area, c50, c80 = apgr_and_cpt([(p.share, p.quality) for p in points if p.router == "learned router"],
+                                  rag.quality, lc.quality)
+    cost = (best.money / lc.money) if best and best.money and lc.money else (best.tokens / lc.tokens if best else math.nan)
+    learned_at_text = at_share(points, text.share)
+    low, high = bootstrap(qs, best.to_lc) if best else (math.nan, math.nan)
+    return [reader, length, len(qs), f"{lc.quality:.3f}", f"{rag.quality:.3f}", f"{oracle.quality:.3f}",
+            f"{text.quality:.3f} @ {text.share:.2f}", f"{learned_at_text:.3f}",
+            f"{best.quality:.3f} ({low:.3f}–{high:.3f}) @ {best.share:.1f}" if best else "—",
+            f"{100 * cost:.0f}%", f"{100 * gain:.0f}%" if not math.isnan(gain) else "—",
+            f"{best.quality - lc.quality:+.3f}" if best else "—", f"{area:.2f}", f"{c50:.2f}", f"{c80:.2f}",
+            "yes" if lc.quality > rag.quality else "no"]
+
+
+SUMMARY_HEADER = ["reader", "length", "questions", "always-LC", "always-RAG", "oracle", "Self-Route rule @ LC share",
+                  "learned @ rule's share", "learned at LC ≤ 40%, cost ≤ 45% (95% CI) @ share", "cost vs LC",
+                  "oracle gain recovered", "vs always-LC", "APGR", "CPT(50%)", "CPT(80%)", "LC beats RAG"]
+
+
+def frontier_rows(qs: list[Question], points: list[Point]) -> list[list]:
+    lc = by_point(points, "always-LC")
+    rows = []
+    for p in points:
+        if p.router.startswith("self-route P(") or p.router == "cache-aware router":
+            continue  # recordings have no log-probabilities; the cache-aware router needs a server's prefix cache
+        low, high = bootstrap(qs, p.to_lc)
+        usd = f"{1000 * p.money:.2f}" if p.money is not None else "—"
+        rows.append([p.router, p.setting, f"{p.quality:.3f}", f"{low:.3f}–{high:.3f}", f"{p.share:.2f}",
+                     f"{p.tokens:.0f}", usd, f"{100 * (p.money or p.tokens) / (lc.money or lc.tokens):.0f}%",
+                     f"{random_quality(qs, p.share):.3f}"])
+    return rows
+
+
+FRONTIER_HEADER = ["reader", "length", "router", "setting", "quality", "95% CI", "LC share", "prompt tokens / q",
+                   "USD / 1K q", "% of LC cost", "random at this share"]
+
+
+def fit_all(questions: list[Question], out: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        router = fit_router(questions)
+    fitted = dict(router.fitted_on, readers=sorted({reader_of(q) for q in questions}),
+                  data="LaRA (ICML 2025) recorded LC and RAG answers, scored by lcrag's offline LaRA scorer",
+                  refit="benchmarks/run_eval_lara.sh, then python benchmarks/route_lara.py RUNS --router-out FILE")
+    fitted.pop("runs", None)  # local paths: not what a shipped file should carry
+    type(router)(*[getattr(router, f) for f in ("mean", "scale", "coef", "intercept", "calibration")],
+                 fitted).save(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="one lcrag eval run directory per reader")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--plots", type=Path, help="folder for the frontier plots (PNG, needs matplotlib)")
+    parser.add_argument("--router-out", type=Path, help="write the router fitted on every reader here")
+    args = parser.parse_args()
+    questions, skipped = load_questions(args.runs)
+    prices = PriceTable.load(None)
+    loro = leave_one_out(questions, reader_of)
+    lodo = leave_one_out(questions, doc_type_of)
+    summary, frontier, plotted = cell_rows(questions, loro, prices)
+    summary_types, _, _ = cell_rows(questions, lodo, prices)
+    write(args, questions, skipped, summary, summary_types, frontier)
+    if args.plots:
+        for reader, length, points in plotted:
+            plot_frontier([p for p in points if not p.router.startswith("self-route P(")
+                           and p.router != "cache-aware router"], args.plots / f"{reader}_{length}.png")
+    if args.router_out:
+        fit_all(questions, args.router_out)
+
+
+def write(args, questions, skipped, summary, summary_types, frontier) -> None:
+    command = "python benchmarks/route_lara.py " + " ".join(str(r) for r in args.runs) + f" --out {args.out}"
+    lines = ["# Routing with strong readers: LaRA's recorded answers", "",
+             f"Command: `{command}`" + (f" `--plots {args.plots}`" if args.plots else "")
+             + (f" `--router-out {args.router_out}`" if args.router_out else ""), "",
+             f"Machine: {platform.machine()}, Python {platform.python_version()}. {len(questions)} (reader, question) "
+             f"pairs with both an LC and a Self-Route row ({skipped} skipped).", "",
+             "## Leave-one-reader-out", "", _md_table(SUMMARY_HEADER, summary), "",
+             "## Leave-one-document-type-out", "", _md_table(SUMMARY_HEADER, summary_types), "",
+             "## Every policy (leave-one-reader-out)", "", _md_table(FRONTIER_HEADER, frontier), ""]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines[:12]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
