@@ -336,6 +336,7 @@ def evaluate(
     embedder: Embedder = "minilm",
     base_url: BaseURL = None,
     context_window: ContextWindow = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize (replay: the tokenizer standing in for the recorded reader's).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="First N questions of each dataset file.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Parallel requests (HTTP readers).")] = 1,
     filter_closed_book: Annotated[bool, typer.Option("--filter-closed-book", help="Mark questions answered without context.")] = False,

@@ -23,6 +23,7 @@ from lcrag.readers import (
     Reader,
     make_reader,
 )
+from lcrag.readers import call_context
 from lcrag.readers.http import DEFAULT_TIMEOUT
 from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, STRATEGIES
@@ -252,7 +253,10 @@ class Pipeline:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
                           params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
-        answer = runner.run(ctx, question)
+        # Readers may ask which question, document and route a call is for (the replay reader does): set here, the
+        # one place a strategy is run for a question.
+        with call_context.asking(question, ctx.document, runner.route):
+            answer = runner.run(ctx, question)
         answer.sources = cite(ctx, answer)  # an LC answer's are located in the document's index
         return answer
 

@@ -30,6 +30,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("lcrag.retrieval.summaries", "lcrag.assembly.truncation"): _SUMMARIES + ", and cut a too long text to its window",
     ("lcrag.retrieval.embedders", "lcrag.readers"): "an unknown embedder spec is shown redacted by the readers' "
     "redact_spec (lcrag.redaction.redact_spec redacts fewer forms)",
+    **dict.fromkeys([("lcrag.readers.replay", "lcrag.evaluation.datasets.recordings"),
+                     ("lcrag.readers.replay", "lcrag.evaluation.datasets.records")],
+                    "the replay reader answers from recordings, which are also a dataset format: one parser, and the "
+                    "dataset files' strict reading (imported when a replay reader is made)"),
 }
 
 

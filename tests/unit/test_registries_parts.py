@@ -107,13 +107,16 @@ def test_an_embedder_prefix_from_a_new_module_is_used_by_make_embedder(new_parts
 def test_a_reader_prefix_from_a_new_module_is_used_by_make_reader(new_parts):
     assert parse_reader_spec("echo:parrot") == ("echo", "parrot", None)
     assert make_reader("echo:parrot") == ("echo", "parrot")
-    with pytest.raises(InputError, match=r"^unknown reader 'x'; use smollm2, PATH\.gguf, openai:MODEL\[@URL\] or "
-                                         r"echo:NAME$"):
+    with pytest.raises(InputError, match=r"^unknown reader 'x'; use smollm2, PATH\.gguf, "
+                                         r"openai:MODEL\[@URL\], ") as caught:
         parse_reader_spec("x")
+    # then the others, in the order they registered (replay:RECORDINGS, a built-in imported on first use, and echo)
+    assert sorted(str(caught.value).split(", ")[-1].split(" or ")) == ["echo:NAME", "replay:RECORDINGS"]
 
 
 @pytest.mark.parametrize(("parse", "spec", "message"), [
-    (parse_reader_spec, "mystery", "unknown reader 'mystery'; use smollm2, PATH.gguf or openai:MODEL[@URL]"),
+    (parse_reader_spec, "mystery", "unknown reader 'mystery'; use smollm2, PATH.gguf, openai:MODEL[@URL] or "
+                                   "replay:RECORDINGS"),
     (parse_reader_spec, "openai:", "openai: needs a model name, e.g. openai:gpt-4o-mini"),
     (parse_reader_spec, "gguf:/no/such.gguf", "GGUF model /no/such.gguf does not exist"),
     (parse_embedder_spec, "bogus", "unknown embedder 'bogus'; use minilm, st:NAME_OR_PATH or openai:MODEL"),
@@ -155,8 +158,9 @@ def test_a_dataset_format_from_a_new_module_is_chosen_and_detected(new_parts, tm
 
 def test_unknown_names_list_the_registered_ones():
     with pytest.raises(DatasetError, match="^unknown dataset format 'x'; choose one of longbench, leval, "
-                                           "infinitebench, hotpotqa, nq, musique, generic$"):
+                                           "infinitebench, hotpotqa, nq, musique, generic, ") as caught:
         load_dataset(__file__, fmt="x")
+    assert "recordings" in str(caught.value).split(", ")  # then the formats of their own modules
     assert "shouted" not in METRICS and "qa_f1" in METRICS
     with pytest.raises(KeyError):
         METRICS["shouted"]

@@ -45,7 +45,9 @@ def make_reader(
     - ``smollm2`` (default): the bundled SmolLM2-135M-Instruct, run in-process by llama.cpp;
     - ``PATH.gguf`` or ``gguf:PATH``: any local GGUF, run in-process;
     - ``openai:MODEL`` or ``openai:MODEL@BASE_URL``: an OpenAI-compatible server (base URL and key from the
-      arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY).
+      arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY);
+    - ``replay:SOURCE``: recorded answers replayed, no model call (:mod:`lcrag.readers.replay`; ``tokenizer``: the
+      tokenizer standing in for the recorded reader's).
     ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
     one HTTP call may take, retries included (default :data:`lcrag.readers.http.DEFAULT_TIMEOUT`).
     """

@@ -14,7 +14,7 @@ from lcrag.assembly import (
     truncate_middle,
 )
 from lcrag.errors import InputError
-from lcrag.readers import streaming
+from lcrag.readers import call_context, streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.index import DocumentIndex
 from lcrag.strategies.prompts import PromptSet
@@ -54,17 +54,21 @@ class Timer:
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - started
 
 
-def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer) -> tuple[str, LLMCall]:
-    """The reader's stripped answer and the call's accounting (the interface plugins use)."""
-    text, call, _ = read_completion(ctx, stage, messages, timer)
+def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer,
+                route: str | None = None) -> tuple[str, LLMCall]:
+    """The reader's stripped answer and the call's accounting (the interface plugins use). ``route``: what the
+    prompt holds, "lc" (the whole document) or "rag" (retrieved chunks); None: the running strategy's route
+    (readers may read it, see :mod:`lcrag.readers.call_context`)."""
+    text, call, _ = read_completion(ctx, stage, messages, timer, route=route)
     return text, call
 
 
 def read_completion(ctx: QueryContext, stage: str, messages: list[dict[str, str]], timer: Timer,
-                    top_logprobs: int = 0) -> tuple[str, LLMCall, Completion]:
+                    top_logprobs: int = 0, *, route: str | None = None) -> tuple[str, LLMCall, Completion]:
     """As :func:`call_reader`, plus the completion itself: its token probabilities when ``top_logprobs`` asks."""
     params = replace(ctx.params, top_logprobs=top_logprobs) if top_logprobs else ctx.params
-    with timer.stage(f"llm:{stage}"), streaming.answering_call(stage) as live:
+    with (timer.stage(f"llm:{stage}"), streaming.answering_call(stage) as live,
+          call_context.answering_route(route)):
         completion = ctx.reader.complete(messages, params)
         if live is not None and not live.streamed:  # from the completion cache, or a reader that cannot stream
             live.token(completion.text)

@@ -58,7 +58,7 @@ class LongContext(Strategy):
         timer = Timer()
         messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
         ctx = replace(ctx, params=replace(ctx.params, prefix_key=prefix_key(ctx, kept.kept_tokens)))
-        text, call = call_reader(ctx, "answer", messages, timer)
+        text, call = call_reader(ctx, "answer", messages, timer, route=self.route)
         ctx.last_calls["lc"] = call
         return Answer(
             text, question, self.name, route="lc", calls=[call], timings=timer.timings, truncated_tokens=kept.cut_tokens,
@@ -93,7 +93,8 @@ class RAG(Strategy):
         calls: list[LLMCall] = []
         context = retrieve_context(ctx, question, assembler, timer, calls)
         messages = ctx.prompts.messages(getattr(ctx.prompts, self.template), question, context.text)
-        text, call, completion = read_completion(ctx, self.stage, messages, timer, TOP_LOGPROBS if self.decline else 0)
+        text, call, completion = read_completion(ctx, self.stage, messages, timer, TOP_LOGPROBS if self.decline else 0,
+                                                route=self.route)
         declined = decline_probability(completion.logprobs, self.decline) if self.decline else None
         ctx.last_calls["rag"] = call
         return Answer(text, question, self.name, route=self.route, calls=calls + [call], chunks=context.chunks,

@@ -107,7 +107,8 @@ def _load_file(path: Path, fmt: str | None, skip_bad: bool, limit: int | None, s
     reader, convert = part.meta.get("records", jsonl_records), part.factory  # records: JSONL unless the format says
     report = LoadReport([])
     for n, record in reader(path):
-        where = f"{path}:{n}" if reader is jsonl_records else f"{path} record {n}"
+        # ``line_numbers``: a format whose own reader numbers its records by their lines
+        where = f"{path}:{n}" if reader is jsonl_records or part.meta.get("line_numbers") else f"{path} record {n}"
         try:
             if isinstance(record, RecordError):
                 raise record
