@@ -14,8 +14,11 @@ route_app = typer.Typer(no_args_is_help=True, help="Learned routing between LC a
 Runs = Annotated[list[Path], typer.Argument(help="Run directories of `lcrag eval` with lc and self-route rows.")]
 
 
-def _questions(runs: list[Path]):
-    from lcrag.evaluation.route_report import load_questions
+Judge = Annotated[Optional[str], typer.Option("--judge", help="Score the LC and RAG answers with LaRA's LLM judge on this OpenAI-compatible model (base URL and key from LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY) instead of the runs' metric; verdicts cached in the lcrag cache.")]
+
+
+def _questions(runs: list[Path], judge: str | None = None):
+    from lcrag.evaluation.route_report import judge_questions, load_questions
 
     for run in runs:
         if not (run / "rows.jsonl").is_file():
@@ -23,15 +26,27 @@ def _questions(runs: list[Path]):
     questions, skipped = load_questions(runs)
     if not questions:
         raise InputError("no question has both an lc and a self-route row: run `lcrag eval --strategies lc,self-route`")
+    if judge:
+        from lcrag.evaluation.judge import Judge
+        from lcrag.paths import default_cache_dir
+
+        questions, unjudged = judge_questions(questions, Judge.open(judge, default_cache_dir() / "judge"))
+        if unjudged:
+            typer.echo(f"skipped {len(unjudged)} question(s) the judge gave no True/False verdict on; first: "
+                       f"{unjudged[0]}", err=True)
+        skipped += len(unjudged)
+        if not questions:
+            raise InputError(f"the judge {judge} gave no usable verdict on any question")
     return questions, skipped
 
 
 @route_app.command("fit")
-def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router file to write (JSON).")]) -> None:
+def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router file to write (JSON).")],
+        judge: Judge = None) -> None:
     """Fit a router (logistic regression) predicting where LC beats Self-Route's RAG step."""
     from lcrag.evaluation.route_report import fit_router
 
-    questions, skipped = _questions(runs)
+    questions, skipped = _questions(runs, judge)
     router = fit_router(questions)
     router.save(out)
     f = router.fitted_on
@@ -46,6 +61,7 @@ def evaluate(
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the frontier as a PNG (needs lcrag[report]).")] = None,
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every call as this model (e.g. gpt-4o-mini): adds cost columns and the cache-aware router.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
+    judge: Judge = None,
     wide: Annotated[Optional[list[Path]], typer.Option("--wide", help="Runs of `lcrag eval --strategies self-route` at a larger k on the same questions: cascades (RAG -> wider RAG -> LC) are reported against the two-way routers at equal cost, on the questions they share.")] = None,
 ) -> None:
     """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
@@ -57,7 +73,7 @@ def evaluate(
     from lcrag.evaluation.prices import PriceTable
 
     price = PriceTable.load(prices).require(price_as) if price_as else None
-    questions, skipped = _questions(runs)
+    questions, skipped = _questions(runs, judge)
     if router is not None:
         fitted = Router.load(router)
         probabilities, how = [fitted.probability(q.x) for q in questions], f"router {router}"

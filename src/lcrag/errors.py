@@ -27,6 +27,11 @@ class RunDirectoryError(LcragError):
     """
 
 
+class NoAnswer(InputError):
+    """The reader holds no answer for this question (a replayed recording without it): an evaluation skips the
+    question and counts it, as no model can be asked instead."""
+
+
 class ModelNotFoundError(LcragError):
     """A bundled or named model is not installed or not reachable."""
 

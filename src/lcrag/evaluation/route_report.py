@@ -56,6 +56,7 @@ class Question:
     rag_call: dict = field(default_factory=dict)  # Self-Route's RAG step call
     chain: int = 0  # questions whose LC prompts share a document prefix (the server reused it) share a chain
     wide: WideStep | None = None  # the cascade's middle step (RAG over more chunks), when a wide run recorded it
+    texts: dict = field(default_factory=dict)  # question, gold answers, metric, LC answer, RAG answer (to re-judge)
 
     @property
     def lc_better(self) -> bool:
@@ -99,9 +100,29 @@ def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]
                                       int(lc["prompt_tokens"]), rag_tokens, x, sr.get("decline_probability"),
                                       sr.get("route") == "lc" or declines(sr.get("raw_route_answer") or ""),
                                       (lc.get("calls") or [{}])[0],
-                                      (sr.get("calls") or [{}])[0]))
+                                      (sr.get("calls") or [{}])[0],
+                                      texts={"question": sr["question"], "answers": sr.get("answers") or [],
+                                             "metric": sr.get("metric"), "lc": lc.get("prediction"),
+                                             "rag": sr.get("raw_route_answer")}))
     _chain(questions)
     return questions, skipped
+
+
+def judge_questions(questions: list[Question], judge) -> tuple[list[Question], list[str]]:
+    """The questions with their LC and RAG answers scored by ``judge`` (:class:`lcrag.evaluation.judge.Judge`)
+    instead of the runs' metric; a question whose verdict is neither True nor False is left out and said why."""
+    kept, skipped = [], []
+    for q in questions:
+        t, absent = q.texts, q.texts.get("metric") == "lara_hallu"
+        lc, lc_reply = judge.score(t["question"], t["answers"], t["lc"], absent)
+        rag, rag_reply = judge.score(t["question"], t["answers"], t["rag"], absent)
+        if lc is None or rag is None:
+            reply = lc_reply if lc is None else rag_reply
+            skipped.append(f"{q.run}/rows.jsonl item {q.item_id}: the judge answered {reply[:60]!r}")
+            continue
+        q.lc_score, q.rag_score = lc, rag
+        kept.append(q)
+    return kept, skipped
 
 
 def attach_wide(questions: list[Question], wide_runs: Sequence[str | Path]) -> list[Question]:

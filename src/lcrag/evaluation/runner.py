@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from lcrag.config import Config, EvalConfig
-from lcrag.errors import InputError, RunDirectoryError
+from lcrag.errors import InputError, NoAnswer, RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem, file_hash
 from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
 from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
@@ -155,6 +155,7 @@ class EvalRunner:
         self.items = items
         self.configs = configs
         self._document_words: dict[str, set[str]] = {}  # the last documents' content words (router signals)
+        self.unanswered: list[str] = []  # (question, config) pairs the reader holds no answer for, with why
         self.out = Path(out_dir)
         ensure_run_dir(self.out)
         self.settings = replace(settings or Settings(), cache=False, cache_dir=self.out / "cache")
@@ -187,7 +188,7 @@ class EvalRunner:
             "chunking": s.chunking or "strategy default",
             "order": s.order,
             "prompt_version": PROMPT_VERSION,
-            "prompts_sha256": hashlib.sha256(json.dumps(asdict(s.prompts), sort_keys=True).encode()).hexdigest(),
+            "prompts_sha256": hashlib.sha256(json.dumps(s.prompts.identity(), sort_keys=True).encode()).hexdigest(),
             "summary_llm": redact_spec(s.separate_summary_llm) if self._uses({"tree", "raptor"}) else None,
             "retriever_options": self._retriever_options(),
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
@@ -412,8 +413,12 @@ class EvalRunner:
             total = len(items) * len(self.configs)
             finished = total - len(todo)
 
-            def work(pair: tuple[EvalItem, RunConfig]) -> dict:
-                row = answer_row(pair[0], pair[1], closed.get(pair[0].id))
+            def work(pair: tuple[EvalItem, RunConfig]) -> dict | None:
+                try:
+                    row = answer_row(pair[0], pair[1], closed.get(pair[0].id))
+                except NoAnswer as error:  # counted and reported, never a row scored 0
+                    self.unanswered.append(f"{pair[0].id} ({pair[1].id}): {error}")
+                    return None
                 session_rows.append(row)
                 return row
 
@@ -421,7 +426,7 @@ class EvalRunner:
             with ThreadPoolExecutor(self.concurrency) as pool:
                 for row in pool.map(work, todo):
                     finished += 1
-                    if progress:
+                    if progress and row is not None:
                         progress(finished, total, row)
         finally:
             self._log_session(time.perf_counter() - started, session_rows)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lcrag.errors import InputError
+from lcrag.errors import InputError, NoAnswer
 from lcrag.readers import call_context
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.registry import READERS
@@ -155,7 +155,7 @@ class Recordings:
         question = question.strip()
         recorded_on = self.documents.get(question)
         if not recorded_on:
-            raise InputError(f"replay: no recording of the question {_short(question)} in {self.source}")
+            raise NoAnswer(f"replay: no recording of the question {_short(question)} in {self.source}")
         path = self._document_of(question, sorted(recorded_on), document)
         rec = self.by_key.get((question, path, mode))
         if rec is not None:
@@ -164,7 +164,7 @@ class Recordings:
         if why is None:
             other = [m for m in ("lc", "rag") if (question, path, m) in self.by_key]
             why = f"it is recorded only as {other[0]}" if other else "no line records it in this mode"
-        raise InputError(f"replay: no {mode} recording of the question {_short(question)} on {path.name} in "
+        raise NoAnswer(f"replay: no {mode} recording of the question {_short(question)} on {path.name} in "
                          f"{self.source}: {why}")
 
     def _document_of(self, question: str, candidates: list[Path], document: Document | None) -> Path:
