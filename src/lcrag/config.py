@@ -51,14 +51,25 @@ def _about(setting: str) -> Iterator[None]:
         raise
 
 
-def parse_chunking(spec: str) -> tuple[str, int | None]:
-    """``(unit, size)`` of ``words:300``, ``tokens:128`` or ``sentences:300``; a unit alone takes its default size."""
-    unit, _, size = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+def parse_chunking(spec: str) -> tuple[str, int | None, int | None]:
+    """``(unit, size, overlap)`` of ``words:300``, ``tokens:128``, ``sentences:300`` or, for units that overlap
+    their chunks, ``UNIT:SIZE:OVERLAP`` (``sentence-splitter:600:100``); a unit alone takes its default size, and
+    no overlap its default overlap (None)."""
+    unit, _, rest = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    size, _, overlap = rest.partition(":")
     units = CHUNKERS.names()
-    if unit not in units or (size and not (size.isdigit() and int(size) >= 1)):
+    if unit not in units or (size and not (size.isdigit() and int(size) >= 1)) or (overlap and not overlap.isdigit()) \
+            or (rest and not size):
         raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(units)} and SIZE ≥ 1 "
-                                       f"(e.g. words:300, tokens:128), got {spec!r}")
-    return unit, int(size) if size else None
+                                       f"(e.g. words:300, tokens:128), or UNIT:SIZE:OVERLAP (sentence-splitter:600:100), "
+                                       f"got {spec!r}")
+    if overlap and "overlap" not in CHUNKERS.get(unit).meta:
+        raise SettingError("chunking", f"{unit} chunks do not overlap: write {unit}:SIZE, not {spec!r}")
+    shared = overlap or str(CHUNKERS.get(unit).meta.get("overlap", 0))
+    if size and int(shared) >= int(size):
+        raise SettingError("chunking", f"the overlap ({shared}{'' if overlap else ', the default'}) must be smaller "
+                                       f"than the chunk size, got {spec!r}")
+    return unit, int(size) if size else None, int(overlap) if overlap else None
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,7 @@ class EmbedderConfig:
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    chunking: str | None = None  # words:300 | tokens:128 | sentences:300; None: the strategy's own
+    chunking: str | None = None  # words:300 | tokens:128 | sentences:300 | sentence-splitter:600:100; None: the strategy's own
 
     def __post_init__(self) -> None:
         if self.chunking is not None:

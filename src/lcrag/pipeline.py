@@ -166,9 +166,9 @@ class Pipeline:
         return self._embedder
 
     def chunker(self, chunking: str) -> Chunker:
-        unit, size = parse_chunking(chunking)
+        unit, size, overlap = parse_chunking(chunking)
         tokenizer = self.reader.tokenizer if CHUNKERS.get(unit).meta.get("needs_tokenizer") else None
-        return make_chunker(unit, size, tokenizer)
+        return make_chunker(unit, size, tokenizer, overlap)
 
     def index(self, document: Document | str | Path, chunking: str | None = None) -> DocumentIndex:
         """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists."""

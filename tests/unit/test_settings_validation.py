@@ -14,7 +14,7 @@ from lcrag.pipeline import Settings
 @pytest.mark.parametrize(
     "values, message",
     [
-        ({"chunking": "words:0"}, "chunking must be UNIT:SIZE with UNIT one of words, tokens, sentences and SIZE ≥ 1"),
+        ({"chunking": "words:0"}, "chunking must be UNIT:SIZE with UNIT one of words, tokens, sentences, sentence-splitter and SIZE ≥ 1"),
         ({"chunking": "pages:3"}, "got 'pages:3'"),
         ({"chunking": "words:-5"}, "got 'words:-5'"),
         ({"max_tokens": 0}, "max_tokens must be ≥ 1, got 0"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -9,6 +10,24 @@ from lcrag.errors import InputError
 from lcrag.types import Chunk, ChunkUsed, ScoredChunk
 
 ORDERS = ("score", "document")
+CHUNK_FORMAT_FIELDS = ("text", "rank", "index")
+
+
+def check_chunk_format(template: str) -> None:
+    """A chunk format uses ``{text}`` and may use ``{rank}`` and ``{index}``, plain (no format spec or conversion)."""
+    if not isinstance(template, str):
+        raise InputError(f"chunk_format must be a string, not {type(template).__name__}")
+    if not template:
+        return
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise InputError(f"chunk_format is not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+    used = {name for _, name, _, _ in parsed if name is not None}
+    if any(name is not None and (name not in CHUNK_FORMAT_FIELDS or spec or conversion)
+           for _, name, spec, conversion in parsed) or "text" not in used:
+        raise InputError(f"chunk_format must use {{text}} and may use {{rank}} (0, 1, ... as shown) and {{index}} (the "
+                         f"chunk's number in the document), plain; got {template!r}")
 
 
 @dataclass
@@ -29,7 +48,10 @@ class ContextAssembler:
     - selection: the top ``k`` chunks, or, with ``budget``, the best chunks while their summed token counts
       stay within ``budget`` (the retrieved-token budget of OP-RAG's curves; separators and labels not counted);
     - ``order="score"``: best first, each prefixed by its chunk index (Self-Route's RAG baseline, after Xu et al. 2023);
-    - ``order="document"``: by position in the document, no labels (OP-RAG).
+    - ``order="document"``: by position in the document, no labels (OP-RAG);
+    - ``chunk_format``, when set, writes every chunk instead of the labels and the separator: ``{text}``, ``{rank}``
+      (0, 1, ... in the order shown) and ``{index}``, each chunk's own separator included (LaRA's
+      ``"chunk {rank}: {text}.\n\n"``); a prompt set selects one with its ``chunk_format``.
     """
 
     k: int | None = 5
@@ -38,8 +60,10 @@ class ContextAssembler:
     separator: str = "\n\n"
     score_label: str = "[Chunk {index}] "
     document_label: str = ""
+    chunk_format: str = ""
 
     def __post_init__(self) -> None:
+        check_chunk_format(self.chunk_format)
         if self.order not in ORDERS:
             raise InputError(f"unknown order {self.order!r}; choose score or document")
         if self.budget is None and (self.k is None or self.k < 1):
@@ -81,9 +105,13 @@ class ContextAssembler:
             label = self.document_label
         else:
             label = self.score_label
-        parts = [label.format(index=c.index) + texts.get((c.index, c.layer), document_text[c.start : c.end])
-                 for c in chosen]
-        return AssembledContext(text=self.separator.join(parts), chunks=chosen)
+        pieces = [texts.get((c.index, c.layer), document_text[c.start : c.end]) for c in chosen]
+        if self.chunk_format:
+            text = "".join(self.chunk_format.format(text=piece, rank=rank, index=c.index)
+                           for rank, (c, piece) in enumerate(zip(chosen, pieces)))
+        else:
+            text = self.separator.join(label.format(index=c.index) + piece for c, piece in zip(chosen, pieces))
+        return AssembledContext(text=text, chunks=chosen)
 
 
 def _used(scored: ScoredChunk, tokens: int | None = None) -> ChunkUsed:

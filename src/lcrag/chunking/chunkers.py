@@ -157,13 +157,14 @@ def size_option(default: int, what: str) -> Option:
     return Option("size", int, default, what, min=1)
 
 
-@CHUNKERS.register("words", help="SIZE words a chunk (default 300)", options=(size_option(300, "words a chunk"),))
+@CHUNKERS.register("words", help="SIZE words a chunk (default 300)", options=(size_option(300, "words a chunk"),),
+                   overlap=0)
 def words_chunker(size: int = 300, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
     return WordChunker(size, overlap)
 
 
 @CHUNKERS.register("tokens", help="SIZE reader tokens a chunk (default 128)",
-                   options=(size_option(128, "reader tokens a chunk"),), needs_tokenizer=True)
+                   options=(size_option(128, "reader tokens a chunk"),), needs_tokenizer=True, overlap=0)
 def tokens_chunker(size: int = 128, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
     if tokenizer is None:
         raise InputError("chunking by tokens needs the reader's tokenizer")
@@ -176,9 +177,11 @@ def sentences_chunker(size: int = 300, tokenizer: Tokenizer | None = None, overl
     return SentenceChunker(size)
 
 
-def make_chunker(unit: str, size: int | None = None, tokenizer: Tokenizer | None = None, overlap: int = 0) -> Chunker:
+def make_chunker(unit: str, size: int | None = None, tokenizer: Tokenizer | None = None,
+                 overlap: int | None = None) -> Chunker:
     """A chunker by its registered unit (``words``, ``tokens``, ``sentences``, ...); ``size`` defaults to the unit's
-    own. Units whose meta says ``needs_tokenizer`` are given the reader's tokenizer."""
+    own, ``overlap`` to its meta ``overlap`` (0 unless it says). Units whose meta says ``needs_tokenizer`` are given
+    the reader's tokenizer."""
     part = CHUNKERS.get(unit)  # unknown: an OptionError listing the registered units
     size = part.check_options({"size": size} if size else {})["size"]
-    return part.create(size, tokenizer, overlap)
+    return part.create(size, tokenizer, part.meta.get("overlap", 0) if overlap is None else overlap)

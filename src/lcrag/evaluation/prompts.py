@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lcrag.evaluation.datasets import OPTION_LETTERS, EvalItem
+from lcrag.evaluation.prompts_lara import LARA_MAX_NEW_TOKENS, lara_prompts
 from lcrag.strategies.prompts import UNANSWERABLE_INSTRUCTION, PromptSet
 
 # /2: all 21 LongBench tasks, ∞Bench PassKey's own words; /3: Self-Route's prompts are Appendix C's words
@@ -220,6 +221,9 @@ def with_unanswerable(template: str) -> str:
 def prompts_for(item: EvalItem, base: PromptSet | None = None) -> tuple[PromptSet, int | None]:
     """The prompt set and answer length (max new tokens) for an item's task; ``base`` for tasks without one."""
     base = base or PromptSet()
+    lara = lara_prompts(item.task, base)
+    if lara is not None:
+        return lara, LARA_MAX_NEW_TOKENS
     template = LONGBENCH.get(item.task) or INFINITEBENCH.get(item.task)
     if template is None:
         return base, MAX_NEW_TOKENS.get(item.task)

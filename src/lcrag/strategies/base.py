@@ -77,7 +77,10 @@ def read_completion(ctx: QueryContext, stage: str, messages: list[dict[str, str]
 
 def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembler, timer: Timer,
                      calls: list[LLMCall] | None = None) -> AssembledContext:
-    """Retrieve and assemble; LLM calls the retriever makes per question (tree navigation) go to ``calls``."""
+    """Retrieve and assemble; LLM calls the retriever makes per question (tree navigation) go to ``calls``. A prompt
+    set with a ``chunk_format`` (LaRA's) writes the chunks its own way."""
+    if ctx.prompts.chunk_format:
+        assembler = replace(assembler, chunk_format=ctx.prompts.chunk_format)
     with timer.stage("index"):
         index = ctx.index()
         retriever = index.retriever(ctx.retriever)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import string
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from lcrag.assembly.context import check_chunk_format
 from lcrag.documents.files import decode_text, read_regular_file
 from lcrag.errors import InputError
 
@@ -71,16 +72,20 @@ class PromptSet:
     closed_book: str = "Answer briefly with no explanation, {question}"
     system: str = ""
     version: str = "lcrag-1"
+    # How a RAG prompt's {context} writes each retrieved chunk (see ContextAssembler.chunk_format): {text}, {rank},
+    # {index}, each chunk's separator included; empty: the assembler's own labels ("[Chunk 3] ") and separator.
+    chunk_format: str = ""
 
     def __post_init__(self) -> None:
         for name in ("system", "version"):
             _check_is_string(name, getattr(self, name))
+        check_chunk_format(self.chunk_format)
         for name, placeholders in TEMPLATE_PLACEHOLDERS.items():
             _check_template(name, getattr(self, name), placeholders)
 
     @classmethod
     def from_file(cls, path: str | Path) -> PromptSet:
-        """A JSON object overriding some of: lc, rag, self_route, closed_book, system, version."""
+        """A JSON object overriding some of: lc, rag, self_route, closed_book, system, version, chunk_format."""
         text = decode_text(path, read_regular_file(Path(path)))
         try:
             data = json.loads(text)
@@ -97,6 +102,14 @@ class PromptSet:
             return replace(cls(), **data)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
+
+    def identity(self) -> dict:
+        """The fields that name these prompts (run manifests hash it): all of them, ``chunk_format`` only when set,
+        so that run directories made before it existed keep their identity."""
+        fields_ = asdict(self)
+        if not fields_["chunk_format"]:
+            del fields_["chunk_format"]
+        return fields_
 
     def messages(self, template: str, question: str, context: str | None = None) -> list[dict[str, str]]:
         values = {"question": question}

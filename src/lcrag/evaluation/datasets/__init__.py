@@ -15,6 +15,9 @@ Formats (one record per line unless noted):
 - ``generic``: JSONL with ``question``, ``answers`` (a list, or one string: ``"1945"`` is one answer), and ``context``
   (text) or ``document`` (a path, relative to the JSONL file); optional ``id``, ``dataset``, ``options`` (list),
   ``metric``, ``task``, ``meta``.
+- ``lara``: LaRA's folder layout (a root, its ``datasets/query`` folder or one ``{length}_{type}_{task}.jsonl``), read
+  by its own ``load`` (see :mod:`lcrag.evaluation.datasets.lara`): questions, their documents, and a split rebuilt
+  from predictions.
 
 Files are read strictly: regular files within the size limit, UTF-8 (a ``.gz`` must be gzip), every field of the
 expected type. Anything else is a :class:`DatasetError` naming ``file:line``. Item ids are qualified by the file
@@ -87,6 +90,9 @@ def load_dataset(path: str | Path, fmt: str | None = None, skip_bad: bool = Fals
         raise DatasetError(f"{path} does not exist")
     if fmt is not None and fmt not in DATASET_FORMATS:
         raise DatasetError(f"unknown dataset format {fmt!r}; choose one of {', '.join(DATASET_FORMATS.names())}")
+    own = _own_loader(path, fmt)
+    if own is not None:
+        return own(path, skip_bad=skip_bad, limit=limit)
     if not path.is_dir():
         return _load_file(path, fmt, skip_bad, limit, {})
     files = sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".json", ".gz"))
@@ -99,6 +105,15 @@ def load_dataset(path: str | Path, fmt: str | None = None, skip_bad: bool = Fals
         report.skipped += part.skipped
         report.errors += part.errors
     return report
+
+
+def _own_loader(path: Path, fmt: str | None) -> Callable[..., LoadReport] | None:
+    """The ``load`` of a format that reads its own layout (LaRA: questions, documents and predictions in folders),
+    when ``fmt`` names it or, with no ``fmt``, its ``detect`` recognises ``path``."""
+    if fmt is not None:
+        return DATASET_FORMATS.get(fmt).meta.get("load")
+    return next((p.meta["load"] for p in DATASET_FORMATS.parts() if p.meta.get("load") and p.meta.get("detect", _never)(path)),
+                None)
 
 
 def _load_file(path: Path, fmt: str | None, skip_bad: bool, limit: int | None, seen: dict[str, str]) -> LoadReport:
