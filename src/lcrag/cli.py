@@ -384,6 +384,9 @@ def evaluate(
             bar(1, f"evaluating · {tokens['prompt']:,} prompt + {tokens['completion']:,} completion tokens")
 
         rows = runner.run(on_row)
+    if runner.unanswered:
+        stderr.print(f"[yellow]skipped {len(runner.unanswered)} (question, strategy) pair(s) the reader holds no "
+                     f"answer for; first: {runner.unanswered[0]}[/yellow]", highlight=False)
     stdout.print(f"{len(rows)} rows in {wanted.out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
                  f"{tokens['completion']} completion tokens · report: lcrag report {wanted.out}", highlight=False)
 

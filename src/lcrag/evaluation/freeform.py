@@ -152,11 +152,15 @@ class FreeformScorer:
 
     @cached_property
     def embedder(self) -> Any:
+        """The bundled MiniLM behind the on-disk vector cache (``CACHE/query-vectors.sqlite``): an answer scored
+        again (a resumed run, the LC and route scores of one answer, a re-scored run) is not embedded again."""
         if self._embedder is not None:
             return self._embedder
+        from lcrag.paths import default_cache_dir
         from lcrag.retrieval.embedders import make_embedder
+        from lcrag.retrieval.query_cache import cached_query_embedder
 
-        return make_embedder("minilm")
+        return cached_query_embedder("minilm", lambda: make_embedder("minilm"), default_cache_dir())
 
     def similarity(self, answer: str, gold: str) -> float:
         if gold not in self._gold_vectors:
