@@ -14,6 +14,7 @@ route_app = typer.Typer(no_args_is_help=True, help="Learned routing between LC a
 Runs = Annotated[list[Path], typer.Argument(help="Run directories of `lcrag eval` with lc and self-route rows.")]
 
 
+Model = Annotated[str, typer.Option("--model", help="logistic (P(LC better)) or trees (boosted regression trees on LC's gain over RAG; interactions a linear model misses).")]
 Judge = Annotated[Optional[str], typer.Option("--judge", help="Score the LC and RAG answers with LaRA's LLM judge on this OpenAI-compatible model (base URL and key from LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY) instead of the runs' metric; verdicts cached in the lcrag cache.")]
 
 
@@ -42,12 +43,12 @@ def _questions(runs: list[Path], judge: str | None = None):
 
 @route_app.command("fit")
 def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router file to write (JSON).")],
-        judge: Judge = None) -> None:
-    """Fit a router (logistic regression) predicting where LC beats Self-Route's RAG step."""
+        judge: Judge = None, model: Model = "logistic") -> None:
+    """Fit a router (logistic regression, or boosted trees) predicting where LC beats Self-Route's RAG step."""
     from lcrag.evaluation.route_report import fit_router
 
     questions, skipped = _questions(runs, judge)
-    router = fit_router(questions)
+    router = fit_router(questions, model)
     router.save(out)
     f = router.fitted_on
     typer.echo(f"{out}: fitted on {f['questions']} questions ({f['positives']} where LC is better; {skipped} without "
@@ -62,6 +63,7 @@ def evaluate(
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every call as this model (e.g. gpt-4o-mini): adds cost columns and the cache-aware router.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
     judge: Judge = None,
+    model: Model = "logistic",
     wide: Annotated[Optional[list[Path]], typer.Option("--wide", help="Runs of `lcrag eval --strategies self-route` at a larger k on the same questions: cascades (RAG -> wider RAG -> LC) are reported against the two-way routers at equal cost, on the questions they share.")] = None,
 ) -> None:
     """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
@@ -78,7 +80,7 @@ def evaluate(
         fitted = Router.load(router)
         probabilities, how = [fitted.probability(q.x) for q in questions], f"router {router}"
     else:
-        probabilities, how = leave_one_dataset_out(questions), "leave-one-dataset-out routers"
+        probabilities, how = leave_one_dataset_out(questions, model), f"leave-one-dataset-out {model} routers"
     points = policies(questions, probabilities, price)
     datasets = sorted({q.dataset for q in questions})
     typer.echo(f"{len(questions)} questions ({skipped} skipped) from {len(datasets)} datasets; learned router: {how}\n")

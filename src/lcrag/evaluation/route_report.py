@@ -20,7 +20,7 @@ from pathlib import Path
 from lcrag.errors import InputError
 from lcrag.evaluation.report import load_rows
 from lcrag.evaluation.prices import Price
-from lcrag.strategies.router import FEATURES, RouteSignals, Router, features
+from lcrag.strategies.router import FEATURES, RouteSignals, Router, Trees, features
 from lcrag.text import declines
 
 MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so
@@ -154,20 +154,35 @@ def _chain(questions: list[Question]) -> None:
         q.chain = chain
 
 
-def fit_router(questions: list[Question]) -> Router:
-    """A logistic regression (scikit-learn, ``pip install 'lcrag[route]'``) predicting "LC scores better"."""
+MODELS = ("logistic", "trees")
+
+
+def fit_router(questions: list[Question], model: str = "logistic") -> Router:
+    """A router (scikit-learn, ``pip install 'lcrag[route]'``): a logistic regression predicting "LC scores
+    better", or boosted regression trees predicting LC's gain over RAG (``model="trees"``: interactions such as
+    "the RAG answer declines, yet every key term of the question is in the document", which a linear model cannot
+    draw)."""
+    if model not in MODELS:
+        raise InputError(f"router model must be one of {', '.join(MODELS)}, not {model!r}")
     try:
-        from sklearn.linear_model import LogisticRegression
+        import sklearn  # noqa: F401
     except ImportError:
         raise InputError("fitting a router needs scikit-learn: pip install 'lcrag[route]'") from None
-    import numpy as np
-
     positives = sum(q.lc_better for q in questions)
     if positives in (0, len(questions)):
         raise InputError(f"cannot fit a router: LC is better on {positives} of {len(questions)} questions")
     if len(questions) < MIN_QUESTIONS:
         warnings.warn(f"fitting a router on only {len(questions)} labelled questions (fewer than {MIN_QUESTIONS}): "
                       "expect it to be mostly noise", stacklevel=2)
+    fitted_on = {"questions": len(questions), "positives": positives, "model": model,
+                 "datasets": sorted({q.dataset for q in questions}), "runs": sorted({q.run for q in questions})}
+    return (_fit_trees if model == "trees" else _fit_logistic)(questions, fitted_on)
+
+
+def _fit_logistic(questions: list[Question], fitted_on: dict) -> Router:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
     x = np.array([q.x for q in questions], dtype=float)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
@@ -178,9 +193,25 @@ def fit_router(questions: list[Question]) -> Router:
                                                            sample_weight=weights)
     probabilities = model.predict_proba((x - mean) / scale)[:, 1]
     return Router(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()),
-                  float(model.intercept_[0]), tuple(sorted(probabilities.tolist())),
-                  {"questions": len(questions), "positives": positives,
-                   "datasets": sorted({q.dataset for q in questions}), "runs": sorted({q.run for q in questions})})
+                  float(model.intercept_[0]), tuple(sorted(probabilities.tolist())), fitted_on)
+
+
+def _fit_trees(questions: list[Question], fitted_on: dict) -> Router:
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    x = np.array([q.x for q in questions], dtype=float)
+    gain = np.array([q.lc_score - q.rag_score for q in questions])
+    # Shallow trees, a slow rate, a fixed seed: a few hundred small trees that a JSON file carries.
+    model = HistGradientBoostingRegressor(max_depth=3, max_iter=200, learning_rate=0.05, random_state=0).fit(x, gain)
+    trees = Trees(float(np.ravel(model._baseline_prediction)[0]), tuple(
+        tuple((-1.0, 0.0, 0.0, 0.0, float(n["value"])) if n["is_leaf"] else
+              (float(n["feature_idx"]), float(n["num_threshold"]), float(n["left"]), float(n["right"]), 0.0)
+              for n in predictor[0].nodes) for predictor in model._predictors))
+    n = len(FEATURES)
+    router = Router((0.0,) * n, (1.0,) * n, (0.0,) * n, 0.0, (0.0,), fitted_on, trees)
+    scores = sorted(router.probability(row) for row in x.tolist())
+    return Router(router.mean, router.scale, router.coef, 0.0, tuple(scores), fitted_on, trees)
 
 
 @dataclass
@@ -401,7 +432,8 @@ def bootstrap_scores(scores: list[float], resamples: int = 1000, seed: int = 0) 
     return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
-def leave_one_out(questions: list[Question], group: Callable[[Question], str] = lambda q: q.dataset) -> list[float]:
+def leave_one_out(questions: list[Question], group: Callable[[Question], str] = lambda q: q.dataset,
+                  model: str = "logistic") -> list[float]:
     """Each question's router probability from a router fitted on the other groups only (its own never seen): by
     dataset (the default), by run (a reader's recorded answers: leave-one-reader-out), or any other grouping.
     Groups whose complement cannot be fitted (one class only) get 0.5."""
@@ -411,7 +443,7 @@ def leave_one_out(questions: list[Question], group: Callable[[Question], str] = 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                router = fit_router(train)
+                router = fit_router(train, model)
         except InputError:
             continue
         for i, q in enumerate(questions):
@@ -420,9 +452,9 @@ def leave_one_out(questions: list[Question], group: Callable[[Question], str] = 
     return probabilities
 
 
-def leave_one_dataset_out(questions: list[Question]) -> list[float]:
+def leave_one_dataset_out(questions: list[Question], model: str = "logistic") -> list[float]:
     """:func:`leave_one_out` by dataset."""
-    return leave_one_out(questions)
+    return leave_one_out(questions, model=model)
 
 
 def frontier_table(questions: list[Question], points: list[Point]) -> tuple[list[str], list[list]]:

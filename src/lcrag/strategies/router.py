@@ -92,23 +92,63 @@ def features(s: RouteSignals) -> list[float]:
 
 
 @dataclass(frozen=True)
+class Trees:
+    """Boosted regression trees (scikit-learn's HistGradientBoostingRegressor, exported) predicting LC's gain over
+    the RAG answer, LC − RAG in score points: ``baseline`` plus every tree's leaf. A node is ``[feature, threshold,
+    left, right, leaf value]``; a leaf has feature -1. Applied with the standard library."""
+
+    baseline: float
+    trees: tuple[tuple[tuple[float, ...], ...], ...]
+
+    def predict(self, x: Sequence[float]) -> float:
+        total = self.baseline
+        for nodes in self.trees:
+            node = nodes[0]
+            while node[0] >= 0:
+                node = nodes[int(node[2] if x[int(node[0])] <= node[1] else node[3])]
+            total += node[4]
+        return total
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Trees:
+        trees = tuple(tuple(tuple(float(v) for v in node) for node in tree) for tree in data["trees"])
+        if any(len(node) != 5 or node[0] >= len(FEATURES) or (node[0] >= 0 and not (0 <= node[2] < len(tree)
+               and 0 <= node[3] < len(tree))) for tree in trees for node in tree) or any(not t for t in trees):
+            raise ValueError("a tree node is not [feature, threshold, left, right, value] within its tree")
+        return cls(float(data["baseline"]), trees)
+
+
+@dataclass(frozen=True)
 class Router:
-    """A fitted logistic regression over standardised :data:`FEATURES`, with the fitting data's predicted
-    probabilities kept for calibration (the threshold that sends a given share of questions to LC)."""
+    """A fitted model over :data:`FEATURES` scoring how much LC beats RAG on a question: a logistic regression over
+    standardised features (P(LC better)), or boosted trees (:class:`Trees`, LC's expected gain); the fitting
+    questions' scores are kept for calibration (the threshold that sends a given share of questions to LC)."""
 
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     coef: tuple[float, ...]
     intercept: float
-    calibration: tuple[float, ...]  # predicted P(LC better) on the fitting questions, sorted
+    calibration: tuple[float, ...]  # the model's score on the fitting questions, sorted
     fitted_on: dict
+    trees: Trees | None = None
+    default_share: float | None = None  # the LC share its threshold defaults to (a shipped router's operating point)
 
     def probability(self, x: Sequence[float]) -> float:
+        """The router's score: P(LC better) for a logistic router, LC's expected gain for a trees router."""
+        if self.trees is not None:
+            return self.trees.predict(x)
         z = self.intercept + sum(c * (v - m) / s for c, v, m, s in zip(self.coef, x, self.mean, self.scale))
         return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
 
+    @property
+    def default_threshold(self) -> float:
+        """Without --route-threshold or --lc-share: the shipped operating point, else P >= 0.5 (gain > 0)."""
+        if self.default_share is not None:
+            return self.threshold_for_share(self.default_share)
+        return 1e-9 if self.trees is not None else 0.5
+
     def threshold_for_share(self, share: float) -> float:
-        """The smallest probability that sends about ``share`` of the fitting questions to LC (1.0 + tiny: none)."""
+        """The smallest score that sends about ``share`` of the fitting questions to LC (1.0 + tiny: none)."""
         if share <= 0:
             return math.inf
         n = len(self.calibration)
@@ -121,9 +161,13 @@ class Router:
         return (n - bisect.bisect_left(self.calibration, threshold)) / n if n else 0.0
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "version": 1, "feature_set": FEATURE_SET, "features": list(FEATURES),
+        model = ({"model": "trees", "trees": {"baseline": self.trees.baseline, "trees": self.trees.trees}}
+                 if self.trees is not None else {"model": "logistic"})
+        return {"format": FORMAT, "version": 1, "feature_set": FEATURE_SET, "features": list(FEATURES), **model,
                 "mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef),
-                "intercept": self.intercept, "calibration": list(self.calibration), "fitted_on": self.fitted_on}
+                "intercept": self.intercept, "calibration": list(self.calibration),
+                **({"default_share": self.default_share} if self.default_share is not None else {}),
+                "fitted_on": self.fitted_on}
 
     def save(self, path: str | Path) -> None:
         from lcrag.storage import atomic_write_text
@@ -148,7 +192,10 @@ class Router:
         try:
             vectors = [tuple(float(v) for v in data[key]) for key in ("mean", "scale", "coef")]
             calibration = tuple(sorted(float(v) for v in data["calibration"]))
-            router = cls(*vectors, float(data["intercept"]), calibration, dict(data.get("fitted_on") or {}))
+            trees = Trees.from_dict(data["trees"]) if data.get("model") == "trees" else None
+            share = data.get("default_share")
+            router = cls(*vectors, float(data["intercept"]), calibration, dict(data.get("fitted_on") or {}), trees,
+                         None if share is None else float(share))
         except (KeyError, TypeError, ValueError) as error:
             raise InputError(f"{path}: not a router file (bad field: {error})") from None
         if any(len(v) != len(FEATURES) for v in vectors) or not calibration or 0 in router.scale:

@@ -112,7 +112,7 @@ class SelfRoute(Routed):
         self.order = order
         condition = Declined(threshold) if router is None else RouterCondition(
             router, threshold if threshold is not None
-            else router.threshold_for_share(lc_share) if lc_share is not None else 0.5)
+            else router.threshold_for_share(lc_share) if lc_share is not None else router.default_threshold)
         super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route",
                                            decline=DECLINE), condition, LongContext())
 
