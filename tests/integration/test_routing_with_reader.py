@@ -52,3 +52,19 @@ def test_cli_route_threshold_in_json(tmp_path, needles):
     expected = sum(price.cost(c["prompt_tokens"], c["completion_tokens"], c["cached_prompt_tokens"])
                    for c in data["calls"])
     assert data["cost"]["total"] == pytest.approx(expected) and data["cost"]["priced_as"] == "gpt-4o-mini"
+
+
+def test_the_shipped_lara_router_routes_by_name(tmp_path, needles):
+    """`--router lara`: the router lcrag ships, read from the package, its features computed live (the document's
+    terms, the RAG answer in the reader's words); --lc-share 1 sends every question to LC, 0 none."""
+    document, facts = needles
+    path = tmp_path / "doc.txt"
+    path.write_text(document.text, encoding="utf-8")
+    routes = {}
+    for share in ("1", "0"):
+        out = subprocess.run([sys.executable, "-m", "lcrag.cli", "ask", str(path), facts[0].question, "--router", "lara",
+                              "--lc-share", share, "--json", "--cache-dir", str(tmp_path / "cache")],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        routes[share] = json.loads(out.stdout)["route"]
+    assert routes == {"1": "lc", "0": "rag"}

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,78 +166,99 @@ def _stand_in(root: Path, split: str) -> Path | None:
     return found[0] if found else None
 
 
-def load_lara(path: str | Path, skip_bad: bool = False, limit: int | None = None) -> LoadReport:
-    """Every question of a LaRA root, datasets folder, query folder or query file (see the module docstring)."""
-    path = Path(path)
-    if path.is_dir():
-        queries = _query_folder(path)
-        if queries is None:
-            raise DatasetError(f"{path} holds no LaRA query files ({{length}}_{{type}}_{{task}}.jsonl in datasets/query)")
-        files = sorted(f for f in queries.iterdir() if f.suffix == ".jsonl")
-        strange = [f.name for f in files if not split_of(f)]
-        if strange:
-            raise DatasetError(f"{queries}: {strange[0]} is not a LaRA query file name ({{length}}_{{type}}_{{task}}.jsonl)")
-        sources = {f.name.removesuffix(".jsonl"): (f, None) for f in files}
-        for split in SPLITS:  # a split upstream publishes only in its prediction files
-            if split not in sources and (stand_in := _stand_in(queries.parent.parent, split)) is not None:
-                sources[split] = (stand_in, tuple(split.split("_")))
-                log.warning("LaRA: %s.jsonl is not in %s; its questions are rebuilt from %s (question, file, "
-                            "context_order, ground_truth)", split, queries, stand_in)
-        missing = [s for s in SPLITS if s not in sources]
-        if missing:
-            log.warning("LaRA: no questions for %s (neither a query file nor predictions)", ", ".join(missing))
-    else:
+def _sources(path: Path) -> dict[str, tuple[Path, tuple[str, ...] | None]]:
+    """Each split's file: its query file, or a model's predictions standing in for an absent one."""
+    if not path.is_dir():
         if split_of(path) is None:
             raise DatasetError(f"{path} is not a LaRA query file name ({{length}}_{{type}}_{{task}}.jsonl)")
-        sources = {path.name.removesuffix(".jsonl"): (path, None)}
+        return {path.name.removesuffix(".jsonl"): (path, None)}
+    queries = _query_folder(path)
+    if queries is None:
+        raise DatasetError(f"{path} holds no LaRA query files ({{length}}_{{type}}_{{task}}.jsonl in datasets/query)")
+    files = sorted(f for f in queries.iterdir() if f.suffix == ".jsonl")
+    strange = [f.name for f in files if not split_of(f)]
+    if strange:
+        raise DatasetError(f"{queries}: {strange[0]} is not a LaRA query file name ({{length}}_{{type}}_{{task}}.jsonl)")
+    sources = {f.name.removesuffix(".jsonl"): (f, None) for f in files}
+    for split in SPLITS:  # a split upstream publishes only in its prediction files
+        if split not in sources and (stand_in := _stand_in(queries.parent.parent, split)) is not None:
+            sources[split] = (stand_in, tuple(split.split("_")))
+            log.warning("LaRA: %s.jsonl is not in %s; its questions are rebuilt from %s (question, file, "
+                        "context_order, ground_truth)", split, queries, stand_in)
+    missing = [s for s in SPLITS if s not in sources]
+    if missing:
+        log.warning("LaRA: no questions for %s (neither a query file nor predictions)", ", ".join(missing))
+    return sources
 
-    documents: dict[str, str] = {}
-    report = LoadReport([])
-    absent: Counter[str] = Counter()
-    first_asked: dict[tuple[str, str, str], str] = {}
-    duplicates: list[str] = []
-    for split in sorted(sources, key=lambda s: SPLITS.index(s) if s in SPLITS else len(SPLITS)):
-        file, stand_in_for = sources[split]
+
+@dataclass
+class _Loading:
+    """What loading the splits gathers: documents read once, questions asked before, what was left out."""
+
+    skip_bad: bool
+    report: LoadReport = field(default_factory=lambda: LoadReport([]))
+    documents: dict[str, str] = field(default_factory=dict)
+    absent: Counter = field(default_factory=Counter)
+    first_asked: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    duplicates: list[str] = field(default_factory=list)
+
+    def split(self, split: str, file: Path, stand_in_for: tuple[str, ...] | None, limit: int | None) -> None:
         kept = 0
         for n, record in jsonl_records(file):
-            where = f"{file}:{n}"
-            try:
-                if isinstance(record, RecordError):
-                    raise record
-                if not isinstance(record, dict):
-                    raise RecordError(f"a record must be a JSON object, not {kind_of(record)}")
-                items = lara_items(record, file, n, documents, stand_in_for,
-                                   "ground_truth" if stand_in_for else "answer")
-            except MissingDocument as exc:
-                absent[exc.document] += 1
-                continue
-            except RecordError as exc:
-                if not skip_bad:
-                    raise DatasetError(f"{where}: {exc}") from None
-                report.skipped += 1
-                report.errors.append(f"{where}: {exc}")
-                continue
+            items = self._items(record, file, n, stand_in_for)
             for item in items:
                 item.id = f"{split}/{item.id}"
                 if stand_in_for:
                     item.meta["rebuilt_from"] = str(file)
-                key = (split, item.meta["document"], item.question)
-                if key in first_asked:
-                    item.meta["duplicate_of"] = first_asked[key]
-                    duplicates.append(f"{item.id} = {first_asked[key]}")
-                else:
-                    first_asked[key] = item.id
-            report.items += items
+                self._note_duplicate(item, split)
+            self.report.items += items
             kept += len(items)
             if limit and kept >= limit:
                 break
-    if absent:
-        log.warning("LaRA: skipped %d question(s) about documents not in the dataset: %s", sum(absent.values()),
-                    ", ".join(f"{doc} ({count})" for doc, count in sorted(absent.items())))
-    if duplicates:
-        log.warning("LaRA: %d question(s) asked again of the same document in the same split, kept both: %s",
-                    len(duplicates), "; ".join(duplicates))
-    return report
+
+    def _items(self, record, file: Path, n: int, stand_in_for) -> list[EvalItem]:
+        try:
+            if isinstance(record, RecordError):
+                raise record
+            if not isinstance(record, dict):
+                raise RecordError(f"a record must be a JSON object, not {kind_of(record)}")
+            return lara_items(record, file, n, self.documents, stand_in_for,
+                              "ground_truth" if stand_in_for else "answer")
+        except MissingDocument as exc:
+            self.absent[exc.document] += 1
+        except RecordError as exc:
+            if not self.skip_bad:
+                raise DatasetError(f"{file}:{n}: {exc}") from None
+            self.report.skipped += 1
+            self.report.errors.append(f"{file}:{n}: {exc}")
+        return []
+
+    def _note_duplicate(self, item: EvalItem, split: str) -> None:
+        key = (split, item.meta["document"], item.question)
+        if key in self.first_asked:
+            item.meta["duplicate_of"] = self.first_asked[key]
+            self.duplicates.append(f"{item.id} = {self.first_asked[key]}")
+        else:
+            self.first_asked[key] = item.id
+
+    def warn(self) -> None:
+        if self.absent:
+            log.warning("LaRA: skipped %d question(s) about documents not in the dataset: %s",
+                        sum(self.absent.values()),
+                        ", ".join(f"{doc} ({count})" for doc, count in sorted(self.absent.items())))
+        if self.duplicates:
+            log.warning("LaRA: %d question(s) asked again of the same document in the same split, kept both: %s",
+                        len(self.duplicates), "; ".join(self.duplicates))
+
+
+def load_lara(path: str | Path, skip_bad: bool = False, limit: int | None = None) -> LoadReport:
+    """Every question of a LaRA root, datasets folder, query folder or query file (see the module docstring)."""
+    sources = _sources(Path(path))
+    loading = _Loading(skip_bad)
+    for split in sorted(sources, key=lambda s: SPLITS.index(s) if s in SPLITS else len(SPLITS)):
+        loading.split(split, *sources[split], limit)
+    loading.warn()
+    return loading.report
 
 
 DATASET_FORMATS.register(
