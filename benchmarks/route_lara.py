@@ -29,7 +29,7 @@ from pathlib import Path
 from lcrag.evaluation.prices import PriceTable
 from lcrag.evaluation.report import _md_table
 from lcrag.evaluation.route_report import (
-    Point, Question, apgr_and_cpt, bootstrap, fit_router, leave_one_out, load_questions, plot_frontier, policies,
+    Point, Question, apgr_and_cpt, bootstrap, fit_router, leave_one_out, load_questions, policies,
     random_quality,
 )
 
@@ -98,12 +98,36 @@ def summarise(reader: str, length: str, qs: list[Question], points: list[Point])
     cost = (best.money / lc.money) if best and best.money and lc.money else (best.tokens / lc.tokens if best else math.nan)
     learned_at_text = at_share(points, text.share)
     low, high = bootstrap(qs, best.to_lc) if best else (math.nan, math.nan)
+    TARGETS.append({"reader": reader, "length": length, "lc_beats_rag": lc.quality > rag.quality,
+                    "vs_lc": best.quality - lc.quality if best else math.nan, "gain": gain, "cost": cost,
+                    "vs_rule": learned_at_text - text.quality, "share": best.share if best else math.nan})
     return [reader, length, len(qs), f"{lc.quality:.3f}", f"{rag.quality:.3f}", f"{oracle.quality:.3f}",
             f"{text.quality:.3f} @ {text.share:.2f}", f"{learned_at_text:.3f}",
             f"{best.quality:.3f} ({low:.3f}–{high:.3f}) @ {best.share:.1f}" if best else "—",
             f"{100 * cost:.0f}%", f"{100 * gain:.0f}%" if not math.isnan(gain) else "—",
             f"{best.quality - lc.quality:+.3f}" if best else "—", f"{area:.2f}", f"{c50:.2f}", f"{c80:.2f}",
             "yes" if lc.quality > rag.quality else "no"]
+
+
+TARGETS: list[dict] = []  # the operating point of every (reader, length), for the targets paragraph
+
+
+def targets_paragraph(cells: list[dict]) -> list[str]:
+    """Where each target of the issue stands, over the (reader, length) cells."""
+    lc_wins = [c for c in cells if c["lc_beats_rag"]]
+    held = [c for c in lc_wins if c["vs_lc"] >= 0]
+    gains = [c["gain"] for c in cells if not math.isnan(c["gain"])]
+    rule = [c for c in cells if c["vs_rule"] > 0]
+    cheap = [c for c in cells if c["cost"] <= MAX_COST]
+    worst = min(lc_wins, key=lambda c: c["vs_lc"], default=None)
+    return [f"- Quality ≥ always-LC at LC share ≤ 40% where LC beats RAG: **{len(held)} of {len(lc_wins)}** (reader, "
+            f"length) cells" + (f"; the worst, {worst['reader']} {worst['length']}, is {worst['vs_lc']:+.3f}."
+                                if worst and worst["vs_lc"] < 0 else "."),
+            f"- Oracle gain over max(LC, RAG) recovered, mean over cells: **{100 * sum(gains) / len(gains):.0f}%** "
+            f"(target ≥ 50%; per cell from {100 * min(gains):.0f}% to {100 * max(gains):.0f}%).",
+            f"- Cost ≤ 45% of always-LC's: **{len(cheap)} of {len(cells)}** cells (the operating point is chosen "
+            "within that budget; where none fits, the cell shows —).",
+            f"- Better than Self-Route's written rule at the rule's own LC share: **{len(rule)} of {len(cells)}** cells."]
 
 
 SUMMARY_HEADER = ["reader", "length", "questions", "always-LC", "always-RAG", "oracle", "Self-Route rule @ LC share",
@@ -155,11 +179,43 @@ def main() -> None:
     summary_types, _, _ = cell_rows(questions, lodo, prices)
     write(args, questions, skipped, summary, summary_types, frontier)
     if args.plots:
-        for reader, length, points in plotted:
-            plot_frontier([p for p in points if not p.router.startswith("self-route P(")
-                           and p.router != "cache-aware router"], args.plots / f"{reader}_{length}.png")
+        for length in ("32k", "128k"):
+            plot_grid([(r, p) for r, l, p in plotted if l == length], length, args.plots / f"frontier_{length}.png")
     if args.router_out:
         fit_all(questions, args.router_out)
+
+
+SHOWN = ("always-RAG", "always-LC", "oracle", "self-route (text)", "learned router")
+
+
+def plot_grid(cells: list[tuple[str, list[Point]]], length: str, path: Path) -> None:
+    """One panel per reader: quality against USD per 1,000 questions, each policy a series."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = 5
+    rows = max(1, math.ceil(len(cells) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
+    for ax, (reader, points) in zip(axes.flat, cells):
+        for name in SHOWN:
+            mine = sorted((p for p in points if p.router == name), key=lambda p: p.money or p.tokens)
+            ax.plot([1000 * (p.money or 0) if p.money is not None else p.tokens for p in mine],
+                    [p.quality for p in mine], marker="o", markersize=3, label=name,
+                    linestyle="-" if len(mine) > 1 else "none")
+        ax.set_title(f"{reader} ({length})", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6)
+    fig.supxlabel("USD per 1,000 questions (list price; prompt tokens where unpriced)", fontsize=9)
+    fig.supylabel("quality (offline LaRA scorer)", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def write(args, questions, skipped, summary, summary_types, frontier) -> None:
@@ -169,6 +225,7 @@ def write(args, questions, skipped, summary, summary_types, frontier) -> None:
              + (f" `--router-out {args.router_out}`" if args.router_out else ""), "",
              f"Machine: {platform.machine()}, Python {platform.python_version()}. {len(questions)} (reader, question) "
              f"pairs with both an LC and a Self-Route row ({skipped} skipped).", "",
+             "## Targets (leave-one-reader-out)", "", *targets_paragraph(TARGETS[:len(summary)]), "",
              "## Leave-one-reader-out", "", _md_table(SUMMARY_HEADER, summary), "",
              "## Leave-one-document-type-out", "", _md_table(SUMMARY_HEADER, summary_types), "",
              "## Every policy (leave-one-reader-out)", "", _md_table(FRONTIER_HEADER, frontier), ""]
