@@ -39,6 +39,7 @@ FEATURES = (
     "question_terms_in_chunks", "log_question_words", "question_compares",
 )
 FORMAT = "lcrag-router"
+CALIBRATION_POINTS = 1001  # quantiles of the fitting questions' scores a router file keeps
 # Routers shipped in the package (lcrag/strategies/routers/NAME.json), usable by name: ``--router lara``.
 BUNDLED = ("lara",)
 _COMPARES = re.compile(r"\b(compare|compared|comparison|differ|difference|different|both|contrast|whereas|versus|vs)\b",
@@ -161,18 +162,22 @@ class Router:
         return (n - bisect.bisect_left(self.calibration, threshold)) / n if n else 0.0
 
     def to_dict(self) -> dict:
+        # The calibration as at most CALIBRATION_POINTS quantiles: a share's threshold needs no more.
+        n = len(self.calibration)
+        points = self.calibration if n <= CALIBRATION_POINTS else [
+            self.calibration[round(i * (n - 1) / (CALIBRATION_POINTS - 1))] for i in range(CALIBRATION_POINTS)]
         model = ({"model": "trees", "trees": {"baseline": self.trees.baseline, "trees": self.trees.trees}}
                  if self.trees is not None else {"model": "logistic"})
         return {"format": FORMAT, "version": 1, "feature_set": FEATURE_SET, "features": list(FEATURES), **model,
                 "mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef),
-                "intercept": self.intercept, "calibration": list(self.calibration),
+                "intercept": self.intercept, "calibration": list(points),
                 **({"default_share": self.default_share} if self.default_share is not None else {}),
                 "fitted_on": self.fitted_on}
 
     def save(self, path: str | Path) -> None:
         from lcrag.storage import atomic_write_text
 
-        atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=1))
+        atomic_write_text(Path(path), json.dumps(self.to_dict(), separators=(",", ":")))
 
     @classmethod
     def load(cls, path: str | Path) -> Router:
