@@ -221,7 +221,7 @@ def with_unanswerable(template: str) -> str:
 def prompts_for(item: EvalItem, base: PromptSet | None = None) -> tuple[PromptSet, int | None]:
     """The prompt set and answer length (max new tokens) for an item's task; ``base`` for tasks without one."""
     base = base or PromptSet()
-    lara = lara_prompts(item.task, base)
+    lara = lara_prompts(item.task, base, with_unanswerable)
     if lara is not None:
         return lara, LARA_MAX_NEW_TOKENS
     template = LONGBENCH.get(item.task) or INFINITEBENCH.get(item.task)

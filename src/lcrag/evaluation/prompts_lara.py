@@ -9,6 +9,7 @@ Upstream sends them as the user message after the system message "You are a help
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from lcrag.strategies.prompts import PromptSet
@@ -36,13 +37,12 @@ LARA_RAG_TEMPLATES = {
 LARA_TASKS = {f"lara_{kind}": kind for kind in LARA_FULL_TEMPLATES}
 
 
-def lara_prompts(task: str, base: PromptSet) -> PromptSet | None:
-    """The prompt set of a LaRA task (``lara_book``, ``lara_financial``, ``lara_paper``), else None."""
+def lara_prompts(task: str, base: PromptSet, with_unanswerable: Callable[[str], str]) -> PromptSet | None:
+    """The prompt set of a LaRA task (``lara_book``, ``lara_financial``, ``lara_paper``), else None; Self-Route's
+    template is the RAG one through ``with_unanswerable`` (the caller's: imports point one way)."""
     kind = LARA_TASKS.get(task)
     if kind is None:
         return None
-    from lcrag.evaluation.prompts import with_unanswerable  # that module imports this one
-
     rag = LARA_RAG_TEMPLATES[kind]
     return replace(base, lc=LARA_FULL_TEMPLATES[kind], rag=rag, self_route=with_unanswerable(rag), system=LARA_SYSTEM,
                    chunk_format=LARA_CHUNK_FORMAT, version=LARA_PROMPT_VERSION)
