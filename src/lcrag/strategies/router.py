@@ -188,7 +188,8 @@ class Router:
                     else path.read_text(encoding="utf-8"))
             data = json.loads(text)
         except (OSError, UnicodeDecodeError, ValueError) as error:
-            raise InputError(f"{path}: not a router file ({error})") from None
+            reason = "no such file" if isinstance(error, FileNotFoundError) else error
+            raise InputError(f"{path}: not a router file ({reason}); shipped routers: {', '.join(BUNDLED)}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise InputError(f"{path}: not a router file (fit one with `lcrag route fit`)")
         if data.get("feature_set") != FEATURE_SET or data.get("features") != list(FEATURES):
