@@ -202,16 +202,17 @@ def _fit_trees(questions: list[Question], fitted_on: dict) -> Router:
 
     x = np.array([q.x for q in questions], dtype=float)
     gain = np.array([q.lc_score - q.rag_score for q in questions])
-    # Shallow trees, a slow rate, a fixed seed: a few hundred small trees that a JSON file carries.
+    # Shallow trees, a slow rate, a fixed seed: a few hundred small trees that a JSON file carries. The export reads
+    # the fitted model's predictors (scikit-learn has no public tree export for this estimator); the tests check
+    # the exported trees predict exactly what scikit-learn predicts, so a change there fails loudly.
     model = HistGradientBoostingRegressor(max_depth=3, max_iter=200, learning_rate=0.05, random_state=0).fit(x, gain)
     trees = Trees(float(np.ravel(model._baseline_prediction)[0]), tuple(
         tuple((-1.0, 0.0, 0.0, 0.0, float(n["value"])) if n["is_leaf"] else
               (float(n["feature_idx"]), float(n["num_threshold"]), float(n["left"]), float(n["right"]), 0.0)
               for n in predictor[0].nodes) for predictor in model._predictors))
-    n = len(FEATURES)
-    router = Router((0.0,) * n, (1.0,) * n, (0.0,) * n, 0.0, (0.0,), fitted_on, trees)
-    scores = sorted(router.probability(row) for row in x.tolist())
-    return Router(router.mean, router.scale, router.coef, 0.0, tuple(scores), fitted_on, trees)
+    n = len(FEATURES)  # a trees router reads raw features: no scaling, no coefficients
+    scores = tuple(sorted(trees.predict(row) for row in x.tolist()))
+    return Router((0.0,) * n, (1.0,) * n, (0.0,) * n, 0.0, scores, fitted_on, trees)
 
 
 @dataclass
