@@ -131,7 +131,7 @@ def test_leave_one_dataset_out_never_sees_the_held_out_dataset(tmp_path, monkeyp
     import lcrag.evaluation.route_report as rr
 
     real = rr.fit_router
-    monkeypatch.setattr(rr, "fit_router", lambda qs: seen.append({q.dataset for q in qs}) or real(qs))
+    monkeypatch.setattr(rr, "fit_router", lambda qs, model="logistic": seen.append({q.dataset for q in qs}) or real(qs, model))
     probabilities = leave_one_dataset_out(questions)
     assert seen == [{"b", "c"}, {"a", "c"}, {"a", "b"}] and len(probabilities) == len(questions)
 
@@ -238,3 +238,38 @@ def test_route_eval_reports_cascades_against_the_two_way_routers(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "30 questions also answered by the wide step" in out.stdout
     assert out.stdout.count("T1=") == 16 and "learned router at equal tokens" in out.stdout
+
+
+def test_a_trees_router_matches_scikit_learn_and_round_trips(tmp_path, monkeypatch):
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    questions, _ = load_questions([write_run(tmp_path / "r", n=120)])
+    router = fit_router(questions, "trees")
+    x = np.array([q.x for q in questions])
+    reference = HistGradientBoostingRegressor(max_depth=3, max_iter=200, learning_rate=0.05, random_state=0).fit(
+        x, [q.lc_score - q.rag_score for q in questions])
+    assert [router.probability(row) for row in x.tolist()] == pytest.approx(reference.predict(x).tolist(), abs=1e-12)
+    router.save(tmp_path / "trees.json")
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # applying it needs only the standard library
+    loaded = Router.load(tmp_path / "trees.json")
+    assert loaded.trees is not None and loaded.probability(x[0].tolist()) == router.probability(x[0].tolist())
+    gains = [loaded.probability(q.x) for q in questions]  # weak retrieval: LC gains; elsewhere it does not
+    assert np.mean([g for g, q in zip(gains, questions) if q.lc_better]) > np.mean(
+        [g for g, q in zip(gains, questions) if not q.lc_better])
+
+
+def test_a_damaged_tree_is_refused(tmp_path):
+    questions, _ = load_questions([write_run(tmp_path / "r", n=120)])
+    data = json.loads(json.dumps(fit_router(questions, "trees").to_dict()))
+    data["trees"]["trees"][0][0] = [0, 0.5, 99, 100, 0.0]  # children outside the tree
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="not a router file"):
+        Router.load(tmp_path / "bad.json")
+
+
+def test_the_shipped_lara_router_loads_by_name():
+    router = Router.load("lara")
+    assert router.trees is not None and router.default_share is not None
+    assert "gpt-4o" in router.fitted_on["readers"]
+    assert 0 < router.share_at(router.default_threshold) <= 0.5
