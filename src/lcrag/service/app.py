@@ -59,8 +59,9 @@ class Guard:
     """Pure ASGI middleware (Starlette's BaseHTTPMiddleware would hide client disconnects from the endpoints):
     the API key, an upload refused by its Content-Length before its body is read, and request metrics."""
 
-    def __init__(self, app, api_key: str | None, max_upload_bytes: int, metrics: Metrics):
+    def __init__(self, app, api_key: str | None, max_upload_bytes: int, metrics: Metrics, routes: list = ()):
         self.app, self.api_key, self.max_upload_bytes, self.metrics = app, api_key, max_upload_bytes, metrics
+        self.routes = routes  # the app's routes, to label a refused request by its route's template
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -68,8 +69,8 @@ class Guard:
         started, path = time.perf_counter(), scope["path"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope["method"], path, headers)
-        if refusal is not None:
-            self.metrics.requests.labels(path, refusal.status_code).inc()
+        if refusal is not None:  # labelled by the route it would have reached: a client names no label
+            self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
             return await refusal(scope, receive, send)
         status = {}
 
@@ -82,6 +83,15 @@ class Guard:
         route = getattr(scope.get("route"), "path", "unmatched")
         self.metrics.requests.labels(route, status.get("code", 0)).inc()
         self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+
+    def _template(self, scope) -> str:
+        """The path template of the route ``scope`` matches (``/v1/collections/{name}``), else "unmatched"."""
+        from starlette.routing import Match
+
+        for route in self.routes:
+            if route.matches(scope)[0] != Match.NONE:
+                return getattr(route, "path", "unmatched")
+        return "unmatched"
 
     def _refusal(self, method: str, path: str, headers: dict[str, str]) -> JSONResponse | None:
         length = headers.get("content-length", "")
@@ -108,7 +118,8 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     app.state.answering, app.state.metrics = answering, metrics
     collections = answering.collections
 
-    app.add_middleware(Guard, api_key=api_key, max_upload_bytes=max_upload_bytes, metrics=metrics)
+    app.add_middleware(Guard, api_key=api_key, max_upload_bytes=max_upload_bytes, metrics=metrics,
+                       routes=app.router.routes)  # the live list: routes declared below are in it too
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, exc):

@@ -149,6 +149,19 @@ def test_the_api_key_is_required_when_set(service, tmp_path):
         assert httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
+def test_refused_requests_are_labelled_by_route_never_by_raw_path(service, tmp_path):
+    """Unauthenticated requests to random paths must not grow /metrics (a label per raw path would)."""
+    server, _ = service(api_key="s3cret")
+    with server as url:
+        for i in range(50):
+            assert httpx.get(f"{url}/random-{i}/x").status_code == 401
+        assert httpx.get(f"{url}/v1/collections/c{i}").status_code == 401
+        metrics = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer s3cret"}).text
+        assert "random-" not in metrics and "/v1/collections/c49" not in metrics
+        assert 'path="unmatched",status="401"} 50.0' in metrics
+        assert 'path="/v1/collections/{name}",status="401"} 1.0' in metrics
+
+
 def test_an_overloaded_service_answers_429_with_retry_after(service, tmp_path):
     release, started = threading.Event(), threading.Event()
 
