@@ -23,6 +23,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def named_routers(specs: list[str]) -> dict[str, str]:
+    """``NAME=FILE`` pairs, each file checked now (a bad one is a one-line error before the server starts)."""
+    from lcrag.strategies.router import Router
+
+    routers = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise OptionError(f"--router {spec!r}: write NAME=FILE (a router file of `lcrag route fit`)")
+        Router.load(path.strip())
+        routers[name.strip()] = str(Path(path.strip()).resolve())
+    return routers
+
+
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --api-key.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65535)] = 8000,
@@ -36,6 +50,7 @@ def serve(
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every answer as this model.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
     max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest upload accepted (413 above).", min=0.001)] = 512,
+    router: Annotated[Optional[list[str]], typer.Option("--router", help="A router clients may name, NAME=FILE (a file of `lcrag route fit`); repeatable. The shipped ones (lara) are always offered.")] = None,
     max_waiting: Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)] = 8,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
@@ -59,7 +74,7 @@ def serve(
     from lcrag.service.app import create_app
 
     root = Path(settings.cache_dir or default_cache_dir()) / "collections"
-    answering = Answering(settings, root, table, price_as, max_waiting)
+    answering = Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []))
     app = create_app(answering, api_key, int(max_upload_mb * 1024 * 1024))
     typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {root})", err=True)
     try:

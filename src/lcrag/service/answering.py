@@ -17,6 +17,7 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.collections import Collections
+from lcrag.strategies.router import BUNDLED
 from lcrag.types import Answer, Document
 
 # Request fields that choose how a question is answered (they map to Settings fields of the same name).
@@ -30,8 +31,12 @@ class Busy(RuntimeError):
 
 class Answering:
     def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
-                 price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None):
+                 price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
+                 routers: dict[str, str] | None = None):
         self.settings = settings
+        # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
+        # field is never opened as a path on the server.
+        self.routers = {name: name for name in BUNDLED} | dict(routers or {})
         self.base = pipeline or Pipeline(settings)
         self.prices, self.price_as = prices or PriceTable(), price_as
         self.collections = Collections(collections_root, self._index)
@@ -78,6 +83,8 @@ class Answering:
     def pipeline(self, options: dict[str, Any]) -> Pipeline:
         """The pipeline for these request options (validated as the CLI validates its flags), sharing the reader."""
         given = {k: v for k, v in options.items() if k in ANSWER_OPTIONS and v is not None}
+        if "router" in given:
+            given["router"] = self.router(given["router"])
         key = tuple(sorted(given.items()))
         if key not in self._pipelines:
             settings = replace(self.settings, **given)  # Settings.__post_init__ checks every value
@@ -86,6 +93,13 @@ class Answering:
                 self._pipelines.popitem(last=False)
         self._pipelines.move_to_end(key)
         return self._pipelines[key]
+
+    def router(self, name: Any) -> str:
+        """The router a request names, as the server knows it; any other value is refused (HTTP 400)."""
+        if not isinstance(name, str) or name not in self.routers:
+            raise InputError(f"router: one of the routers this server offers ({', '.join(sorted(self.routers))}); "
+                             f"got {str(name)[:40]!r}")
+        return self.routers[name]
 
     def ask(self, collection: str, question: str, options: dict[str, Any],
             listener: streaming.Listener | None = None) -> Answer:

@@ -287,3 +287,31 @@ def test_a_reader_failure_mid_stream_is_an_error_event(service, tmp_path):
         assert "boom" in events[-1][1]["error"]["message"]
         plain = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?"}, timeout=60)
         assert plain.status_code == 502 and "boom" in plain.json()["error"]["message"]
+
+
+def test_a_request_names_a_router_never_a_server_path(service, tmp_path):
+    """`router` is a name among the routers the server offers (the shipped ones, `--router NAME=FILE`): a path, a
+    device or a FIFO is refused with 400 before anything is opened."""
+    server, _ = service()
+    with server as url:
+        ops_collection(url, tmp_path)
+        for value in ("/dev/zero", str(tmp_path), "../../etc/passwd", 7):
+            refused = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
+                                                         "strategy": "self-route", "router": value}, timeout=60)
+            assert refused.status_code == 400, refused.text
+            assert "routers this server offers (lara)" in refused.json()["error"]["message"]
+        routed = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
+                                                    "strategy": "self-route", "router": "lara"}, timeout=60)
+        assert routed.status_code == 200, routed.text
+        assert routed.json()["route"] in ("rag", "lc")
+
+
+def test_serve_checks_the_operators_routers(tmp_path):
+    from lcrag.cli_serve import named_routers
+    from lcrag.errors import LcragError
+
+    assert named_routers([]) == {}
+    with pytest.raises(LcragError, match="NAME=FILE"):
+        named_routers(["lara"])
+    with pytest.raises(LcragError, match="not a router file"):
+        named_routers([f"mine={tmp_path / 'missing.json'}"])
