@@ -50,6 +50,7 @@ def serve(
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every answer as this model.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
     max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest upload accepted (413 above).", min=0.001)] = 512,
+    max_body_kb: Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)] = 1024,
     router: Annotated[Optional[list[str]], typer.Option("--router", help="A router clients may name, NAME=FILE (a file of `lcrag route fit`); repeatable. The shipped ones (lara) are always offered.")] = None,
     max_waiting: Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)] = 8,
 ) -> None:
@@ -75,7 +76,7 @@ def serve(
 
     root = Path(settings.cache_dir or default_cache_dir()) / "collections"
     answering = Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []))
-    app = create_app(answering, api_key, int(max_upload_mb * 1024 * 1024))
+    app = create_app(answering, api_key, int(max_upload_mb * 1024 * 1024), int(max_body_kb * 1024))
     typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {root})", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))

@@ -112,7 +112,15 @@ def usage(answer: Answer) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-def create_app(answering: Answering, api_key: str | None = None, max_upload_bytes: int = 512 << 20) -> FastAPI:
+class BodyTooLarge(InputError):
+    """A JSON body over the service's limit (HTTP 413)."""
+
+
+MAX_BODY_BYTES = 1 << 20  # a question and its options, or a chat's messages: 1 MiB is far more than either needs
+
+
+def create_app(answering: Answering, api_key: str | None = None, max_upload_bytes: int = 512 << 20,
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     app = FastAPI(title="lcrag", docs_url=None, redoc_url=None)
     metrics = Metrics()
     app.state.answering, app.state.metrics = answering, metrics
@@ -150,8 +158,15 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
         return error(*_failure(exc))
 
     async def body_json(request: Request) -> dict:
+        # Read as it comes and stop at the limit: a huge body is never held whole (nor echoed back in an error).
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > max_body_bytes:
+                raise BodyTooLarge(f"the JSON body is over the {max_body_bytes:,}-byte limit (lcrag serve "
+                                   "--max-body-kb)")
         try:
-            body = json.loads(await request.body() or b"{}")
+            body = json.loads(bytes(data) or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"the body is not JSON ({exc.__class__.__name__})") from None
         if not isinstance(body, dict):
@@ -163,8 +178,9 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         unknown = [k for k in options if k not in ANSWER_OPTIONS]
-        if unknown:
-            raise InputError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(ANSWER_OPTIONS)}")
+        if unknown:  # quoted short: a client's key may be any length
+            raise InputError(f"unknown option(s): {', '.join(repr(k[:40]) for k in unknown[:5])}; known: "
+                             f"{', '.join(ANSWER_OPTIONS)}")
         answering.pipeline(options)  # validates every value as the CLI does
 
     async def answer_for(collection: str, question: Any, options: dict, request: Request | None = None,
@@ -341,7 +357,7 @@ def _failure(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, ReaderError):
         status = 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
         return status, f"the reader failed: {exc}", "reader_error"
-    return 400, str(exc), "invalid_request_error"
+    return 413 if isinstance(exc, BodyTooLarge) else 400, str(exc), "invalid_request_error"
 
 
 def _error_body(exc: BaseException) -> dict[str, Any]:

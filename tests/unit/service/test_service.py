@@ -315,3 +315,21 @@ def test_serve_checks_the_operators_routers(tmp_path):
         named_routers(["lara"])
     with pytest.raises(LcragError, match="not a router file"):
         named_routers([f"mine={tmp_path / 'missing.json'}"])
+
+
+def test_a_json_body_over_the_limit_is_413_and_never_echoed(service, tmp_path):
+    """Read as it streams (no Content-Length needed) and stopped at the limit; errors quote at most a prefix."""
+    server, _ = service()
+    with server as url:
+        huge = b'{"collection": "ops", "question": "' + b"q" * (2 << 20) + b'"}'
+
+        def chunks():  # chunked transfer: no Content-Length to refuse it by
+            for i in range(0, len(huge), 1 << 16):
+                yield huge[i:i + (1 << 16)]
+
+        refused = httpx.post(f"{url}/v1/ask", content=chunks(), headers={"content-type": "application/json"})
+        assert refused.status_code == 413 and "byte limit" in refused.json()["error"]["message"]
+        assert len(refused.content) < 1000
+        ops_collection(url, tmp_path)
+        long_key = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "q", "x" * 100_000: 1})
+        assert long_key.status_code == 400 and len(long_key.content) < 1000
