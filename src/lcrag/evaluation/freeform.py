@@ -176,7 +176,7 @@ class FreeformScorer:
 
     def score_item(self, prediction: str, item: Any) -> float:
         """As a metric: the best score over the item's gold answers, its task from ``item.meta["task"]``."""
-        task = (item.meta or {}).get("task") or ("hallu" if item.metric == "lara_hallu" else "location")
+        task = (item.meta or {}).get("task") or (ABSENT_TASK if item.metric == "lara_hallu" else "location")
         return max((self.score(item.question, gold, prediction, task) for gold in item.answers), default=0.0)
 
 

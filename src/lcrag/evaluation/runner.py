@@ -41,7 +41,7 @@ from lcrag.redaction import redact_spec, redact_url
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.router import term_share
+from lcrag.strategies.router import question_terms
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -323,10 +323,8 @@ class EvalRunner:
             if len(self._document_words) >= 8:
                 self._document_words.pop(next(iter(self._document_words)))
             self._document_words[text] = content_words(text)
-        terms = content_words(item.question)
-        chunks = " ".join(text[c.start:c.end] for c in answer.chunks if not c.layer)
-        return {"document": round(term_share(terms, self._document_words[text]), 4),
-                "chunks": round(term_share(terms, chunks), 4)}
+        document, chunks = question_terms(item.question, self._document_words[text], text, answer.chunks)
+        return {"document": round(document, 4), "chunks": round(chunks, 4)}
 
     def _corpus_fields(self, item: EvalItem, config: RunConfig, answer) -> dict:
         """LongRAG's measures: refined EM, answer recall of the context the reader saw, gold-document recall."""

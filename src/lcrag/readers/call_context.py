@@ -15,8 +15,7 @@ Calls made outside an answering call (a retriever navigating a tree, a summarise
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,14 +40,18 @@ _route: ContextVar[str | None] = ContextVar("lcrag_call_route", default=None)
 
 
 @contextmanager
-def asking(question: str, document: Document | None, route: str | None = None) -> Iterator[Asking]:
-    """While a strategy answers ``question`` over ``document`` (``route``: the strategy's own, e.g. ``"lc"``)."""
-    current = Asking(question, document, route or None)
-    token = _asking.set(current)
+def _scoped(variable: ContextVar, value):
+    """``variable`` set to ``value`` for the ``with`` block, then restored."""
+    token = variable.set(value)
     try:
-        yield current
+        yield value
     finally:
-        _asking.reset(token)
+        variable.reset(token)
+
+
+def asking(question: str, document: Document | None, route: str | None = None) -> AbstractContextManager[Asking]:
+    """While a strategy answers ``question`` over ``document`` (``route``: the strategy's own, e.g. ``"lc"``)."""
+    return _scoped(_asking, Asking(question, document, route or None))
 
 
 def current_question() -> Asking | None:
@@ -56,17 +59,12 @@ def current_question() -> Asking | None:
     return _asking.get()
 
 
-@contextmanager
-def answering_route(route: str | None = None) -> Iterator[str | None]:
+def answering_route(route: str | None = None) -> AbstractContextManager[str | None]:
     """An answering call on ``route`` (None: the route of the strategy being run, if any)."""
     if not route:
         asked = _asking.get()
         route = asked.route if asked is not None else None
-    token = _route.set(route)
-    try:
-        yield route
-    finally:
-        _route.reset(token)
+    return _scoped(_route, route)
 
 
 def current_route() -> str | None:

@@ -72,6 +72,14 @@ def term_share(terms: set[str], words: set[str] | str) -> float:
     return len(terms & found) / len(terms)
 
 
+def question_terms(question: str, document_words: set[str], text: str, chunks: Sequence) -> tuple[float, float]:
+    """The share of the question's key terms in the document (its content words) and in the retrieved chunks
+    (``ChunkUsed`` spans of ``text``): the term signals of :class:`RouteSignals`, live and in evaluation rows."""
+    terms = content_words(question)
+    retrieved = " ".join(text[c.start:c.end] for c in chunks if not c.layer)
+    return term_share(terms, document_words), term_share(terms, retrieved)
+
+
 def features(s: RouteSignals) -> list[float]:
     """The router's inputs, in :data:`FEATURES` order: the retrieval score distribution (best, margin to the second,
     spread), the document's and the RAG prompt's length in reader tokens (log), the RAG answer's length and whether
@@ -231,12 +239,13 @@ class RouterCondition:
 
     def signals(self, answer: Answer, ctx: QueryContext | None) -> RouteSignals:
         route_call = answer.calls[-1] if answer.calls else None
-        tokens, words = self.document(ctx) if ctx is not None else (0, None)
-        terms = content_words(answer.question)
-        chunks = " ".join(ctx.document.text[c.start:c.end] for c in answer.chunks if not c.layer) if ctx else ""
+        tokens, shares = 0, (1.0, 1.0)  # no document: every term counts as found, as in rows without them
+        if ctx is not None:
+            tokens, words = self.document(ctx)
+            shares = question_terms(answer.question, words, ctx.document.text, answer.chunks)
         return RouteSignals(answer.question, [c.score for c in answer.chunks], answer.text,
                             answer.decline_probability, tokens, route_call.prompt_tokens if route_call else 0,
-                            term_share(terms, words) if words is not None else 1.0, term_share(terms, chunks))
+                            *shares)
 
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool:
         return self.router.probability(features(self.signals(answer, ctx))) >= self.threshold
