@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,17 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.errors import OptionError
+from lcrag.service.limits import Limits, hosts_for, is_loopback
 
 API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def named_routers(specs: list[str]) -> dict[str, str]:
@@ -35,6 +26,15 @@ def named_routers(specs: list[str]) -> dict[str, str]:
         Router.load(path.strip())
         routers[name.strip()] = str(Path(path.strip()).resolve())
     return routers
+
+
+def allowed_strategies(names: list[str] | None) -> tuple[str, ...] | None:
+    from lcrag.registry import STRATEGIES
+
+    for name in names or ():
+        if name not in STRATEGIES.names():
+            raise OptionError(f"--strategies {name!r}: not a strategy ({', '.join(STRATEGIES.names())})")
+    return tuple(names) if names else None
 
 
 def serve(
@@ -53,6 +53,11 @@ def serve(
     max_body_kb: Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)] = 1024,
     router: Annotated[Optional[list[str]], typer.Option("--router", help="A router clients may name, NAME=FILE (a file of `lcrag route fit`); repeatable. The shipped ones (lara) are always offered.")] = None,
     max_waiting: Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)] = 8,
+    max_question_chars: Annotated[int, typer.Option("--max-question-chars", help="Longest question accepted (400 above).", min=1)] = Limits.max_question_chars,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)] = Limits.max_tokens,
+    strategies: Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")] = None,
+    allowed_host: Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")] = None,
+    cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="A web origin allowed to call the API from the browser (CORS), e.g. https://app.example; repeatable. None by default.")] = None,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     if not is_loopback(host) and not api_key:
@@ -76,7 +81,11 @@ def serve(
 
     root = Path(settings.cache_dir or default_cache_dir()) / "collections"
     answering = Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []))
-    app = create_app(answering, api_key, int(max_upload_mb * 1024 * 1024), int(max_body_kb * 1024))
+    limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
+                    max_question_chars=max_question_chars, max_tokens=max_tokens,
+                    strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),
+                    cors_origins=tuple(cors_origin or ()))
+    app = create_app(answering, api_key, limits)
     typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {root})", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ class Answering:
         self._waiting = 0
         self._count = threading.Lock()
         self.max_waiting = max_waiting
+        # Questions run in their own pool, one thread per place in the queue (and one for the reader): a question
+        # beyond the queue gets its 429 at once, and uploads and metadata never wait behind questions for a thread.
+        self.executor = ThreadPoolExecutor(max_waiting + 1, thread_name_prefix="lcrag-answer")
 
     # -- documents ---------------------------------------------------------------------------------------------
     def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
@@ -146,4 +150,5 @@ class Answering:
         return {"currency": "USD", "total": total, "priced_as": self.price_as}
 
     def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
         self.base.close()

@@ -10,25 +10,42 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import time
 import uuid
 from importlib.resources import files as package_files
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from fastapi import FastAPI, File, Request, UploadFile
+from fastapi import FastAPI, File, Path, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 
 from lcrag.errors import InputError, LcragError, ReaderError
 from lcrag.readers import streaming
-from lcrag.service.answering import ANSWER_OPTIONS, Answering, Busy
+from lcrag.service.answering import Answering, Busy
 from lcrag.service.collections import NotFound, TooLarge
+from lcrag.service.limits import Limits
+from lcrag.service.requests import AskRequest, ChatRequest, NewCollection
 from lcrag.types import Answer
 
 MODEL_PREFIX = "lcrag/"
 UPLOAD_CHUNK = 1 << 20
+MULTIPART_SLACK = 64 << 10  # an upload's body is its file plus the multipart headers around it
+PUBLIC = ("/", "/healthz", "/app.js", "/app.css")  # the page and its parts load before a key can be typed
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+# The page runs only its own script and style and talks only to this server; no one may frame it.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+# An uploaded file is the uploader's content on this origin: it is shown only as a type that cannot run script
+# (a PDF in the browser's viewer, plain text, in a sandbox), anything else is a download.
+SHOWN_INLINE = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
+                ".jsonl": "text/plain; charset=utf-8"}
+FILE_CSP = "default-src 'none'; sandbox"
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
 
 
 def error(status: int, message: str, kind: str, headers: dict | None = None) -> JSONResponse:
@@ -56,11 +73,12 @@ class Metrics:
 
 
 class Guard:
-    """Pure ASGI middleware (Starlette's BaseHTTPMiddleware would hide client disconnects from the endpoints):
-    the API key, an upload refused by its Content-Length before its body is read, and request metrics."""
+    """Pure ASGI middleware (Starlette's BaseHTTPMiddleware would hide client disconnects from the endpoints): whom
+    the server answers (the Host names it is bound to, the API key, no cross-site writes, JSON bodies as JSON),
+    security headers on every response, and request metrics."""
 
-    def __init__(self, app, api_key: str | None, max_upload_bytes: int, metrics: Metrics, routes: list = ()):
-        self.app, self.api_key, self.max_upload_bytes, self.metrics = app, api_key, max_upload_bytes, metrics
+    def __init__(self, app, api_key: str | None, limits: Limits, metrics: Metrics, routes: list = ()):
+        self.app, self.api_key, self.limits, self.metrics = app, api_key, limits, metrics
         self.routes = routes  # the app's routes, to label a refused request by its route's template
 
     async def __call__(self, scope, receive, send):
@@ -68,17 +86,20 @@ class Guard:
             return await self.app(scope, receive, send)
         started, path = time.perf_counter(), scope["path"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope["method"], path, headers)
-        if refusal is not None:  # labelled by the route it would have reached: a client names no label
-            self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
-            return await refusal(scope, receive, send)
         status = {}
 
         async def sending(message):
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                given = {k.lower() for k, _ in message.get("headers", [])}
+                message = message | {"headers": [*message.get("headers", []),
+                                                  *(h for h in SECURITY_HEADERS if h[0] not in given)]}
             await send(message)
 
+        refusal = self._refusal(scope["method"], path, headers)
+        if refusal is not None:  # labelled by the route it would have reached: a client names no label
+            self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
+            return await refusal(scope, receive, sending)
         await self.app(scope, receive, sending)
         route = getattr(scope.get("route"), "path", "unmatched")
         self.metrics.requests.labels(route, status.get("code", 0)).inc()
@@ -94,15 +115,36 @@ class Guard:
         return "unmatched"
 
     def _refusal(self, method: str, path: str, headers: dict[str, str]) -> JSONResponse | None:
-        length = headers.get("content-length", "")
-        if method == "POST" and path.endswith("/files") and length.isdigit() and \
-                int(length) > self.max_upload_bytes + UPLOAD_CHUNK:  # refused before the body is read
-            return error(413, f"the upload is over the {self.max_upload_bytes:,}-byte limit", "invalid_request_error")
-        public = path in ("/", "/healthz")
-        given = headers.get("authorization", "")
-        if self.api_key and not public and not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
+        host = headers.get("host", "")
+        if not self.limits.host_allowed(host):  # DNS rebinding: a hostile page's name resolving to this server
+            return error(400, f"Host {host[:60]!r} is not a name this server answers to (lcrag serve "
+                              "--allowed-host)", "invalid_request_error")
+        if self.api_key and path not in PUBLIC and not self._key_given(headers.get("authorization", "")):
             return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
+        if method in WRITES and not self._same_site(headers):
+            return error(403, "a cross-site write is refused: this server takes writes from its own page and from "
+                              "non-browser clients (lcrag serve --cors-origin ORIGIN allows a site)", "permission_error")
+        if method == "POST" and not path.endswith("/files") and not _is_json(headers.get("content-type", "")):
+            return error(415, "the body must be sent as Content-Type: application/json", "invalid_request_error")
         return None
+
+    def _key_given(self, authorization: str) -> bool:
+        scheme, _, key = authorization.partition(" ")  # the scheme is case-insensitive (RFC 9110)
+        return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(), self.api_key.encode())
+
+    def _same_site(self, headers: dict[str, str]) -> bool:
+        """Whether a write comes from this server's own page or from a client that is not a browser: a browser
+        names the page's origin (Origin, Sec-Fetch-Site); a plain-text or form post from another site, which CORS
+        never preflights, is refused here."""
+        origin = headers.get("origin")
+        if origin is not None:
+            return origin in self.limits.cors_origins or urlsplit(origin).netloc == headers.get("host")
+        return headers.get("sec-fetch-site", "none") in ("same-origin", "none")
+
+
+def _is_json(content_type: str) -> bool:
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 def usage(answer: Answer) -> dict[str, Any]:
@@ -112,31 +154,35 @@ def usage(answer: Answer) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-class BodyTooLarge(InputError):
-    """A JSON body over the service's limit (HTTP 413)."""
-
-
-MAX_BODY_BYTES = 1 << 20  # a question and its options, or a chat's messages: 1 MiB is far more than either needs
-
-
-def create_app(answering: Answering, api_key: str | None = None, max_upload_bytes: int = 512 << 20,
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    app = FastAPI(title="lcrag", docs_url=None, redoc_url=None)
+def create_app(answering: Answering, api_key: str | None = None, limits: Limits | None = None) -> FastAPI:
+    limits = limits or Limits()
+    # Every JSON body is bounded as it streams in (Starlette's body limit), uploads by their own larger limit.
+    app = FastAPI(title="lcrag", docs_url=None, redoc_url=None, max_body_size=limits.max_body_bytes)
     metrics = Metrics()
-    app.state.answering, app.state.metrics = answering, metrics
+    app.state.answering, app.state.metrics, app.state.limits = answering, metrics, limits
     collections = answering.collections
 
-    app.add_middleware(Guard, api_key=api_key, max_upload_bytes=max_upload_bytes, metrics=metrics,
+    app.add_middleware(Guard, api_key=api_key, limits=limits, metrics=metrics,
                        routes=app.router.routes)  # the live list: routes declared below are in it too
+    if limits.cors_origins:  # outside the Guard: a preflight is answered before a key is asked for
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(limits.cors_origins), allow_methods=["*"],
+                           allow_headers=["Authorization", "Content-Type"])
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, exc):
+        if exc.status_code == 413:  # Starlette's body limit: name the limit and the flag that sets it
+            flag = "--max-upload-mb" if request.url.path.endswith("/files") else "--max-body-kb"
+            limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY) or limits.max_body_bytes
+            return error(413, f"the request body is over the {limit:,}-byte limit (lcrag serve {flag})",
+                         "invalid_request_error")
         return error(exc.status_code, str(exc.detail), "invalid_request_error")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, exc):
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        where = ".".join(str(p)[:40] for p in first.get("loc", ()) if p != "body")  # a client's key: quoted short
         return error(422, f"{where}: {first.get('msg', 'invalid request')}".lstrip(": "), "invalid_request_error")
 
     @app.exception_handler(NotFound)
@@ -157,33 +203,14 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     async def failed(request, exc):
         return error(*_failure(exc))
 
-    async def body_json(request: Request) -> dict:
-        # Read as it comes and stop at the limit: a huge body is never held whole (nor echoed back in an error).
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > max_body_bytes:
-                raise BodyTooLarge(f"the JSON body is over the {max_body_bytes:,}-byte limit (lcrag serve "
-                                   "--max-body-kb)")
-        try:
-            body = json.loads(bytes(data) or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"the body is not JSON ({exc.__class__.__name__})") from None
-        if not isinstance(body, dict):
-            raise InputError("the body must be a JSON object")
-        return body
-
-    def check(question: Any, options: dict) -> None:
-        """Everything about a question that can be refused before any work: empty, unknown or invalid options."""
-        if not isinstance(question, str) or not question.strip():
+    def check(question: str, options: dict) -> None:
+        """Everything about a question that can be refused before any work: empty, over a limit, invalid options."""
+        if not question.strip():
             raise InputError("the question is empty")
-        unknown = [k for k in options if k not in ANSWER_OPTIONS]
-        if unknown:  # quoted short: a client's key may be any length
-            raise InputError(f"unknown option(s): {', '.join(repr(k[:40]) for k in unknown[:5])}; known: "
-                             f"{', '.join(ANSWER_OPTIONS)}")
+        limits.check(question, options)
         answering.pipeline(options)  # validates every value as the CLI does
 
-    async def answer_for(collection: str, question: Any, options: dict, request: Request | None = None,
+    async def answer_for(collection: str, question: str, options: dict, request: Request | None = None,
                          on_event=None) -> Answer:
         """The answer, computed in a worker thread; a client that leaves (or a caller that stops waiting) cancels
         it: dropped from the queue, or its generation stopped."""
@@ -198,8 +225,9 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
                 await asyncio.sleep(0.2)
 
         watcher = asyncio.create_task(watch())
-        try:
-            answer = await asyncio.to_thread(answering.ask, collection, question, options, listener)
+        try:  # in the answering pool: a question waiting for the reader never holds a thread uploads need
+            answer = await asyncio.get_running_loop().run_in_executor(
+                answering.executor, answering.ask, collection, question, options, listener)
         except (streaming.Cancelled, asyncio.CancelledError):
             metrics.cancelled.inc()
             raise
@@ -209,7 +237,7 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
         metrics.answer(answer, answering.cost(answer)["total"])
         return answer
 
-    async def live(collection: str, question: Any, options: dict, request: Request):
+    async def live(collection: str, question: str, options: dict, request: Request):
         """The question's events as they happen, then ``("answer", Answer)``. Waits for the question to reach the
         reader (its ``started`` event) before returning, so that a refusal (busy, unknown collection, bad
         options) is still an error response with its status; a later failure arrives as ``("error", exc)``."""
@@ -250,9 +278,22 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
     async def metrics_page():
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/", response_class=HTMLResponse)
+    def web(name: str, media_type: str, headers: dict | None = None) -> Response:
+        return Response((package_files("lcrag.service") / "web" / name).read_bytes(), media_type=media_type,
+                        headers=headers)
+
+    @app.get("/", include_in_schema=False)
     async def page():
-        return HTMLResponse((package_files("lcrag.service") / "web" / "index.html").read_text(encoding="utf-8"))
+        return web("index.html", "text/html; charset=utf-8", {"Content-Security-Policy": PAGE_CSP,
+                                                               "X-Frame-Options": "DENY"})
+
+    @app.get("/app.js", include_in_schema=False)
+    async def page_script():
+        return web("app.js", "text/javascript; charset=utf-8")
+
+    @app.get("/app.css", include_in_schema=False)
+    async def page_style():
+        return web("app.css", "text/css; charset=utf-8")
 
     # -- collections -------------------------------------------------------------------------------------------
     @app.get("/v1/collections")
@@ -260,11 +301,8 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
         return {"data": [collections.describe(n) for n in collections.names()]}
 
     @app.post("/v1/collections", status_code=201)
-    async def create_collection(request: Request):
-        body = await body_json(request)
-        if not isinstance(body.get("name"), str):
-            raise InputError("name: a collection name (string) is required")
-        return collections.create(body["name"])
+    async def create_collection(body: NewCollection):
+        return collections.create(body.name)
 
     @app.get("/v1/collections/{name}")
     async def get_collection(name: str):
@@ -276,7 +314,8 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
         answering.forget(name)
         return {"deleted": name}
 
-    @app.post("/v1/collections/{name}/files", status_code=201)
+    @app.post("/v1/collections/{name}/files", status_code=201,
+              max_body_size=limits.max_upload_bytes + MULTIPART_SLACK)
     async def upload(name: str, file: UploadFile = File(...)):
         collections.files_dir(name)
 
@@ -284,32 +323,37 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
             while chunk := file.file.read(UPLOAD_CHUNK):
                 yield chunk
 
-        stored = await asyncio.to_thread(collections.add_file, name, file.filename or "", chunks(), max_upload_bytes)
+        stored = await asyncio.to_thread(collections.add_file, name, file.filename or "", chunks(),
+                                         limits.max_upload_bytes)
         answering.forget(name)
         return stored | {"status": collections.describe(name)["status"]}
 
     @app.get("/v1/collections/{name}/files/{filename}")
-    async def download(name: str, filename: str):
+    async def download(name: str, filename: Annotated[str, Path(max_length=255)]):
         path = collections.files_dir(name) / filename
         if filename.startswith(".") or "/" in filename or not path.is_file():
             raise NotFound(f"no file {filename!r} in {name!r}")
-        return FileResponse(path)
+        inline = SHOWN_INLINE.get(path.suffix.lower())
+        headers = {} if inline == "application/pdf" else {"Content-Security-Policy": FILE_CSP}
+        return FileResponse(path, media_type=inline or "application/octet-stream", filename=filename,
+                            content_disposition_type="inline" if inline else "attachment", headers=headers)
+
+    @app.get("/v1/routers")
+    async def routers():
+        """The routers a request may name (``"router": NAME``)."""
+        return {"data": sorted(answering.routers)}
 
     # -- answers -----------------------------------------------------------------------------------------------
     @app.post("/v1/ask")
-    async def ask(request: Request):
-        body = await body_json(request)
-        collection, question = body.pop("collection", None), body.pop("question", None)
-        stream = bool(body.pop("stream", False))
-        if not isinstance(collection, str):
-            raise InputError("collection: a collection name is required")
-        collections.files_dir(collection)
-        if not stream:
-            answer = await answer_for(collection, question, body, request)
+    async def ask(body: AskRequest, request: Request):
+        collections.files_dir(body.collection)
+        options = body.options()
+        if not body.stream:
+            answer = await answer_for(body.collection, body.question, options, request)
             return answer.to_dict() | {"cost": answering.cost(answer)}
-        check(question, body)
-        return StreamingResponse(_ask_events(await live(collection, question, body, request), answering),
-                                 media_type="text/event-stream")
+        check(body.question, options)
+        return StreamingResponse(_ask_events(await live(body.collection, body.question, options, request),
+                                             answering), media_type="text/event-stream")
 
     @app.get("/v1/models")
     async def models():
@@ -317,29 +361,20 @@ def create_app(answering: Answering, api_key: str | None = None, max_upload_byte
                                             "created": 0} for n in collections.names()]}
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Request):
-        body = await body_json(request)
-        model, messages = body.pop("model", None), body.pop("messages", None)
-        if not isinstance(model, str) or not model.startswith(MODEL_PREFIX):
-            raise NotFound(f"unknown model {model!r}: GET /v1/models lists them ({MODEL_PREFIX}COLLECTION)")
-        collection = model[len(MODEL_PREFIX):]
+    async def chat(body: ChatRequest, request: Request):
+        if not body.model.startswith(MODEL_PREFIX):
+            raise NotFound(f"unknown model {body.model[:60]!r}: GET /v1/models lists them ({MODEL_PREFIX}COLLECTION)")
+        collection, question, options = body.model[len(MODEL_PREFIX):], body.question(), body.options()
         collections.files_dir(collection)
-        if not isinstance(messages, list) or not messages:
-            raise InputError("messages: a non-empty list of messages is required")
-        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-        if not users or not isinstance(users[-1].get("content"), str):
-            raise InputError("messages: the last user message must have text content")
-        stream, stream_options = bool(body.pop("stream", False)), body.pop("stream_options", None) or {}
-        options = {k: body[k] for k in ANSWER_OPTIONS if k in body}
-        reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
-        if not stream:
-            answer = await answer_for(collection, users[-1]["content"], options, request)
+        reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
+        if not body.stream:
+            answer = await answer_for(collection, question, options, request)
             return reply | {"object": "chat.completion", "usage": usage(answer), "lcrag": extra(answer),
                             "choices": [{"index": 0, "finish_reason": "stop",
                                          "message": {"role": "assistant", "content": answer.text}}]}
-        events = await live(collection, users[-1]["content"], options, request)
-        return StreamingResponse(_chat_chunks(reply, events, extra, bool(stream_options.get("include_usage"))),
-                                 media_type="text/event-stream")
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        events = await live(collection, question, options, request)
+        return StreamingResponse(_chat_chunks(reply, events, extra, include_usage), media_type="text/event-stream")
 
     return app
 
@@ -349,6 +384,9 @@ def _sse(data: Any, event: str | None = None) -> str:
     return f"{name}data: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
+_ADDRESS = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+")
+
+
 def _failure(exc: BaseException) -> tuple[int, str, str]:
     """Status, message and type of a failure while answering: the client left (499), the reader failed (504 when it
     gave no answer in time, else 502), or bad input (400)."""
@@ -356,8 +394,9 @@ def _failure(exc: BaseException) -> tuple[int, str, str]:
         return 499, str(exc), "client_closed_request"
     if isinstance(exc, ReaderError):
         status = 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
-        return status, f"the reader failed: {exc}", "reader_error"
-    return 413 if isinstance(exc, BodyTooLarge) else 400, str(exc), "invalid_request_error"
+        # The reader's address is the operator's business, not the client's.
+        return status, f"the reader failed: {_ADDRESS.sub('the reader server', str(exc))}", "reader_error"
+    return 400, str(exc), "invalid_request_error"
 
 
 def _error_body(exc: BaseException) -> dict[str, Any]:

@@ -1,0 +1,107 @@
+"""The request bodies the service accepts, declared once with their types and bounds: FastAPI turns a wrong one into
+a 422 naming the field (never a 500 from a value used before it was checked) and lists them in the OpenAPI schema.
+
+Types are strict (``"stream": "false"`` is refused, not read as true). The native ``/v1/ask`` refuses unknown fields;
+the chat body ignores them, as OpenAI clients send many (temperature, user, …) that mean nothing here. Limits an
+operator sets per server (question length, max_tokens, strategies) are checked after parsing, in
+:class:`lcrag.service.limits.Limits`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lcrag.errors import InputError
+
+# Bounds on the values themselves; a Settings check after them gives the valid range in its own words.
+Name = Annotated[str, Field(min_length=1, max_length=64)]
+Short = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class AnswerOptions(BaseModel):
+    """How a question is answered: the fields of ``lcrag.pipeline.Settings`` a client may choose."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    strategy: Short | None = None
+    retriever: Short | None = None
+    k: int | None = Field(None, ge=1, le=1000)
+    budget: int | None = Field(None, ge=1, le=100_000_000)
+    order: Short | None = None
+    route_threshold: float | None = Field(None, ge=0, le=1)
+    router: Name | None = Field(None, description="a router the server offers (GET /v1/routers), never a path")
+    lc_share: float | None = Field(None, ge=0, le=1)
+    cache_aware: bool | None = None
+    max_tokens: int | None = Field(None, ge=1, description="completion tokens, up to the server's --max-tokens")
+
+    def options(self) -> dict[str, Any]:
+        """The options the client gave, by Settings field name."""
+        return self.model_dump(include=set(AnswerOptions.model_fields), exclude_none=True)
+
+
+class AskRequest(AnswerOptions):
+    collection: Name
+    question: str
+    stream: bool = False
+
+
+class NewCollection(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(max_length=200)  # the name's own rules are checked by Collections, with their message
+
+
+class ContentPart(BaseModel):
+    """One part of an OpenAI message's content: text, or another kind (image_url, …) that a text reader refuses."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    type: Short
+    text: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    role: Short
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        """The message's text: a string, or its text parts joined (OpenAI clients may send either)."""
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        others = sorted({p.type for p in self.content if p.type != "text"})
+        if others:
+            raise InputError(f"messages: only text content is read, not {', '.join(o[:40] for o in others)}")
+        return "\n".join(p.text or "" for p in self.content)
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    include_usage: bool = False
+
+
+class ChatRequest(AnswerOptions):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    model: Short
+    messages: list[Message] = Field(min_length=1, max_length=10_000)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_completion_tokens: int | None = Field(None, ge=1, description="OpenAI's newer name for max_tokens")
+
+    def question(self) -> str:
+        """The last user message's text: what is asked (earlier turns are not context for a document question)."""
+        users = [m for m in self.messages if m.role == "user"]
+        if not users or not users[-1].text().strip():
+            raise InputError("messages: the last user message must have text content")
+        return users[-1].text()
+
+    def options(self) -> dict[str, Any]:
+        given = super().options()
+        if self.max_completion_tokens is not None:
+            given.setdefault("max_tokens", self.max_completion_tokens)
+        return given
+
