@@ -45,6 +45,9 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-sr
 SHOWN_INLINE = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
                 ".jsonl": "text/plain; charset=utf-8"}
 FILE_CSP = "default-src 'none'; sandbox"
+# With a body refused half-read, the connection is closed: the server would otherwise read (and drop) the rest, and a
+# client that sends its whole body before reading the answer would send all of it.
+CLOSE = {"Connection": "close"}
 SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
 
 
@@ -176,7 +179,7 @@ def create_app(answering: Answering, api_key: str | None = None, limits: Limits 
             flag = "--max-upload-mb" if request.url.path.endswith("/files") else "--max-body-kb"
             limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY) or limits.max_body_bytes
             return error(413, f"the request body is over the {limit:,}-byte limit (lcrag serve {flag})",
-                         "invalid_request_error")
+                         "invalid_request_error", CLOSE)
         return error(exc.status_code, str(exc.detail), "invalid_request_error")
 
     @app.exception_handler(RequestValidationError)
@@ -191,7 +194,7 @@ def create_app(answering: Answering, api_key: str | None = None, limits: Limits 
 
     @app.exception_handler(TooLarge)
     async def too_large(request, exc):
-        return error(413, str(exc), "invalid_request_error")
+        return error(413, str(exc), "invalid_request_error", CLOSE)
 
     @app.exception_handler(Busy)
     async def busy(request, exc):

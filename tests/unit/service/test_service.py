@@ -338,3 +338,160 @@ def test_a_json_body_over_the_limit_is_413_and_never_echoed(service, tmp_path):
         ops_collection(url, tmp_path)
         long_key = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "q", "x" * 100_000: 1})
         assert long_key.status_code == 422 and len(long_key.content) < 1000
+
+
+# -- issue 25: the service under attack and misuse ----------------------------------------------------------------
+def test_uploaded_files_are_served_inert_and_the_page_runs_only_its_own_script(service, tmp_path):
+    """Stored XSS: an uploaded HTML page is a download in a sandbox, never a page on the service's origin; text and
+    PDFs show inline as types that run no script; the page itself allows only its own script and style."""
+    server, _ = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        evil = b"<html><body><p>The crane reset code is 7781.</p><script>alert(opener.document.cookie)</script></body></html>"
+        assert httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("evil.html", evil)}).status_code == 201
+        served = httpx.get(f"{url}/v1/collections/ops/files/evil.html")
+        assert served.status_code == 200 and served.content == evil
+        assert "text/html" not in served.headers["content-type"]
+        assert served.headers["content-disposition"].startswith("attachment")
+        assert served.headers["x-content-type-options"] == "nosniff"
+        assert "sandbox" in served.headers["content-security-policy"]
+        httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("notes.txt", b"plain words")})
+        text = httpx.get(f"{url}/v1/collections/ops/files/notes.txt")
+        assert text.headers["content-type"].startswith("text/plain") and "sandbox" in text.headers["content-security-policy"]
+        upload(url, "ops", manual(tmp_path))
+        pdf = httpx.get(f"{url}/v1/collections/ops/files/crane.pdf")
+        assert pdf.headers["content-type"] == "application/pdf" and pdf.headers["content-disposition"].startswith("inline")
+        page = httpx.get(url + "/")
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+        assert "<script>" not in page.text and httpx.get(url + "/app.js").status_code == 200
+
+
+def test_cross_site_writes_and_foreign_host_names_are_refused(service, tmp_path):
+    """CSRF and DNS rebinding against the default no-key loopback server."""
+    server, _ = service(cors_origins=("https://app.example",))
+    with server as url:
+        evil = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
+        forged = httpx.post(f"{url}/v1/collections", content=b'{"name": "pwned"}', headers=evil)
+        assert forged.status_code == 403 and "cross-site" in forged.json()["error"]["message"]
+        assert httpx.post(f"{url}/v1/collections", json={"name": "ops"},
+                          headers={"Origin": "https://evil.example"}).status_code == 403
+        assert httpx.post(f"{url}/v1/collections", json={"name": "ops"},
+                          headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+        assert httpx.post(f"{url}/v1/collections", content=b'{"name": "ops"}',
+                          headers={"Content-Type": "text/plain"}).status_code == 415
+        assert upload(url, "ops", manual(tmp_path), headers={"Origin": "null"}).status_code == 403
+        rebound = httpx.get(f"{url}/v1/collections", headers={"Host": "attacker.example"})
+        assert rebound.status_code == 400 and "--allowed-host" in rebound.json()["error"]["message"]
+        assert httpx.get(url.replace("127.0.0.1", "localhost") + "/v1/collections").status_code == 200
+        same = httpx.post(f"{url}/v1/collections", json={"name": "ops"}, headers={"Origin": url})
+        assert same.status_code == 201
+        allowed = httpx.post(f"{url}/v1/collections", json={"name": "app"}, headers={"Origin": "https://app.example"})
+        assert allowed.status_code == 201 and allowed.headers["access-control-allow-origin"] == "https://app.example"
+        assert httpx.get(f"{url}/v1/collections").json()["data"][0]["name"] == "app"  # "pwned" was never made
+
+
+def test_a_chunked_upload_is_stopped_at_the_limit_as_it_streams(service, tmp_path):
+    """No Content-Length to refuse it by: the server stops reading at the limit instead of spooling it all."""
+    server, _ = service(max_upload=1 << 20)
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        sent = []
+
+        def body():  # a multipart body of 150 MB, sent chunked
+            yield b'--b\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n\r\n'
+            for _ in range(150 * 16):
+                sent.append(1)
+                yield b"word " * (65536 // 5)
+            yield b"\r\n--b--\r\n"
+
+        try:
+            refused = httpx.post(f"{url}/v1/collections/ops/files", content=body(), timeout=60,
+                                 headers={"Content-Type": "multipart/form-data; boundary=b"})
+            assert refused.status_code == 413 and "--max-upload-mb" in refused.json()["error"]["message"]
+        except httpx.TransportError:  # the server closed the connection after its 413, mid-body
+            pass
+        assert len(sent) < 16 * 8, f"the client got to send {len(sent) / 16:.0f} MB"  # 1 MB + socket buffers
+        assert httpx.get(f"{url}/v1/collections/ops").json()["files"] == []
+
+
+def test_the_queue_refuses_with_429_and_uploads_never_wait_behind_it(service, tmp_path):
+    """Ten slow questions with room for three waiting: the rest get 429 at once; an upload is answered meanwhile."""
+    import concurrent.futures
+    import time
+
+    release = threading.Event()
+    server, _ = service(answer=lambda m: release.wait(30) and "7781", max_waiting=3)
+    with server as url:
+        ops_collection(url, tmp_path)
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            asks = [pool.submit(httpx.post, f"{url}/v1/ask", json={"collection": "ops", "question": f"q{i}?"},
+                                timeout=60) for i in range(10)]
+            time.sleep(1.5)
+            started = time.perf_counter()
+            small = httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("tiny.txt", b"a tiny note")},
+                               timeout=60)
+            took = time.perf_counter() - started
+            release.set()
+            statuses = sorted(a.result().status_code for a in asks)
+        assert small.status_code == 201 and took < 1.0, took
+        assert statuses.count(429) == 7 and statuses.count(200) == 3, statuses
+
+
+def test_operator_limits_cap_what_one_request_costs(service, tmp_path):
+    server, _ = service(max_tokens=256, max_question_chars=1000, strategies=("rag", "op-rag"))
+    with server as url:
+        ops_collection(url, tmp_path)
+        ask = {"collection": "ops", "question": "Crane reset code?"}
+        for extra, flag in (({"max_tokens": 100_000_000}, "--max-tokens"), ({"strategy": "lc"}, "--strategies"),
+                            ({"question": "word " * 200_000}, "--max-question-chars")):
+            refused = httpx.post(f"{url}/v1/ask", json=ask | extra, timeout=60)
+            assert refused.status_code == 400 and flag in refused.json()["error"]["message"], refused.text
+            assert len(refused.content) < 1000
+        chat = {"model": "lcrag/ops", "messages": [{"role": "user", "content": "Crane reset code?"}]}
+        assert httpx.post(f"{url}/v1/chat/completions", json=chat | {"max_tokens": 10**8}).status_code == 400
+        assert httpx.post(f"{url}/v1/ask", json=ask | {"max_tokens": 200}, timeout=60).status_code == 200
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"collection": "ops", "question": "q", "k": [1]}',
+    b'{"collection": "ops", "question": "q", "k": {}}',
+    b'{"collection": "ops", "question": "q", "strategy": ["rag"]}',
+    b'{"collection": "ops", "question": "q", "router": 123}',
+    b'{"collection": "ops", "question": "q", "k": ' + b"9" * 5000 + b"}",
+    b'{"collection": "ops", "question": "q", "k": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"collection": "ops", "question": "q", "stream": "false"}',
+    b'{"collection": "ops", "question": "q", "stream": true, "stream_options": "x"}',
+    b'{"collection": ["ops"], "question": "q"}',
+    b'{"collection": "ops", "question": null}',
+])
+def test_bodies_of_the_wrong_shape_are_4xx_never_500(service, tmp_path, raw):
+    server, _ = service()
+    with server as url:
+        ops_collection(url, tmp_path)
+        for path in ("/v1/ask", "/v1/chat/completions"):
+            body = raw if path == "/v1/ask" else raw.replace(b'"collection": "ops"', b'"model": "lcrag/ops"') \
+                .replace(b'"collection": ', b'"model": ').replace(b'"question": "q"', b'"messages": [{"role": "user", "content": "q"}]') \
+                .replace(b'"question": null', b'"messages": [{"role": "user", "content": 7}]')
+            response = httpx.post(url + path, content=body, headers={"content-type": "application/json"}, timeout=60)
+            assert 400 <= response.status_code < 500, (path, response.text)
+            assert response.json()["error"]["message"] and len(response.content) < 2000
+
+
+def test_openai_content_parts_a_lowercase_bearer_and_long_file_names(service, tmp_path):
+    server, _ = service(api_key="sekret")
+    with server as url:
+        key = {"Authorization": "bearer sekret"}
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"}, headers=key)
+        upload(url, "ops", manual(tmp_path), headers={"Authorization": "BEARER sekret"})
+        wait_ready(url, "ops", headers=key)
+        parts = [{"type": "text", "text": "What is the crane"}, {"type": "text", "text": "reset code?"}]
+        reply = httpx.post(f"{url}/v1/chat/completions", headers=key, timeout=60,
+                           json={"model": "lcrag/ops", "messages": [{"role": "user", "content": parts}]})
+        assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "7781"
+        image = [{"type": "image_url", "image_url": {"url": "data:,"}}]
+        refused = httpx.post(f"{url}/v1/chat/completions", headers=key,
+                             json={"model": "lcrag/ops", "messages": [{"role": "user", "content": image}]})
+        assert refused.status_code == 400 and "image_url" in refused.json()["error"]["message"]
+        long_name = httpx.get(f"{url}/v1/collections/ops/files/{'a' * 300}.txt", headers=key)
+        assert long_name.status_code == 422
