@@ -6,6 +6,7 @@ LCRAG_SCREENSHOT_DIR when set, e.g. docs/, else the test's temporary directory).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -68,6 +69,27 @@ def test_upload_ask_and_see_the_answer_with_its_cited_page(tmp_path, browser):
         answering.close()
 
 
+def ask_and_stop_while_it_streams(page, box, screenshot: Path, tries: int = 4) -> None:
+    """Ask, see the answer arriving token by token, and press Stop while it is still being written. The small reader
+    now and then ends its list after a dozen numbers, and an answer that finished before the click has nothing left to
+    stop: that ask is repeated."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        page.get_by_role("button", name="Ask", exact=True).click()
+        # A locator, not wait_for_function: the page's CSP forbids the eval that one needs.
+        box.locator(".answer").filter(has_text=re.compile(r"\S.{11,}", re.S)).wait_for(timeout=300_000)
+        if "the whole document read" in box.locator(".stage").inner_text():
+            page.screenshot(path=str(screenshot), full_page=True)
+            try:
+                box.get_by_role("button", name="Stop").click(timeout=3_000)
+                return
+            except PlaywrightTimeout:
+                pass
+        box.locator(".summary").filter(has_text="route").wait_for(timeout=300_000)
+    raise AssertionError(f"the answer never streamed for long enough to be stopped: {box.inner_text()[:300]}")
+
+
 def test_the_answer_streams_in_and_stop_ends_the_generation(tmp_path, browser):
     settings = Settings(cache=False, cache_dir=tmp_path / "cache", strategy="lc", max_tokens=1500, context_window=4096)
     answering = Answering(settings, tmp_path / "collections")
@@ -82,14 +104,9 @@ def test_the_answer_streams_in_and_stop_ends_the_generation(tmp_path, browser):
             page.get_by_role("status").filter(has_text="ready").wait_for(timeout=120_000)
             page.get_by_label("Question").fill("Write the numbers from 1 to 500, separated by commas.")
             page.get_by_label("Strategy").select_option("lc")
-            page.get_by_role("button", name="Ask", exact=True).click()
             box = page.locator(".answer-box")
-            page.wait_for_function("document.querySelector('.answer-box .answer').textContent.length > 12",
-                                   timeout=300_000)  # the answer is arriving token by token
-            assert "the whole document read" in box.locator(".stage").inner_text()
-            page.screenshot(path=str(Path(os.environ.get("LCRAG_SCREENSHOT_DIR") or tmp_path) / "web-page-streaming.png"),
-                            full_page=True)
-            box.get_by_role("button", name="Stop").click()
+            ask_and_stop_while_it_streams(
+                page, box, Path(os.environ.get("LCRAG_SCREENSHOT_DIR") or tmp_path) / "web-page-streaming.png")
             box.locator(".summary").filter(has_text="stopped").wait_for(timeout=30_000)
             reader = answering.base.reader
             base = getattr(reader, "inner", reader).base_url
@@ -101,5 +118,32 @@ def test_the_answer_streams_in_and_stop_ends_the_generation(tmp_path, browser):
             else:
                 raise AssertionError("the generation went on after Stop")
             assert len(box.locator(".answer").inner_text()) < 1500  # far from the 500 numbers asked for
+    finally:
+        answering.close()
+
+
+def test_an_uploaded_html_page_never_runs_on_the_services_origin(tmp_path, browser):
+    """Stored XSS: an uploaded page's script would run with the web page's origin (its API key field, its API). In a
+    real browser, opening it is a download; and the page itself refuses script it did not ship."""
+    import httpx
+
+    answering = Answering(Settings(cache=False, cache_dir=tmp_path / "cache"), tmp_path / "collections")
+    evil = (b"<html><body><p>The crane reset code is 7781.</p><script>fetch('/v1/collections', {method: 'POST', "
+            b"headers: {'Content-Type': 'application/json'}, body: JSON.stringify({name: 'pwned'})})</script></body></html>")
+    try:
+        with running(create_app(answering)) as url:
+            httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+            httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("evil.html", evil)})
+            page = browser.new_page(accept_downloads=True)
+            page.goto(url)
+            with page.expect_download() as download:
+                page.evaluate("url => { const a = document.createElement('a'); a.href = url; a.click(); }",
+                              "/v1/collections/ops/files/evil.html")
+            assert download.value.suggested_filename == "evil.html"
+            with pytest.raises(Exception, match="Content Security Policy"):  # an inline script, as an injection's
+                page.add_script_tag(content="document.title = 'injected'")
+            page.wait_for_timeout(500)
+            assert page.title() == "lcrag"
+            assert [c["name"] for c in httpx.get(f"{url}/v1/collections").json()["data"]] == ["ops"]
     finally:
         answering.close()

@@ -1,0 +1,25 @@
+"""The README's two commands are the project's contract with a new user: CI runs the test command exactly as the
+README writes it, so what passes in CI is what a user's fresh machine runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_commands() -> list[str]:
+    return re.findall(r"```bash\n(.+?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def test_ci_runs_the_readme_test_command_exactly():
+    tests = [c for c in readme_commands() if c.endswith("python -m pytest")]
+    assert len(tests) == 1, "the README has one test command"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[-1] == tests[0], "the last line of .ci/run must be the README's test command, verbatim"
+    assert tests[0].startswith("sh tests/install-system-packages.sh && "), "the system packages come first"
+
+
+def test_the_demo_command_sets_up_and_runs_the_demo():
+    assert any(c.startswith("python3 -m venv .venv") and c.endswith("lcrag demo") for c in readme_commands())
