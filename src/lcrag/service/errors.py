@@ -1,0 +1,84 @@
+"""How failures become responses: JSON in OpenAI's shape (``{"error": {"message", "type", "code"}}``) with the
+right status — 400 bad input or over a limit, 401 missing or wrong key, 403 a cross-site write, 404 unknown
+collection or model, 413 a body over its limit, 415 not JSON, 422 a body of the wrong shape, 429 overloaded (with
+Retry-After), 499 the client left, 502/504 a reader that failed; never a 5xx for bad input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
+
+from lcrag.errors import LcragError, ReaderError
+from lcrag.readers import streaming
+from lcrag.service.answering import Busy
+from lcrag.service.collections import NotFound, TooLarge
+
+# With a body refused half-read, the connection is closed: the server would otherwise read (and drop) the rest, and a
+# client that sends its whole body before reading the answer would send all of it.
+CLOSE = {"Connection": "close"}
+_ADDRESS = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+")
+
+
+def error(status: int, message: str, kind: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status, headers=headers)
+
+
+def failure(exc: BaseException) -> tuple[int, str, str]:
+    """Status, message and type of a failure while answering: the client left (499), the reader failed (504 when it
+    gave no answer in time, else 502), or bad input (400)."""
+    if isinstance(exc, streaming.Cancelled):
+        return 499, str(exc), "client_closed_request"
+    if isinstance(exc, ReaderError):
+        status = 504 if "deadline" in str(exc) or "timed out" in str(exc) else 502
+        # The reader's address is the operator's business, not the client's.
+        return status, f"the reader failed: {_ADDRESS.sub('the reader server', str(exc))}", "reader_error"
+    return 400, str(exc), "invalid_request_error"
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    """The error a stream ends with: the body the same failure gets as a response before any event."""
+    status, message, kind = failure(exc)
+    return {"message": message, "type": kind, "code": status}
+
+
+def add_handlers(app: FastAPI, max_body_bytes: int) -> None:
+    """Map every failure an endpoint can meet to its JSON response."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, exc):
+        if exc.status_code == 413:  # Starlette's body limit: name the limit and the flag that sets it
+            flag = "--max-upload-mb" if request.url.path.endswith("/files") else "--max-body-kb"
+            limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY) or max_body_bytes
+            return error(413, f"the request body is over the {limit:,}-byte limit (lcrag serve {flag})",
+                         "invalid_request_error", CLOSE)
+        return error(exc.status_code, str(exc.detail), "invalid_request_error")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, exc):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p)[:40] for p in first.get("loc", ()) if p != "body")  # a client's key: quoted short
+        return error(422, f"{where}: {first.get('msg', 'invalid request')}".lstrip(": "), "invalid_request_error")
+
+    @app.exception_handler(NotFound)
+    async def not_found(request, exc):
+        return error(404, str(exc), "not_found_error")
+
+    @app.exception_handler(TooLarge)
+    async def too_large(request, exc):
+        return error(413, str(exc), "invalid_request_error", CLOSE)
+
+    @app.exception_handler(Busy)
+    async def busy(request, exc):
+        return error(429, f"overloaded: {exc}; retry later", "rate_limit_error", {"Retry-After": "5"})
+
+    @app.exception_handler(streaming.Cancelled)
+    @app.exception_handler(ReaderError)
+    @app.exception_handler(LcragError)
+    async def failed(request, exc):
+        return error(*failure(exc))

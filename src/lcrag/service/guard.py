@@ -1,0 +1,108 @@
+"""Who the service answers and what every response carries, as pure ASGI middleware (Starlette's
+BaseHTTPMiddleware would hide client disconnects from the endpoints)."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from urllib.parse import urlsplit
+
+from fastapi.responses import JSONResponse
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.routing import Match
+
+from lcrag.service.errors import error
+from lcrag.service.limits import Limits
+from lcrag.service.metrics import Metrics
+
+PUBLIC = ("/", "/healthz", "/app.js", "/app.css")  # the page and its parts load before a key can be typed
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+MULTIPART_SLACK = 64 << 10  # an upload's body is its file plus the multipart headers around it
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+
+
+class BodyLimits:
+    """Every request body bounded as it streams in, with or without Content-Length (Starlette's body limit): an
+    upload by the upload limit, any other body by the JSON limit. FastAPI turns the overflow into a 413 that the
+    error handlers name."""
+
+    def __init__(self, app, limits: Limits):
+        self.uploads = RequestBodyLimitMiddleware(app, limits.max_upload_bytes + MULTIPART_SLACK)
+        self.bodies = RequestBodyLimitMiddleware(app, limits.max_body_bytes)
+
+    async def __call__(self, scope, receive, send):
+        upload = scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith("/files")
+        await (self.uploads if upload else self.bodies)(scope, receive, send)
+
+
+class Guard:
+    """Pure ASGI middleware (Starlette's BaseHTTPMiddleware would hide client disconnects from the endpoints): whom
+    the server answers (the Host names it is bound to, the API key, no cross-site writes, JSON bodies as JSON),
+    security headers on every response, and request metrics."""
+
+    def __init__(self, app, api_key: str | None, limits: Limits, metrics: Metrics, routes: list = ()):
+        self.app, self.api_key, self.limits, self.metrics = app, api_key, limits, metrics
+        self.routes = routes  # the app's routes, to label a refused request by its route's template
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, path = time.perf_counter(), scope["path"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        status = {}
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                given = {k.lower() for k, _ in message.get("headers", [])}
+                message = message | {"headers": [*message.get("headers", []),
+                                                  *(h for h in SECURITY_HEADERS if h[0] not in given)]}
+            await send(message)
+
+        refusal = self._refusal(scope["method"], path, headers)
+        if refusal is not None:  # labelled by the route it would have reached: a client names no label
+            self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
+            return await refusal(scope, receive, sending)
+        await self.app(scope, receive, sending)
+        route = getattr(scope.get("route"), "path", "unmatched")
+        self.metrics.requests.labels(route, status.get("code", 0)).inc()
+        self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+
+    def _template(self, scope) -> str:
+        """The path template of the route ``scope`` matches (``/v1/collections/{name}``), else "unmatched"."""
+        for route in self.routes:
+            if route.matches(scope)[0] != Match.NONE:
+                return getattr(route, "path", "unmatched")
+        return "unmatched"
+
+    def _refusal(self, method: str, path: str, headers: dict[str, str]) -> JSONResponse | None:
+        host = headers.get("host", "")
+        if not self.limits.host_allowed(host):  # DNS rebinding: a hostile page's name resolving to this server
+            return error(400, f"Host {host[:60]!r} is not a name this server answers to (lcrag serve "
+                              "--allowed-host)", "invalid_request_error")
+        if self.api_key and path not in PUBLIC and not self._key_given(headers.get("authorization", "")):
+            return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
+        if method in WRITES and not self._same_site(headers):
+            return error(403, "a cross-site write is refused: this server takes writes from its own page and from "
+                              "non-browser clients (lcrag serve --cors-origin ORIGIN allows a site)", "permission_error")
+        if method == "POST" and not path.endswith("/files") and not _is_json(headers.get("content-type", "")):
+            return error(415, "the body must be sent as Content-Type: application/json", "invalid_request_error")
+        return None
+
+    def _key_given(self, authorization: str) -> bool:
+        scheme, _, key = authorization.partition(" ")  # the scheme is case-insensitive (RFC 9110)
+        return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(), self.api_key.encode())
+
+    def _same_site(self, headers: dict[str, str]) -> bool:
+        """Whether a write comes from this server's own page or from a client that is not a browser: a browser
+        names the page's origin (Origin, Sec-Fetch-Site); a plain-text or form post from another site, which CORS
+        never preflights, is refused here."""
+        origin = headers.get("origin")
+        if origin is not None:
+            return origin in self.limits.cors_origins or urlsplit(origin).netloc == headers.get("host")
+        return headers.get("sec-fetch-site", "none") in ("same-origin", "none")
+
+
+def _is_json(content_type: str) -> bool:
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))

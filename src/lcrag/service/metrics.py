@@ -1,0 +1,28 @@
+"""The service's Prometheus metrics: requests by route template and status, latency, reader tokens, cost, routes and
+cancelled questions — in a registry of their own (one per app), so that two apps in one process never share counts."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from lcrag.types import Answer
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("lcrag_requests", "HTTP requests", ["path", "status"], registry=self.registry)
+        self.latency = Histogram("lcrag_request_seconds", "Request latency", ["path"], registry=self.registry)
+        self.tokens = Counter("lcrag_tokens", "Reader tokens", ["kind"], registry=self.registry)
+        self.cost = Counter("lcrag_cost_usd", "Money spent on reader calls (when priced)", registry=self.registry)
+        self.routes = Counter("lcrag_routes", "Answers by route", ["route"], registry=self.registry)
+        self.cancelled = Counter("lcrag_cancelled", "Questions dropped from the queue: their client left",
+                                 registry=self.registry)
+
+    def answer(self, answer: Answer, cost: float | None) -> None:
+        self.tokens.labels("prompt").inc(answer.prompt_tokens)
+        self.tokens.labels("completion").inc(answer.completion_tokens)
+        self.tokens.labels("cached_prompt").inc(sum(c.cached_prompt_tokens for c in answer.calls))
+        self.routes.labels(answer.route).inc()
+        if cost:
+            self.cost.inc(cost)

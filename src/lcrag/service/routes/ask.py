@@ -1,0 +1,41 @@
+"""The native ask API: ``POST /v1/ask`` answers with the whole answer object, or streams the question's stages as
+named server-sent events."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
+
+from lcrag.service.answering import Answering
+from lcrag.service.errors import error_body
+from lcrag.service.deps import questions
+from lcrag.service.questions import Questions
+from lcrag.service.requests import AskRequest
+from lcrag.service.routes.sse import sse
+
+router = APIRouter()
+
+
+@router.post("/v1/ask")
+async def ask(body: AskRequest, request: Request, asked: Questions = Depends(questions)):
+    engine = asked.answering
+    engine.collections.files_dir(body.collection)
+    options = body.options()
+    if not body.stream:
+        answer = await asked.answer(body.collection, body.question, options, request)
+        return answer.to_dict() | {"cost": engine.cost(answer)}
+    asked.check(body.question, options)
+    events = await asked.live(body.collection, body.question, options, request)
+    return StreamingResponse(ask_events(events, engine), media_type="text/event-stream")
+
+
+async def ask_events(events, answering: Answering):
+    """The native stream: each event of the question by name (started, retrieved, call, token, routed), then the
+    whole answer (``answer``) or an ``error``."""
+    async for kind, data in events:
+        if kind == "answer":
+            yield sse(data.to_dict() | {"cost": answering.cost(data)}, "answer")
+        elif kind == "error":
+            yield sse({"error": error_body(data)}, "error")
+        else:
+            yield sse(data, kind)
