@@ -11,11 +11,9 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from lcrag.types import Document
+from typing import Any, Protocol
 
 PRINTED, PHYSICAL = "printed", "physical"  # page numbers: the PDF's page labels, or 1-based page positions
 
@@ -39,9 +37,12 @@ class Layout:
     extractor: str = ""  # library and version that extracted the text: part of the index key
     verbatim: bool = False  # the text is the file's own (Markdown): line numbers point into the file
 
+    @cached_property
+    def _starts(self) -> list[int]:  # computed once per layout: the binary search below runs per chunk
+        return [s.start for s in self.segments]
+
     def overlapping(self, start: int, end: int) -> list[Segment]:
-        starts = [s.start for s in self.segments]
-        first = max(0, bisect.bisect_right(starts, start) - 1)
+        first = max(0, bisect.bisect_right(self._starts, start) - 1)
         found = []
         for segment in self.segments[first:]:
             if segment.start >= max(end, start + 1):
@@ -148,7 +149,16 @@ def snippet(text: str, limit: int = 240) -> str:
     return flat[: cut if cut > limit // 2 else limit] + " …"
 
 
-def locate(document: Document, start: int, end: int) -> dict[str, Any]:
+class Placed(Protocol):
+    """What :func:`locate` reads of a document (``lcrag.types.Document`` has it; this module sits below it)."""
+
+    text: str
+    source: str
+    id: str
+    parts: tuple
+
+
+def locate(document: Placed, start: int, end: int) -> dict[str, Any]:
     """File, pages, page numbering, section and (for plain text) lines of ``document.text[start:end]``."""
     parts = document.parts
     if parts:

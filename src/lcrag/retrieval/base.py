@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
-from lcrag.types import ScoredChunk
+from lcrag.types import Chunk, ScoredChunk
 
 
 class Retriever(Protocol):
@@ -13,3 +14,29 @@ class Retriever(Protocol):
     def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
         """At most ``k`` chunks (all ranked chunks when ``k`` is None)."""
         ...
+
+
+class IndexView(Protocol):
+    """What a retriever's factory reads of the index it is built over (:class:`lcrag.retrieval.index.DocumentIndex`
+    has it all). Retrievers name this, not the index class: the index builds them through the registry, so naming
+    the class back would tie every retriever and the index into one import circle."""
+
+    document: Any
+    chunks: list[Chunk]
+    dir: Path
+    cache_dir: Path
+    store: Any  # lcrag.retrieval.integrity.ArtifactStore: checked files, set aside and rebuilt when damaged
+    options: Any  # lcrag.retrieval.index.RetrieverOptions
+
+    @property
+    def embedder(self) -> Any: ...
+
+    @property
+    def reader(self) -> Any: ...
+
+    @property
+    def summary_reader(self) -> Any: ...
+
+    def chunk_vectors(self) -> Any: ...
+
+    def retriever(self, kind: str) -> Retriever: ...

@@ -16,7 +16,7 @@ from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.types import Chunk, ScoredChunk
 
 if TYPE_CHECKING:
-    from lcrag.retrieval.index import DocumentIndex
+    from lcrag.retrieval.base import IndexView
 
 # tantivy's "default" analyzer splits on non-alphanumeric characters and lowercases; queries are built the same way
 # (term queries from words, never the query parser, which raises on quotes, parentheses and AND/OR in questions).
@@ -135,7 +135,7 @@ class BM25Retriever:
 
 
 @RETRIEVERS.register("bm25", help="chunks ranked by BM25 (tantivy)")
-def bm25_retriever(index: DocumentIndex) -> BM25Retriever:
+def bm25_retriever(index: IndexView) -> BM25Retriever:
     """The index's BM25 retriever: its tantivy index is built once and checked before use."""
     bm25_dir = index.dir / "bm25"
     return index.store.open("bm25", ["bm25"], lambda: _open_bm25(index.chunks, bm25_dir),

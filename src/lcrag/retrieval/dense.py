@@ -16,7 +16,7 @@ from lcrag.types import Chunk, ScoredChunk
 if TYPE_CHECKING:
     import numpy as np
 
-    from lcrag.retrieval.index import DocumentIndex
+    from lcrag.retrieval.base import IndexView
 else:  # imported on first use (see lcrag.lazy)
     np = lazy_module("numpy")
 
@@ -126,5 +126,5 @@ class DenseRetriever:
 
 
 @RETRIEVERS.register("dense", help="chunks ranked by embedding similarity (--embedder)")
-def dense_retriever(index: DocumentIndex) -> DenseRetriever:
+def dense_retriever(index: IndexView) -> DenseRetriever:
     return DenseRetriever(index.chunks, index.chunk_vectors(), index.embedder)

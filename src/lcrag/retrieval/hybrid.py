@@ -9,7 +9,7 @@ from lcrag.retrieval.base import Retriever
 from lcrag.types import ScoredChunk
 
 if TYPE_CHECKING:
-    from lcrag.retrieval.index import DocumentIndex
+    from lcrag.retrieval.base import IndexView
 
 
 class HybridRetriever:
@@ -36,5 +36,5 @@ class HybridRetriever:
 
 # composes: built only from other retrievers of the index, so it also works over a corpus index's units.
 @RETRIEVERS.register("hybrid", help="BM25 and dense rankings fused by reciprocal rank", composes=True)
-def hybrid_retriever(index: DocumentIndex) -> HybridRetriever:
+def hybrid_retriever(index: IndexView) -> HybridRetriever:
     return HybridRetriever([index.retriever("bm25"), index.retriever("dense")])

@@ -46,7 +46,7 @@ from lcrag.types import Chunk, Document, ScoredChunk
 if TYPE_CHECKING:
     import numpy as np
 
-    from lcrag.retrieval.index import DocumentIndex
+    from lcrag.retrieval.base import IndexView
 else:  # imported on first use (see lcrag.lazy)
     np = lazy_module("numpy")
 
@@ -288,7 +288,7 @@ class CollapsedTreeRetriever:
 
 
 @RETRIEVERS.register("raptor", help="a RAPTOR tree of clustered summaries, searched flat (collapsed tree)")
-def raptor_retriever(index: DocumentIndex) -> CollapsedTreeRetriever:
+def raptor_retriever(index: IndexView) -> CollapsedTreeRetriever:
     # RAPTOR has its own leaves (100-token sentence groups, counted by the summarizer so that one tree serves any
     # reader), so its trees live outside this chunking's folder.
     reader = index.summary_reader

@@ -25,7 +25,7 @@ from lcrag.types import Chunk, Document, ScoredChunk
 if TYPE_CHECKING:
     import numpy as np
 
-    from lcrag.retrieval.index import DocumentIndex
+    from lcrag.retrieval.base import IndexView
 else:  # imported on first use (see lcrag.lazy)
     np = lazy_module("numpy")
 
@@ -104,5 +104,5 @@ class SentenceWindowRetriever:
 
 @RETRIEVERS.register("sentence-window", help="single sentences matched, returned with their neighbours",
                      options=(Option("window", int, 3, "sentences either side of a hit", min=0),))
-def sentence_window_retriever(index: DocumentIndex) -> SentenceWindowRetriever:
+def sentence_window_retriever(index: IndexView) -> SentenceWindowRetriever:
     return SentenceWindowRetriever.open(index.document, index.embedder, index.cache_dir, index.options.window)

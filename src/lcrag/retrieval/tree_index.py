@@ -32,7 +32,7 @@ from lcrag.types import Chunk, LLMCall, ScoredChunk
 if TYPE_CHECKING:
     import numpy as np
 
-    from lcrag.retrieval.index import DocumentIndex
+    from lcrag.retrieval.base import IndexView
 else:  # imported on first use (see lcrag.lazy)
     np = lazy_module("numpy")
 
@@ -175,7 +175,7 @@ class TreeIndexRetriever:
 @RETRIEVERS.register(
     "tree", help="a summary tree over the chunks, walked from the root (LlamaIndex's tree index)",
     options=(Option("tree_navigation", str, "embedding", "how a branch is picked", choices=NAVIGATIONS),))
-def tree_retriever(index: DocumentIndex) -> TreeIndexRetriever:
+def tree_retriever(index: IndexView) -> TreeIndexRetriever:
     o = index.options
     summarizer = tree_summarizer(index.summary_reader)
     # The leaves are the index's chunks, with the embeddings dense retrieval uses.

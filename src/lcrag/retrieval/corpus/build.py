@@ -9,10 +9,12 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lcrag.chunking.units import (
     Graph,
+    Pieces,
+    Units,
     cut_pieces,
     group_documents,
     links_graph,
@@ -34,12 +36,37 @@ from lcrag.tokenization import Tokenizer, count_many
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from lcrag.retrieval.corpus.index import CorpusIndex
 else:  # imported on first use (see lcrag.lazy)
     np = lazy_module("numpy")
 
 ProgressFactory = Callable[[str, int], Callable[..., None]]
+
+
+class BuildingIndex(Protocol):
+    """What the build steps read of the corpus index they fill in (:class:`lcrag.retrieval.corpus.index.CorpusIndex`
+    has it). Named here, not imported: the index runs these steps, so importing it back would make an import circle."""
+
+    dir: Path
+    meta: dict
+    store: CorpusStore
+    pieces: Pieces
+
+    @property
+    def unit_kinds(self) -> list[str]: ...
+
+    def __init__(self, path: Path, *, embedder: Embedder | None = None) -> None: ...
+
+    def piece_texts(self, lo: int, hi: int) -> list[str]: ...
+
+    def unit_texts(self, kind: str, units: range | list[int]) -> list[str]: ...
+
+    def embeddings_path(self, embedder_name: str) -> Path: ...
+
+    def document_vectors(self) -> np.ndarray: ...
+
+    def units(self, kind: str) -> Units: ...
+
+    def vectors(self, embedder_name: str) -> Any: ...
 
 
 @dataclass
@@ -94,14 +121,14 @@ class BuildRun:
         self.meta["documents"] = n_docs
         self.save_meta()
 
-    def token_counts(self, index: CorpusIndex, n_docs: int) -> None:
+    def token_counts(self, index: BuildingIndex, n_docs: int) -> None:
         """3. token counts of documents and pieces (sizes of groups, budgets)."""
         if not self.tokens_path.exists():
             with self.step("tokens"):
                 doc_tokens, piece_tokens = count_tokens(index, self.tokenizer, self.tick("counting tokens", n_docs))
                 save_npz(self.tokens_path, doc=doc_tokens, piece=piece_tokens)
 
-    def embeddings(self, index: CorpusIndex, embedder: Embedder | None, embed_batches: EmbedBatches | None) -> None:
+    def embeddings(self, index: BuildingIndex, embedder: Embedder | None, embed_batches: EmbedBatches | None) -> None:
         """4. piece embeddings (resumable batch by batch)."""
         if embedder is None:
             raise InputError("dense retrieval needs an embedder")
@@ -114,7 +141,7 @@ class BuildRun:
             self.report.embedded_pieces = len(index.pieces)
         self.meta["embedder"] = embedder.name
 
-    def units(self, index: CorpusIndex, kind: str, n_docs: int) -> None:
+    def units(self, index: BuildingIndex, kind: str, n_docs: int) -> None:
         """5. the units of one kind."""
         unit_dir = self.out / "units" / kind
         unit_dir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +159,7 @@ class BuildRun:
             self.meta["units"][kind] = {"count": len(units), **graph_info, **stamp}
             self.save_meta()
 
-    def searchers(self, index: CorpusIndex, kind: str, embedder: Embedder | None) -> None:
+    def searchers(self, index: BuildingIndex, kind: str, embedder: Embedder | None) -> None:
         """6. BM25 and faiss over one unit kind."""
         unit_dir = self.out / "units" / kind
         if self.config.bm25 and not (unit_dir / "bm25.done").exists():
@@ -143,7 +170,7 @@ class BuildRun:
             with self.step(f"faiss:{kind}"):
                 build_faiss(index, kind, faiss_kind, embedder.name)
 
-    def finish(self, index: CorpusIndex) -> None:
+    def finish(self, index: BuildingIndex) -> None:
         self.meta["build"] = build_record(self.meta.get("build", {}), self.config, index.unit_kinds)
         self.meta.setdefault("seconds", {}).update(self.report.seconds)
         self.meta["pieces"] = len(index.pieces)
@@ -151,8 +178,8 @@ class BuildRun:
         index.meta = self.meta
 
 
-def build_steps(index_class: type[CorpusIndex], source: str | Path, run: BuildRun, *, embedder: Embedder | None,
-                embed_batches: EmbedBatches | None, skip_bad: bool) -> tuple[CorpusIndex, BuildReport]:
+def build_steps(index_class: type[BuildingIndex], source: str | Path, run: BuildRun, *, embedder: Embedder | None,
+                embed_batches: EmbedBatches | None, skip_bad: bool) -> tuple[BuildingIndex, BuildReport]:
     """Every step of ``run`` in order; each one skipped when its files exist."""
     n_docs = run.documents(source, skip_bad)
     run.pieces(n_docs)
@@ -168,7 +195,7 @@ def build_steps(index_class: type[CorpusIndex], source: str | Path, run: BuildRu
     return index, run.report
 
 
-def count_tokens(index: CorpusIndex, tokenizer: Tokenizer, bar) -> tuple[np.ndarray, np.ndarray]:
+def count_tokens(index: BuildingIndex, tokenizer: Tokenizer, bar) -> tuple[np.ndarray, np.ndarray]:
     """(document, piece) token counts, counted in batches of documents; a one-piece document is counted once."""
     pieces = index.pieces
     doc_tokens = np.zeros(len(index.store), dtype=np.int32)
@@ -205,7 +232,7 @@ def count_tokens(index: CorpusIndex, tokenizer: Tokenizer, bar) -> tuple[np.ndar
     return doc_tokens, piece_tokens
 
 
-def document_groups(index: CorpusIndex, config: CorpusBuildConfig, tokens_path: Path) -> tuple[list[list[int]], dict]:
+def document_groups(index: BuildingIndex, config: CorpusBuildConfig, tokens_path: Path) -> tuple[list[list[int]], dict]:
     """The documents of each grouped unit, and what the grouping was (the graph it followed, its edges)."""
     grouping = config.grouping
     graph: Graph | None = None
@@ -225,7 +252,7 @@ def document_groups(index: CorpusIndex, config: CorpusBuildConfig, tokens_path: 
     return groups, {"grouping": grouping, "edges": int(graph.edges), "group_tokens": config.group_tokens}
 
 
-def build_bm25(index: CorpusIndex, kind: str, bar) -> None:
+def build_bm25(index: BuildingIndex, kind: str, bar) -> None:
     """The BM25 index over ``kind`` units, written by the same core as a document's (:func:`write_bm25`).
 
     Unit texts are read 1000 at a time and handed over one by one, so a corpus never sits in memory whole.
@@ -246,7 +273,7 @@ def build_bm25(index: CorpusIndex, kind: str, bar) -> None:
     (unit_dir / "bm25.done").touch()
 
 
-def build_faiss(index: CorpusIndex, kind: str, faiss_kind: str, embedder_name: str) -> None:
+def build_faiss(index: BuildingIndex, kind: str, faiss_kind: str, embedder_name: str) -> None:
     faiss = import_faiss()
     vectors = index.vectors(embedder_name)
     d = vectors.shape[1]
