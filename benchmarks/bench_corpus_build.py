@@ -38,7 +38,7 @@ from pathlib import Path
 
 from common import log, machine, md_table
 
-from lcrag.retrieval.corpus_index import CorpusIndex
+from lcrag.retrieval.corpus import CorpusIndex
 from lcrag.retrieval.embedders import OnnxMiniLMEmbedder
 from lcrag.synthetic import corpus_records
 
@@ -115,7 +115,7 @@ def section_d(n: int, work: Path, queries: int = 50) -> dict:
 
     import numpy as np
 
-    from lcrag.retrieval.corpus_index import maxp_search
+    from lcrag.retrieval.corpus import maxp_search
 
     log(f"D: {n:,} random unit vectors")
     rng = np.random.default_rng(0)

@@ -29,7 +29,7 @@ from common import log, machine, md_table
 
 from lcrag.evaluation.datasets import load_dataset
 from lcrag.evaluation.metrics import has_answer
-from lcrag.retrieval.corpus_index import CorpusIndex
+from lcrag.retrieval.corpus import CorpusIndex
 from lcrag.retrieval.embedders import make_embedder
 
 KS = (1, 5, 20)

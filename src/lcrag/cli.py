@@ -24,7 +24,7 @@ from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
-from lcrag.readers.http import DEFAULT_TIMEOUT
+from lcrag.http import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.storage import ensure_directory
@@ -205,7 +205,7 @@ def index(
     from lcrag.pipeline import Pipeline, as_document
 
     settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
-        {"chunking": chunking, "cache": False}).settings()  # the completion cache is not used to index, as before
+        {"chunking": chunking, "cache": False}).settings()  # indexing asks the reader nothing to cache
     document = as_document(doc)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)

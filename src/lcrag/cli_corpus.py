@@ -63,7 +63,7 @@ def build(
     from several shells are safe: the others wait, then find the work done.
     """
     from lcrag.documents.files import check_regular_file
-    from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex, index_directory
+    from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex, index_directory
     from lcrag.retrieval.embedders import make_embedder
     from lcrag.retrieval.executors import make_batches
 
@@ -113,7 +113,7 @@ def ask(
 ) -> None:
     """Answer QUESTION from the corpus: retrieve long units, read them, extract a short answer (two turns)."""
     from lcrag.readers import make_reader
-    from lcrag.retrieval.corpus_index import CorpusIndex
+    from lcrag.retrieval.corpus import CorpusIndex
     from lcrag.retrieval.embedders import make_embedder
     from lcrag.options import at_least, one_of
     from lcrag.strategies.longrag import LongRAG

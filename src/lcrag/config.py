@@ -42,7 +42,7 @@ class ConfigFileError(OptionError):
 @contextmanager
 def _about(setting: str) -> Iterator[None]:
     """Tags an error from a check with the setting it is about, so that a run file can say ``section.key``; the
-    message itself is unchanged (the CLI and the Python API show it as before)."""
+    message stays the check's own, which the CLI and the Python API show as it is."""
     try:
         yield
     except LcragError as exc:

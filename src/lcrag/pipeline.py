@@ -24,7 +24,7 @@ from lcrag.readers import (
     make_reader,
 )
 from lcrag.readers import call_context
-from lcrag.readers.http import DEFAULT_TIMEOUT
+from lcrag.http import DEFAULT_TIMEOUT
 from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder

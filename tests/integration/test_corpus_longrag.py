@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lcrag.evaluation import contains_answer
-from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.retrieval.executors import ray_batches
 from lcrag.strategies.longrag import LongRAG
 from lcrag.synthetic import DEFAULT_FACTS, corpus_records, passkey_fact

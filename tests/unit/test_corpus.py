@@ -21,7 +21,7 @@ from lcrag.chunking.units import (
 )
 from lcrag.documents.corpus import CorpusStore
 from lcrag.errors import InputError
-from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.tokenization import WordCounter
 
 
@@ -300,7 +300,7 @@ def test_a_second_build_waits_for_the_first_then_finds_it_done(tmp_path, caplog)
 
 
 def _build_in_process(src, out, queue):
-    from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+    from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
     from lcrag.tokenization import WordCounter
 
     config = CorpusBuildConfig(units=("document", "grouped"), embedder=None, piece_words=5, group_tokens=40)

@@ -8,7 +8,7 @@ import pytest
 from lcrag.errors import InputError, LcragError
 from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
-from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.tokenization import WordCounter
 from test_corpus import RECORDS, HashingEmbedder, write_corpus
 

@@ -8,7 +8,7 @@ import pytest
 
 from lcrag.errors import ReaderError
 from lcrag.readers import GenerationParams, OpenAIChatReader, complete_many
-from lcrag.readers.http import HttpClient
+from lcrag.http import HttpClient
 
 
 class Script:

@@ -8,7 +8,7 @@ import pytest
 
 from lcrag.errors import InputError
 from lcrag.readers.base import GenerationParams
-from lcrag.retrieval.corpus_index import CorpusBuildConfig, CorpusIndex
+from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.strategies.longrag import LongRAG, after_answer, long_answer_of, short_answer
 from lcrag.tokenization import WordCounter
 

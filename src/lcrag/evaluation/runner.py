@@ -195,7 +195,7 @@ class EvalRunner:
             **({"corpus_unit": s.unit} if s.unit else {}),
             **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),
             **({"router_sha256": file_hash(s.router), "lc_share": s.lc_share} if s.router else {}),
-            **({"cache_aware": True} if s.cache_aware else {}),  # absent by default: older runs' identities still match
+            **({"cache_aware": True} if s.cache_aware else {}),  # named only when on: an identity lists what was used
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
         }
@@ -275,7 +275,7 @@ class EvalRunner:
             summary_reader = CachedReader(base.summary_reader, cache, miss_log=self.out / "llm_calls.log")
         embedder = base.embedder if any(c.retriever != "bm25" for c in configs) else None
         if self.corpus_dir is not None:
-            from lcrag.retrieval.corpus_index import CorpusIndex
+            from lcrag.retrieval.corpus import CorpusIndex
 
             self._corpus = CorpusIndex(self.corpus_dir, embedder=embedder)
         return {

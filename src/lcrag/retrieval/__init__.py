@@ -23,15 +23,3 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "make_embedder",
 ]
-
-
-def __getattr__(name: str):
-    if name == "RETRIEVERS":  # deprecated: the registry lists them (lcrag.registry.RETRIEVERS)
-        import warnings
-
-        from lcrag.registry import RETRIEVERS
-
-        warnings.warn("lcrag.retrieval.RETRIEVERS is deprecated; use lcrag.registry.RETRIEVERS.names()",
-                      DeprecationWarning, stacklevel=2)
-        return RETRIEVERS.names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -78,7 +78,7 @@ class CachedQueryEmbedder:
     """An embedder whose query vectors come from a :class:`QueryVectorCache` when seen before.
 
     ``name`` (and ``dimension`` when given) are the wrapped embedder's, known without creating it, so on-disk
-    indexes named by the embedder are found as before; the wrapped embedder is made by ``factory`` on first need
+    indexes named by the embedder are found without loading its model; the wrapped embedder is made by ``factory`` on first need
     (a query not in the cache, bulk embedding through :attr:`uncached`, or ``dimension`` when not given)."""
 
     def __init__(self, factory: Callable[[], Embedder], cache: QueryVectorCache, name: str,

@@ -45,13 +45,3 @@ def needs_corpus(name: str) -> bool:
 def document_strategies() -> tuple[str, ...]:
     """The strategies that answer over one document (every registered one but the corpus-backed)."""
     return STRATEGIES.names_except(needs="corpus")
-
-
-def __getattr__(name: str):
-    if name == "STRATEGY_NAMES":  # deprecated: the registry lists them
-        import warnings
-
-        warnings.warn("STRATEGY_NAMES is deprecated; use lcrag.registry.STRATEGIES.names()", DeprecationWarning,
-                      stacklevel=2)
-        return document_strategies()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,9 +14,9 @@ from lcrag.assembly import truncate_middle
 from lcrag.chunking.units import UNIT_KINDS
 from lcrag.errors import InputError
 from lcrag.readers.base import GenerationParams, Reader
-from lcrag.retrieval.corpus_index import CorpusIndex, UnitHit
+from lcrag.retrieval.corpus import CorpusIndex, UnitHit
 from lcrag.registry import STRATEGIES, Option
-from lcrag.retrieval.corpus_index import SCORERS
+from lcrag.retrieval.corpus import SCORERS
 from lcrag.strategies.base import Timer
 from lcrag.types import Answer, ChunkUsed, LLMCall
 

@@ -10,7 +10,6 @@ live answer, so a router fitted offline routes ``lcrag ask --router FILE`` quest
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import re
@@ -163,11 +162,6 @@ class Router:
         n = len(self.calibration)
         index = min(n - 1, max(0, n - math.ceil(share * n)))
         return self.calibration[index]
-
-    def share_at(self, threshold: float) -> float:
-        """The share of fitting questions at or above ``threshold``."""
-        n = len(self.calibration)
-        return (n - bisect.bisect_left(self.calibration, threshold)) / n if n else 0.0
 
     def to_dict(self) -> dict:
         # The calibration as at most CALIBRATION_POINTS quantiles: a share's threshold needs no more.
