@@ -33,6 +33,7 @@ from lcrag.strategies import document_strategies
 # lcrag.pipeline and lcrag.config are imported by the commands that use them: `lcrag --help` does not need them.
 if TYPE_CHECKING:
     from lcrag.config import Config
+    from lcrag.types import Answer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
@@ -126,11 +127,9 @@ def ask(
     config: RunFile = None,
 ) -> None:
     """Answer QUESTION about DOC."""
-    from lcrag.pipeline import Pipeline, as_document
-
     from lcrag.cli_stream import TerminalAnswer
     from lcrag.evaluation.prices import PriceTable, calls_cost
-    from lcrag.readers import streaming
+    from lcrag.pipeline import as_document
 
     settings = _run_config(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
     table = PriceTable.load(prices)
@@ -138,17 +137,7 @@ def ask(
         table.require(price_as)  # an unknown model: one line now, before any model loads
     document = as_document(doc)
     live = TerminalAnswer(sys.stdout) if sys.stdout.isatty() and not as_json else None
-    with progress_factory() as progress:
-        pipeline = Pipeline(settings, progress=progress)
-        try:
-            if live is not None:  # the answer appears as the reader writes it
-                with streaming.listening(live.listener):
-                    answer = pipeline.ask(document, question)
-            else:
-                with spinner(f"answering with {settings.strategy}…"):
-                    answer = pipeline.ask(document, question)
-        finally:
-            pipeline.close()
+    answer = _answer(settings, document, question, live)
     cost = calls_cost(answer.calls, table, price_as)
     if as_json:
         print(json.dumps({**answer.to_dict(), "cost": {"currency": "USD", "total": cost, "priced_as": price_as}},
@@ -158,6 +147,28 @@ def ask(
         live.finish(answer.text)
     else:
         stdout.print(answer.text, markup=False, highlight=False)
+    _print_provenance(answer, cost, price_as)
+
+
+def _answer(settings, document, question: str, live) -> Answer:
+    """The answer, shown as the reader writes it on a terminal (``live``), else behind a spinner."""
+    from lcrag.pipeline import Pipeline
+    from lcrag.readers import streaming
+
+    with progress_factory() as progress:
+        pipeline = Pipeline(settings, progress=progress)
+        try:
+            if live is None:
+                with spinner(f"answering with {settings.strategy}…"):
+                    return pipeline.ask(document, question)
+            with streaming.listening(live.listener):
+                return pipeline.ask(document, question)
+        finally:
+            pipeline.close()
+
+
+def _print_provenance(answer: Answer, cost: float | None, price_as: str | None) -> None:
+    """The answer's sources on stdout, and its route, tokens, time and cost on stderr."""
     if answer.sources:
         from lcrag.provenance import format_sources
 
@@ -202,6 +213,7 @@ def index(
     run = _run_config(ctx, config, {"retriever": ("", None)})
     chunking = run.chunking.chunking or INDEX_CHUNKING
     from lcrag.config import Config
+    from lcrag.types import Answer
     from lcrag.pipeline import Pipeline, as_document
 
     settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
@@ -370,6 +382,16 @@ def evaluate(
     runner = EvalRunner(loaded.items, configs, wanted.out, settings, dataset_path=wanted.dataset,
                         concurrency=wanted.concurrency, filter_closed_book=wanted.filter_closed_book,
                         drop_closed_book=wanted.drop_closed_book, corpus=wanted.corpus, eval_config=wanted)
+    rows, tokens = _run_with_progress(runner)
+    if runner.unanswered:
+        stderr.print(f"[yellow]skipped {len(runner.unanswered)} (question, strategy) pair(s) the reader holds no "
+                     f"answer for; first: {runner.unanswered[0]}[/yellow]", highlight=False)
+    stdout.print(f"{len(rows)} rows in {wanted.out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
+                 f"{tokens['completion']} completion tokens · report: lcrag report {wanted.out}", highlight=False)
+
+
+def _run_with_progress(runner) -> tuple[list[dict], dict[str, int]]:
+    """The runner's rows, with a progress bar that counts this session's tokens as rows arrive."""
     tokens = {"prompt": 0, "completion": 0}
     with progress_factory() as progress:
         bar = None
@@ -383,12 +405,7 @@ def evaluate(
                 bar(done - 1)
             bar(1, f"evaluating · {tokens['prompt']:,} prompt + {tokens['completion']:,} completion tokens")
 
-        rows = runner.run(on_row)
-    if runner.unanswered:
-        stderr.print(f"[yellow]skipped {len(runner.unanswered)} (question, strategy) pair(s) the reader holds no "
-                     f"answer for; first: {runner.unanswered[0]}[/yellow]", highlight=False)
-    stdout.print(f"{len(rows)} rows in {wanted.out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
-                 f"{tokens['completion']} completion tokens · report: lcrag report {wanted.out}", highlight=False)
+        return runner.run(on_row), tokens
 
 
 @app.command()
