@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import sys
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +27,7 @@ from lcrag.readers import (
 )
 from lcrag.readers import call_context
 from lcrag.http import DEFAULT_TIMEOUT
+from lcrag.lru import SizedLRU
 from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
@@ -39,6 +42,10 @@ if TYPE_CHECKING:
 
 # The chunking used when neither the user nor the strategy (its registered meta ``chunking``) names one.
 FALLBACK_CHUNKING = "words:300"
+# What a pipeline keeps in memory of the documents it has answered over (indexes and answering contexts) unless told
+# otherwise: dozens of books, and a bound, so that a long-running service does not grow with every document it sees.
+DEFAULT_MEMORY_BYTES = 512 << 20
+_PIPELINE_NUMBERS = itertools.count()
 
 
 @dataclass
@@ -109,7 +116,13 @@ class Pipeline:
         embedder: Embedder | None = None,
         progress: ProgressFactory | None = None,
         summary_reader: Reader | None = None,
+        memory: SizedLRU | None = None,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
     ):
+        """``memory``: where indexes and answering contexts are kept, least recently used dropped first beyond
+        its bound (default: this pipeline's own, of ``memory_bytes``); pipelines may share one when they share
+        their reader and embedder (an index is keyed by document, chunking, retriever options and cache directory,
+        not by them)."""
         self.settings = settings or Settings()
         self.cache_dir = Path(self.settings.cache_dir or default_cache_dir())
         self._reader = reader
@@ -117,8 +130,8 @@ class Pipeline:
         self._own_summary_reader = summary_reader is None
         self._embedder = embedder
         self._progress = progress
-        self._indexes: dict[tuple[str, str], DocumentIndex] = {}
-        self._contexts: dict[str, QueryContext] = {}
+        self.memory: SizedLRU = memory if memory is not None else SizedLRU(memory_bytes, _memory_bytes)
+        self._number = next(_PIPELINE_NUMBERS)  # this pipeline's contexts, in a memory it may share
         self._strategies: dict[str, Strategy] = {}
         self._corpora: dict[str, CorpusUnits] = {}  # by directory and unit kind
         self._lock = threading.Lock()
@@ -174,17 +187,23 @@ class Pipeline:
         """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists."""
         document = as_document(document)
         chunking = chunking or self.settings.chunking_for(self.settings.strategy)
-        key = (document.content_hash, chunking)
+        options = RetrieverOptions(window=self.settings.window, tree_navigation=self.settings.tree_navigation)
+        key = ("index", document.content_hash, chunking, options, self.cache_dir)
         with self._lock:
-            if key not in self._indexes:
-                options = RetrieverOptions(window=self.settings.window, tree_navigation=self.settings.tree_navigation)
-                self._indexes[key] = DocumentIndex(
+            index = self.memory.get(key)
+            if index is None:
+                index = self.memory.put(key, DocumentIndex(
                     document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
                     reader_factory=lambda: self.reader, options=options,
                     summary_reader_factory=lambda: self.summary_reader,
                     config={"chunking": ChunkingConfig(chunking).to_dict()},  # embeddings are named by their embedder
-                )
-            return self._indexes[key]
+                ))
+            return index
+
+    def forget(self, content_hash: str) -> int:
+        """Drop what is kept in memory of the document with this content hash (its indexes and answering
+        contexts; they are built again, from disk, if it is asked about later); how many entries were dropped."""
+        return self.memory.drop(lambda key: key[1] == content_hash)
 
     def corpus(self, source: CorpusSource) -> CorpusUnits:
         """The corpus index's units, opened once (the embedder only loads if dense search is used)."""
@@ -201,10 +220,11 @@ class Pipeline:
         if isinstance(document, CorpusSource):
             return self._corpus_context(document)
         chunking = s.chunking_for(strategy)
-        key = f"{document.content_hash}:{chunking}"
-        if key not in self._contexts:
-            self._contexts[key] = self._query_context(document, lambda: self.index(document, chunking))
-        return self._contexts[key]
+        key = ("context", document.content_hash, chunking, self._number)
+        context = self.memory.get(key)
+        if context is None:
+            context = self.memory.put(key, self._query_context(document, lambda: self.index(document, chunking)))
+        return context
 
     def _corpus_context(self, source: CorpusSource) -> QueryContext:
         if self.settings.chunking is not None:
@@ -212,16 +232,17 @@ class Pipeline:
                              "`lcrag corpus build`")
         if source.unit is None and self.settings.unit is not None:
             source = replace(source, unit=self.settings.unit)
-        key = f"{source.content_hash}:units"
-        if key not in self._contexts:
+        key = ("context", source.content_hash, "units", self._number)
+        context = self.memory.get(key)
+        if context is None:
             units = self.corpus(source)
 
             def long_text(question: str, tokenizer, limit: int) -> TruncatedText:  # LC: the best units that fit
                 return fill_with_chunks(units.ranked(self.settings.retriever, question),
                                         lambda chunks: units.chunk_tokens(chunks, tokenizer), tokenizer, limit)
 
-            self._contexts[key] = self._query_context(source, lambda: units, long_text)
-        return self._contexts[key]
+            context = self.memory.put(key, self._query_context(source, lambda: units, long_text))
+        return context
 
     def _query_context(self, document: Document, index, long_text=None) -> QueryContext:
         s = self.settings
@@ -272,6 +293,14 @@ class Pipeline:
         self._corpora.clear()
         if self._own_summary_reader:
             self._summary_reader = None
+
+
+def _memory_bytes(value: DocumentIndex | QueryContext) -> int:
+    """What a kept index or answering context weighs: an index its own measure, a context its document's text and
+    the truncated texts LC sent."""
+    if isinstance(value, DocumentIndex):
+        return value.memory_bytes()
+    return sys.getsizeof(value.document.text) + sum(sys.getsizeof(t.text) for t in value._lc_text.values())
 
 
 def _settings(**settings) -> Settings:

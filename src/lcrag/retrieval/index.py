@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,10 @@ class RetrieverOptions:
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+# A chunk's memory beyond its text (the Chunk object, its numbers, the list slot), measured with tracemalloc.
+CHUNK_OVERHEAD_BYTES = 150
 
 
 def _sha(text: str) -> str:
@@ -90,6 +95,7 @@ class DocumentIndex:
         self._token_counts: dict[str, dict[int, int]] = {}
         self._lock = threading.RLock()
         self.embedded_chunks = 0  # chunks embedded by this object: 0 when the index was already on disk
+        self._text_bytes: int | None = None
         self.chunks = self._load_or_chunk()
 
     # -- chunks -----------------------------------------------------------------------------------------------
@@ -121,6 +127,18 @@ class DocumentIndex:
             json.dumps({"document": self.document.source or self.document.id, "chunker": self.chunker.key,
                         "chunks": len(chunks), "characters": len(self.document.text), "config": self.config}, indent=1),
         )
+
+    def memory_bytes(self) -> int:
+        """Roughly the memory this index holds: the document, its chunks and its retrievers' arrays (vectors);
+        what a cache of indexes weighs them by."""
+        if self._text_bytes is None:  # the document and chunks never change: measured once
+            self._text_bytes = sys.getsizeof(self.document.text) + sum(CHUNK_OVERHEAD_BYTES + sys.getsizeof(c.text)
+                                                                       for c in self.chunks)
+        size = self._text_bytes
+        for retriever in list(self._retrievers.values()):
+            fields = getattr(retriever, "__dict__", {}).values()
+            size += sum(v.nbytes for v in fields if isinstance(getattr(v, "nbytes", None), int))
+        return size
 
     # -- retrievers -------------------------------------------------------------------------------------------
     @property

@@ -1,0 +1,82 @@
+"""A least-recently-used cache bounded by the approximate bytes its values hold.
+
+What a long-running process keeps warm (a document's index, its answering context) is measured, not counted: one
+book's index weighs as much as a thousand notes'. A value's size is measured again whenever it is used, as indexes
+grow after they are cached (a retriever's vectors load on first use). The value just used always stays, even alone
+over the bound: it is the one being worked with."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class SizedLRU(Generic[K, V]):
+    """At most ``max_bytes`` of values (as ``sizeof`` measures them); the least recently used go first."""
+
+    def __init__(self, max_bytes: int, sizeof: Callable[[V], int]):
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
+        self.max_bytes = max_bytes
+        self._sizeof = sizeof
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def bytes(self) -> int:
+        """The cached values' size when each was last used."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def keys(self) -> list[K]:
+        """The keys, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def get(self, key: K) -> V | None:
+        """The value (now the most recently used, its size measured again), or None."""
+        with self._lock:
+            if key not in self._entries:
+                return None
+            value = self._entries[key][0]
+            self._store(key, value)
+            return value
+
+    def put(self, key: K, value: V) -> V:
+        """Keep ``value`` as the most recently used, dropping the least recently used beyond the bound."""
+        with self._lock:
+            self._store(key, value)
+            return value
+
+    def drop(self, matches: Callable[[K], bool]) -> int:
+        """Drop every entry whose key ``matches``; how many were dropped."""
+        with self._lock:
+            gone = [key for key in self._entries if matches(key)]
+            for key in gone:
+                self._bytes -= self._entries.pop(key)[1]
+            return len(gone)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def _store(self, key: K, value: V) -> None:
+        if key in self._entries:
+            self._bytes -= self._entries.pop(key)[1]
+        size = max(0, int(self._sizeof(value)))
+        self._entries[key] = (value, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes and len(self._entries) > 1:
+            self._bytes -= self._entries.popitem(last=False)[1][1]
