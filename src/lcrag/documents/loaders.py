@@ -51,6 +51,8 @@ def load_jsonl(path: Path) -> list[Document]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        except RecursionError:  # json recurses per level: a record nested 100,000 deep exhausts the stack
+            raise InputError(f"{path}:{lineno}: JSON nested too deeply to read") from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise InputError(f"{path}:{lineno}: each record needs a string field 'text'")
         if not record["text"].strip():
@@ -124,7 +126,8 @@ def _load_directory(directory: Path) -> list[Document]:
 
 def load_files(files: list[Path], progress=None) -> tuple[list[Document], list[str]]:
     """The documents of ``files``, and one line for each file that could not be read (skipped, with a warning);
-    ``progress(done, total)`` after each file."""
+    ``progress(done, total)`` after each file. A file a parser fails on in a way of its own (a damaged file it
+    did not foresee) is skipped too, so one file never stops the others."""
     docs: list[Document] = []
     failed: list[str] = []
     for i, f in enumerate(files):
@@ -133,6 +136,9 @@ def load_files(files: list[Path], progress=None) -> tuple[list[Document], list[s
         except InputError as exc:
             failed.append(str(exc))
             log.warning("skipped %s", exc)
+        except Exception as exc:  # noqa: BLE001 - any parser's own failure on one damaged file
+            failed.append(f"{f}: could not be read ({type(exc).__name__}: {str(exc)[:200]})")
+            log.warning("skipped %s", f, exc_info=True)
         if progress:
             progress(i + 1, len(files))
     return docs, failed

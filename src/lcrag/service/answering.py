@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
-from lcrag.service.collections import Collections
+from lcrag.service.collections import Collections, NotFound
 from lcrag.strategies.router import BUNDLED
 from lcrag.types import Answer, Document
 
@@ -28,6 +28,16 @@ ANSWER_OPTIONS = ("strategy", "retriever", "k", "budget", "order", "route_thresh
 
 class Busy(RuntimeError):
     """More requests are waiting for the reader than the service queues (HTTP 429)."""
+
+
+@dataclass
+class _Loaded:
+    """The collections' documents as loaded, each with the identity of the collection it was read from (a collection
+    deleted and created again is another one), under one lock, so that keeping a document and checking whose it is
+    never interleave with a delete."""
+
+    entries: dict[str, tuple[str, Document]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Answering:
@@ -41,7 +51,7 @@ class Answering:
         self.base = pipeline or Pipeline(settings)
         self.prices, self.price_as = prices or PriceTable(), price_as
         self.collections = Collections(collections_root, self._index)
-        self._documents: dict[str, Document] = {}
+        self._documents = _Loaded()
         self._pipelines: OrderedDict[tuple, Pipeline] = OrderedDict()
         self._reader = threading.Lock()
         self._waiting = 0
@@ -55,20 +65,26 @@ class Answering:
     def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
         files = sorted(f for f in files_dir.iterdir() if f.is_file() and not f.name.startswith("."))
         docs, skipped = load_files(files, progress)
-        # Sources name a collection's files as clients know them (the name they were uploaded under, which
-        # GET /v1/collections/NAME/files/FILE serves), never a path on the server.
+        # Sources and messages name a collection's files as clients know them (the name they were uploaded under,
+        # which GET /v1/collections/NAME/files/FILE serves), never a path on the server.
+        skipped = [self.collections.public(line) for line in skipped]
         docs = [replace(d, source=Path(d.source).name) for d in docs]
         if not docs:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))
-        return join_documents(docs, files_dir.parent), skipped
+        return join_documents(docs, Path(files_dir.parent.name)), skipped
 
     def _index(self, name: str, files_dir: Path, progress) -> list[str]:
-        document, skipped = self._load(files_dir, progress)
-        with self._reader:  # index builds use the embedder (and, for token chunking, the reader's tokenizer)
-            index = self.base.index(document)
-            index.retriever(self.settings.retriever)
-        self._documents[name] = document
+        identity = self.collections.identity(name)  # taken first: what is read is this collection's or a later one's
+        try:
+            document, skipped = self._load(files_dir, progress)
+            with self._reader:  # index builds use the embedder (and, for token chunking, the reader's tokenizer)
+                index = self.base.index(document)
+                index.retriever(self.settings.retriever)
+        except Exception:
+            self._drop(name, identity)  # the collection is in error: its previous document no longer answers
+            raise
+        self._keep(name, identity, document)
         return skipped
 
     def document(self, name: str) -> Document:
@@ -76,12 +92,62 @@ class Answering:
         status = self.collections.status(name)
         if status.state == "indexing":
             self.collections.wait(name)
-        if name not in self._documents:
-            self._documents[name] = self._load(files_dir)[0]
-        return self._documents[name]
+        identity = self.collections.identity(name)
+        with self._documents.lock:
+            kept = self._documents.entries.get(name)
+        if kept is not None and kept[0] == identity:
+            return kept[1]
+        document = self._load(files_dir)[0]
+        if not self._keep(name, identity, document):
+            raise NotFound(f"collection {name!r} was deleted while its documents were read")
+        return document
 
     def forget(self, name: str) -> None:
-        self._documents.pop(name, None)
+        """Drop what is kept of a collection that was deleted or created anew: its document, and its indexes and
+        answering contexts in every pipeline's memory. A collection that is still the one its document was read
+        from keeps it until the indexing its change started replaces it (asking waits for that indexing)."""
+        with self._documents.lock:
+            kept = self._documents.entries.get(name)
+            if kept is None or kept[0] == self._identity(name):
+                return
+            del self._documents.entries[name]
+        self._release(kept[1])
+
+    def _identity(self, name: str) -> str | None:
+        try:
+            return self.collections.identity(name)
+        except NotFound:
+            return None
+
+    def _keep(self, name: str, identity: str, document: Document) -> bool:
+        """Keep ``document`` as the collection's if the collection is still the one it was read from (indexing that
+        ends after a delete never puts the old document back), releasing the document it replaces; whether it
+        was kept."""
+        with self._documents.lock:
+            current = self._identity(name) == identity
+            previous = self._documents.entries.get(name) if current else None
+            if current:
+                self._documents.entries[name] = (identity, document)
+        if not current:
+            self._release(document)  # read for a collection that is gone
+        elif previous is not None and previous[1].content_hash != document.content_hash:
+            self._release(previous[1])  # the collection's earlier content
+        return current
+
+    def _drop(self, name: str, identity: str) -> None:
+        with self._documents.lock:
+            kept = self._documents.entries.get(name)
+            if kept is None or kept[0] != identity:
+                return
+            del self._documents.entries[name]
+        self._release(kept[1])
+
+    def _release(self, document: Document) -> None:
+        """Drop ``document``'s indexes and contexts from the memory of every pipeline (a shared one once)."""
+        content_hash = document.content_hash
+        pipelines = {id(p.memory): p for p in (self.base, *list(self._pipelines.values()))}
+        for pipeline in pipelines.values():
+            pipeline.forget(content_hash)
 
     # -- answers -----------------------------------------------------------------------------------------------
     def pipeline(self, options: dict[str, Any]) -> Pipeline:
