@@ -130,6 +130,18 @@ class Collections:
             raise NotFound(f"unknown collection {name!r}")
         return directory
 
+    def file(self, name: str, filename: str) -> Path:
+        """The stored file a client names (as listed), else :class:`NotFound`; a hidden, nested or over-long name
+        is never looked up on disk (a name over the file system's limit would fail there with ENAMETOOLONG)."""
+        directory = self.files_dir(name)
+        if (filename.startswith(".") or "/" in filename or "\\" in filename
+                or len(filename.encode("utf-8", "replace")) > MAX_NAME_BYTES + 16):  # 16: room for " (NNN)"
+            raise NotFound(f"no file {filename[:40]!r} in {name!r}")
+        path = directory / filename
+        if not path.is_file():
+            raise NotFound(f"no file {filename[:40]!r} in {name!r}")
+        return path
+
     def identity(self, name: str) -> str:
         """What tells this collection from an earlier one of the same name: the id written when it was created
         (collections from before ids: the directory's inode and change time)."""

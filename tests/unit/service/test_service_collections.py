@@ -209,3 +209,15 @@ def test_status_and_errors_name_files_by_their_uploaded_names_only(service, tmp_
         assert status["state"] == "ready" and status["skipped"] == ["blank.txt is empty"]
         shown = json.dumps(httpx.get(f"{url}/v1/collections").json()) + reply.text
         assert str(tmp_path) not in shown and "/files/" not in shown
+
+
+def test_a_file_is_looked_up_only_by_a_name_that_could_be_stored(tmp_path):
+    from lcrag.service.collections import Collections, NotFound
+
+    collections = Collections(tmp_path / "collections")
+    collections.create("ops")
+    (collections.files_dir("ops") / "счёт.txt").write_text("x")
+    assert collections.file("ops", "счёт.txt").name == "счёт.txt"
+    for name in ["ж" * 200 + ".txt", ".upload-x", "../collection.json", "nope.txt"]:
+        with pytest.raises(NotFound):
+            collections.file("ops", name)
