@@ -53,6 +53,7 @@ def serve(
     max_body_kb: Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)] = 1024,
     router: Annotated[Optional[list[str]], typer.Option("--router", help="A router clients may name, NAME=FILE (a file of `lcrag route fit`); repeatable. The shipped ones (lara) are always offered.")] = None,
     max_waiting: Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)] = 8,
+    index_memory_mb: Annotated[float, typer.Option("--index-memory-mb", help="Memory for indexes and answering contexts kept between questions (least recently used dropped first).", min=1)] = 512,
     max_question_chars: Annotated[int, typer.Option("--max-question-chars", help="Longest question accepted (400 above).", min=1)] = Limits.max_question_chars,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)] = Limits.max_tokens,
     strategies: Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")] = None,
@@ -80,7 +81,8 @@ def serve(
     from lcrag.service.app import create_app
 
     root = Path(settings.cache_dir or default_cache_dir()) / "collections"
-    answering = Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []))
+    answering = Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []),
+                          memory_bytes=int(index_memory_mb * 1024 * 1024))
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),

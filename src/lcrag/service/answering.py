@@ -43,12 +43,13 @@ class _Loaded:
 class Answering:
     def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
-                 routers: dict[str, str] | None = None):
+                 routers: dict[str, str] | None = None, memory_bytes: int | None = None):
         self.settings = settings
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
         self.routers = {name: name for name in BUNDLED} | dict(routers or {})
-        self.base = pipeline or Pipeline(settings)
+        # One bound for everything kept between questions: every per-option pipeline shares the base's memory.
+        self.base = pipeline or Pipeline(settings, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
         self.prices, self.price_as = prices or PriceTable(), price_as
         self.collections = Collections(collections_root, self._index)
         self._documents = _Loaded()
@@ -158,7 +159,8 @@ class Answering:
         key = tuple(sorted(given.items()))
         if key not in self._pipelines:
             settings = replace(self.settings, **given)  # Settings.__post_init__ checks every value
-            self._pipelines[key] = Pipeline(settings, reader=self.base.reader, embedder=self.base.embedder)
+            self._pipelines[key] = Pipeline(settings, reader=self.base.reader, embedder=self.base.embedder,
+                                            memory=self.base.memory)
             while len(self._pipelines) > 16:
                 self._pipelines.popitem(last=False)
         self._pipelines.move_to_end(key)

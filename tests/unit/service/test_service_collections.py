@@ -182,6 +182,28 @@ def test_a_name_too_long_to_store_is_refused_with_a_400(service, tmp_path):
         assert reply.status_code == 400
 
 
+def test_a_download_by_a_name_too_long_to_store_is_a_404_never_a_500(service, tmp_path):
+    server, _ = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        for name in ("ж" * 200 + ".txt", "n" * 255, ".upload-x", "a\\b.txt"):  # 405 bytes is past the file system's
+            reply = httpx.get(f"{url}/v1/collections/ops/files/{name}")
+            assert reply.status_code == 404 and reply.json()["error"]["message"].startswith("no file")
+
+
+def test_every_pipeline_of_the_service_shares_one_memory_bound(service, tmp_path):
+    server, answering = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        upload(url, "ops", text_file(tmp_path, "a.txt", "The crane reset code is 7781."))
+        wait_ready(url, "ops")
+        for k in (1, 2, 3):
+            reply = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Code?", "k": k}, timeout=60)
+            assert reply.status_code == 200
+        assert len(answering._pipelines) == 3
+        assert all(p.memory is answering.base.memory for p in answering._pipelines.values())
+
+
 # -- item 13: leftover temporary files ----------------------------------------------------------------------------
 def test_uploads_cut_short_by_a_crash_are_removed_at_start_up(service, tmp_path):
     files = tmp_path / "collections" / "ops" / "files"

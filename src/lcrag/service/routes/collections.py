@@ -66,9 +66,7 @@ async def upload(name: str, engine: Engine, limit: Annotated[Limits, Depends(lim
 
 @router.get("/{name}/files/{filename}")
 async def download(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
-    path = engine.collections.files_dir(name) / filename
-    if filename.startswith(".") or "/" in filename or not path.is_file():
-        raise NotFound(f"no file {filename!r} in {name!r}")
+    path = engine.collections.file(name, filename)
     inline = SHOWN_INLINE.get(path.suffix.lower())
     headers = {} if inline == "application/pdf" else {"Content-Security-Policy": FILE_CSP}
     return FileResponse(path, media_type=inline or "application/octet-stream", filename=filename,
