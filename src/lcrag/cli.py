@@ -22,7 +22,7 @@ from lcrag.cli_routing import route_app
 from lcrag.cli_serve import serve
 from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
-from lcrag.options import SettingError, at_least, cli_message, longrag_choices, reader_forms
+from lcrag.options import SettingError, at_least, cli_message, longrag_choices, option_values, reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
 from lcrag.http import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
@@ -65,6 +65,7 @@ LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --rou
 PricesFile = Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table (USD per million input, cached input, output tokens per model), added over the built-in one.")]
 PriceAs = Annotated[Optional[str], typer.Option("--price-as", help="Price the calls as if made with this model (e.g. gpt-4o-mini); otherwise a model not in the table is unpriced.")]
 CacheAwareOpt = Annotated[bool, typer.Option("--cache-aware", help="Self-Route: once LC has read a document (its prefix cached by the server), answer its next questions with LC directly while that costs fewer uncached tokens than the RAG step.")]
+PartOption = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2 for cascade; see the README's list); repeatable, over the run file's options table.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
@@ -76,14 +77,17 @@ def _run_config(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tu
     conversion of the flag's value)."""
     from lcrag.config import CONFIG_FIELDS, Config
 
-    renamed = renamed or {}
+    renamed = {"option": ("options", option_values), **(renamed or {})}
     given = {}
     for param, value in ctx.params.items():
         field, convert = renamed.get(param, (param, None))
         source = ctx.get_parameter_source(param)
         if field in CONFIG_FIELDS and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             given[field] = convert(value) if convert else value
-    return (Config.from_file(run_file) if run_file else Config()).merged(given)
+    base = Config.from_file(run_file) if run_file else Config()
+    if "options" in given:  # flags add to the run file's options table (and win where both name one)
+        given["options"] = base.options.options | given["options"]
+    return base.merged(given)
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -124,6 +128,7 @@ def ask(
     cache_aware: CacheAwareOpt = False,
     prices: PricesFile = None,
     price_as: PriceAs = None,
+    option: PartOption = None,
     config: RunFile = None,
 ) -> None:
     """Answer QUESTION about DOC."""
@@ -365,6 +370,7 @@ def evaluate(
     router: RouterFile = None,
     lc_share: LCShare = None,
     cache_aware: CacheAwareOpt = False,
+    option: PartOption = None,
     config: RunFile = None,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.errors import OptionError
+from lcrag.options import option_values
 from lcrag.service.limits import Limits, hosts_for, is_loopback
 
 API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
@@ -58,6 +59,7 @@ def serve(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)] = Limits.max_tokens,
     strategies: Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")] = None,
     allowed_host: Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")] = None,
     cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="A web origin allowed to call the API from the browser (CORS), e.g. https://app.example; repeatable. None by default.")] = None,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
@@ -69,7 +71,10 @@ def serve(
 
     given = {k: v for k, v in {"llm": llm, "base_url": base_url, "context_window": context_window,
                                "threads": threads, "cache_dir": cache_dir}.items() if v is not None}
-    settings = (Config.from_file(config) if config else Config()).merged(given).settings()
+    run = Config.from_file(config) if config else Config()
+    if option:
+        given["options"] = run.options.options | option_values(option)
+    settings = run.merged(given).settings()
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)

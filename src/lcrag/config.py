@@ -15,24 +15,22 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from lcrag.assembly.context import ORDERS
 from lcrag.documents.files import check_regular_file, decode_text, read_regular_file
+from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import EvalOptions, SettingError, at_least, in_range, longrag_choices, one_of
 from lcrag.readers import parse_reader_spec
 from lcrag.http import DEFAULT_TIMEOUT, check_base_url
 from lcrag.redaction import redact_spec, redact_url
-from lcrag.registry import CHUNKERS, READERS, RETRIEVERS, STRATEGIES
+from lcrag.registry import READERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import PromptSet, document_strategies, needs_corpus
-
-if typing.TYPE_CHECKING:
-    from lcrag.pipeline import Settings
 
 
 class ConfigFileError(OptionError):
@@ -49,27 +47,6 @@ def _about(setting: str) -> Iterator[None]:
         if not hasattr(exc, "setting"):
             exc.setting = setting  # type: ignore[attr-defined]
         raise
-
-
-def parse_chunking(spec: str) -> tuple[str, int | None, int | None]:
-    """``(unit, size, overlap)`` of ``words:300``, ``tokens:128``, ``sentences:300`` or, for units that overlap
-    their chunks, ``UNIT:SIZE:OVERLAP`` (``sentence-splitter:600:100``); a unit alone takes its default size, and
-    no overlap its default overlap (None)."""
-    unit, _, rest = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    size, _, overlap = rest.partition(":")
-    units = CHUNKERS.names()
-    if unit not in units or (size and not (size.isdigit() and int(size) >= 1)) or (overlap and not overlap.isdigit()) \
-            or (rest and not size):
-        raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(units)} and SIZE ≥ 1 "
-                                       f"(e.g. words:300, tokens:128), or UNIT:SIZE:OVERLAP (sentence-splitter:600:100), "
-                                       f"got {spec!r}")
-    if overlap and "overlap" not in CHUNKERS.get(unit).meta:
-        raise SettingError("chunking", f"{unit} chunks do not overlap: write {unit}:SIZE, not {spec!r}")
-    shared = overlap or str(CHUNKERS.get(unit).meta.get("overlap", 0))
-    if size and int(shared) >= int(size):
-        raise SettingError("chunking", f"the overlap ({shared}{'' if overlap else ', the default'}) must be smaller "
-                                       f"than the chunk size, got {spec!r}")
-    return unit, int(size) if size else None, int(overlap) if overlap else None
 
 
 @dataclass(frozen=True)
@@ -212,6 +189,39 @@ class CacheConfig:
         return _plain(self)
 
 
+# Options parts declare under another name than the setting that gives them (every setting's own name is one too).
+_SETTING_OF_OPTION = {"threshold": "route_threshold"}
+
+
+@dataclass(frozen=True)
+class PartOptions:
+    """Options that strategies and retrievers declare (:attr:`lcrag.registry.Part.options`), set by name: cascade's
+    ``widen``, a plugin's own. A run file's ``options`` table, ``--option NAME=VALUE`` and the service's ``options``
+    field all land here; each name must be some strategy's or retriever's option and its value valid for the parts
+    that declare it. The chosen parts check again when they are made (an option neither takes is refused)."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, Mapping):
+            raise SettingError("options", f"must be a table of NAME = VALUE, got {self.options!r}")
+        for name in self.options:
+            if name in _SETTING_OF_OPTION or name in _SECTION_OF:
+                raise SettingError("options", f"{name} has a setting of its own: set "
+                                              f"{_SETTING_OF_OPTION.get(name, name)}")
+        if self.options:
+            parts = [*STRATEGIES.parts(), *RETRIEVERS.parts()]
+            known = sorted({o.name for p in parts for o in p.options} - set(_SETTING_OF_OPTION) - set(_SECTION_OF))
+            for name in self.options:
+                if not any(p.option(name) for p in parts):
+                    raise SettingError("options", f"{name!r} is no strategy's or retriever's option; they are "
+                                                  f"{', '.join(known) or 'none'}")
+            check_part_options(self.options, parts)
+
+    def to_dict(self) -> dict:
+        return dict(self.options)
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """What only ``lcrag eval`` reads: the dataset, the run directory and the matrix of runs."""
@@ -265,10 +275,12 @@ def check_eval_retrievers(strategies: tuple[str, ...], retrievers: tuple[str, ..
 
 SECTIONS: dict[str, type] = {
     "reader": ReaderConfig, "embedder": EmbedderConfig, "chunking": ChunkingConfig, "retrieval": RetrievalConfig,
-    "strategy": StrategyConfig, "cache": CacheConfig, "eval": EvalConfig,
+    "strategy": StrategyConfig, "options": PartOptions, "cache": CacheConfig, "eval": EvalConfig,
 }
 # The sections a Pipeline reads (Settings is their flat view); field names are unique across all sections.
-SETTINGS_SECTIONS = ("reader", "embedder", "chunking", "retrieval", "strategy", "cache")
+SETTINGS_SECTIONS = ("strategy", "retrieval", "chunking", "reader", "embedder", "cache", "options")
+# A section whose keys are free (checked by the parts), written in a run file as its values themselves.
+_FREE_SECTIONS = {"options": "options"}
 _SECTION_OF = {f.name: name for name, cls in SECTIONS.items() for f in fields(cls)}
 CONFIG_FIELDS = frozenset(_SECTION_OF)  # every field's name (the CLI's parameters with these names override them)
 
@@ -295,6 +307,7 @@ class Config:
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    options: PartOptions = field(default_factory=PartOptions)
     cache: CacheConfig = field(default_factory=CacheConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
@@ -320,6 +333,9 @@ class Config:
                 continue
             if not isinstance(values, Mapping):
                 raise ConfigFileError(f"{source}: {name}: must be a table of keys, got {values!r}")
+            if name in _FREE_SECTIONS:
+                sections[name] = {_FREE_SECTIONS[name]: dict(values)}
+                continue
             for key in values:
                 if key not in _file_keys(SECTIONS[name]):
                     raise ConfigFileError(f"{source}: {name}.{key}: unknown key; the keys are "
@@ -355,12 +371,9 @@ class Config:
         return {name: getattr(self, name).to_dict() for name in SECTIONS}
 
     def settings(self) -> Settings:
-        """The flat :class:`~lcrag.pipeline.Settings` a :class:`~lcrag.pipeline.Pipeline` takes."""
-        from lcrag.pipeline import Settings
-
-        values = {f.name: getattr(getattr(self, name), f.name)
-                  for name in SETTINGS_SECTIONS for f in fields(SECTIONS[name]) if f.name in Settings.__dataclass_fields__}
-        return Settings(**values)
+        """The flat :class:`Settings` a :class:`~lcrag.pipeline.Pipeline` takes."""
+        return Settings(**{f.name: getattr(getattr(self, name), f.name)
+                           for name in SETTINGS_SECTIONS for f in fields(SECTIONS[name]) if _in_settings(f)})
 
     @classmethod
     def from_settings(cls, settings: Settings, eval: EvalConfig | None = None) -> Config:
@@ -371,7 +384,45 @@ def settings_sections(settings: object) -> dict[str, object]:
     """Each settings concern built (and so checked) from a flat object with their fields, e.g. a Settings."""
     return {name: SECTIONS[name](**{f.name: getattr(settings, f.name) for f in fields(SECTIONS[name])
                                     if hasattr(settings, f.name)})
-            for name in ("strategy", "retrieval", "chunking", "reader", "embedder", "cache")}
+            for name in SETTINGS_SECTIONS}
+
+
+def _in_settings(f) -> bool:
+    return f.metadata.get("in_file", True)
+
+
+class _SettingsMethods:
+    """What :class:`Settings` adds to the fields it takes from the sections."""
+
+    def __post_init__(self) -> None:
+        """Every value is checked once, before any model loads, by the section that owns it: the CLI, the Python
+        API, ``replace()`` and run files all pass through them, and the message gives the valid range. Names of
+        readers, embedders and files are checked without loading anything."""
+        settings_sections(self)
+
+    def chunking_for(self, strategy: str) -> str:
+        """The user's chunking, else the strategy's own (each paper's, e.g. OP-RAG's tokens:128), else words:300."""
+        return self.chunking or STRATEGIES.get(strategy).meta.get("chunking", FALLBACK_CHUNKING)
+
+    @property
+    def separate_summary_llm(self) -> str | None:
+        """``summary_llm`` when it names a model other than the answering reader's, else None."""
+        return self.summary_llm if self.summary_llm not in (None, self.llm) else None
+
+
+def _settings_class() -> type:
+    """:class:`Settings`: one flat dataclass of the Pipeline's sections' fields — their names, defaults and types
+    written once, in the sections (ColBERT's way: one config made of per-concern parts)."""
+    specs = [(f.name, f.type, field(default=f.default, default_factory=f.default_factory, repr=f.repr))
+             for name in SETTINGS_SECTIONS for f in fields(SECTIONS[name]) if _in_settings(f)]
+    cls = make_dataclass("Settings", specs, bases=(_SettingsMethods,))
+    cls.__module__ = __name__
+    cls.__doc__ = ("What a Pipeline answers with: every field of the reader, embedder, chunking, retrieval, strategy, "
+                   "cache and options sections, flat (``Settings(strategy='rag', k=3)``), checked by those sections.")
+    return cls
+
+
+Settings = _settings_class()
 
 
 @contextmanager
@@ -406,6 +457,10 @@ def _typed(cls: type, key: str, value: Any) -> dict[str, Any]:
         kind = next(a for a in typing.get_args(kind) if a is not type(None))
         if value is None:
             return {key: None}
+    if typing.get_origin(kind) is dict:
+        if isinstance(value, Mapping):
+            return {key: dict(value)}
+        raise SettingError(key, f"must be a table of NAME = VALUE, got {value!r}")
     if typing.get_origin(kind) is tuple:
         item = typing.get_args(kind)[0]
         if isinstance(value, (list, tuple)) and all(_is(item, v) for v in value):

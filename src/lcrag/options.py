@@ -19,7 +19,7 @@ FLAGS = {
     "limit": "--limit", "concurrency": "--concurrency", "max_file_mb": "--max-file-mb", "words": "--words",
     "context_tokens": "--context-tokens", "piece_words": "--piece-words", "group_tokens": "--group-tokens",
     "batch": "--batch", "top": "--top", "timeout": "--timeout", "scorer": "--scorer", "prompt": "--prompt",
-    "unit": "--unit", "route_threshold": "--route-threshold", "lc_share": "--lc-share",
+    "unit": "--unit", "route_threshold": "--route-threshold", "lc_share": "--lc-share", "options": "--option",
 }
 
 
@@ -37,6 +37,24 @@ def cli_message(exc: LcragError) -> str:
     if isinstance(exc, SettingError) and exc.setting in FLAGS:
         return f"{FLAGS[exc.setting]} {exc.problem}"
     return str(exc)
+
+
+def option_values(assignments: Iterable[str]) -> dict[str, object]:
+    """``--option`` values, ``["widen=2", "style=short"]`` -> ``{"widen": 2, "style": "short"}``: a value is a number,
+    true, false or null when it reads as one (JSON), else text. The part that declares the option checks it."""
+    import json
+
+    values: dict[str, object] = {}
+    for assignment in assignments:
+        name, equals, text = assignment.partition("=")
+        if not equals or not name.strip().isidentifier():
+            raise SettingError("options", f"must be NAME=VALUE (e.g. widen=2), got {assignment!r}")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        values[name.strip()] = value if value is None or isinstance(value, (int, float, bool, str)) else text
+    return values
 
 
 def at_least(name: str, value: object, low: int, optional: bool = False) -> None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.assembly import ContextAssembler, TruncatedText
 from lcrag.assembly.truncation import fill_with_chunks
 from lcrag.chunking import Chunker, make_chunker
-from lcrag.config import ChunkingConfig, parse_chunking, settings_sections
+from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
+from lcrag.config import ChunkingConfig, Settings
 from lcrag.documents import load_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.errors import InputError
@@ -26,10 +27,9 @@ from lcrag.readers import (
     make_reader,
 )
 from lcrag.readers import call_context
-from lcrag.http import DEFAULT_TIMEOUT
 from lcrag.lru import SizedLRU
 from lcrag.readers.kv_store import max_bytes_from_env
-from lcrag.registry import CHUNKERS, STRATEGIES
+from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
@@ -40,60 +40,10 @@ from lcrag.types import Answer, Document
 if TYPE_CHECKING:
     from lcrag.retrieval.corpus.source import CorpusUnits
 
-# The chunking used when neither the user nor the strategy (its registered meta ``chunking``) names one.
-FALLBACK_CHUNKING = "words:300"
 # What a pipeline keeps in memory of the documents it has answered over (indexes and answering contexts) unless told
 # otherwise: dozens of books, and a bound, so that a long-running service does not grow with every document it sees.
 DEFAULT_MEMORY_BYTES = 512 << 20
 _PIPELINE_NUMBERS = itertools.count()
-
-
-@dataclass
-class Settings:
-    strategy: str = "self-route"
-    retriever: str = "bm25"
-    k: int = 5
-    budget: int | None = None
-    order: str | None = None  # score | document; None: the strategy's own
-    chunking: str | None = None  # words:300 | tokens:128 | sentences:300; None: the strategy's own
-    llm: str = "smollm2"
-    # Who writes RAPTOR and tree-index summaries; None: the answering reader. As in the RAPTOR paper (one summarizer,
-    # many readers), a tree built once serves readers of any size.
-    summary_llm: str | None = None
-    embedder: str = "minilm"
-    window: int = 3  # sentence-window retriever: sentences either side of a hit
-    tree_navigation: str = "embedding"  # tree retriever: embedding | llm
-    unit: str | None = None  # over a corpus index: passage | document | grouped; None: the smallest built
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)  # never shown: reprs end up in logs and messages
-    context_window: int | None = None
-    tokenizer: str | None = None  # tokenizer.json for servers without /tokenize
-    threads: int | None = None
-    # Seconds one HTTP call to a reader or embedder server may take, retries included (a silent server fails then).
-    timeout: float = DEFAULT_TIMEOUT
-    max_tokens: int = 64
-    cache: bool = True
-    cache_dir: Path | None = None
-    prompts: PromptSet = field(default_factory=PromptSet)
-    route_threshold: float | None = None  # Self-Route: LC when P(decline) >= this; None: the written answer decides
-    router: str | None = None  # a learned router's JSON file: Self-Route goes to LC when it predicts LC is better
-    lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
-    cache_aware: bool = False  # Self-Route: a document LC has read goes straight to LC while that is cheaper
-
-    def __post_init__(self) -> None:
-        """Every value is checked once, before any model loads, by the configuration objects (one per concern,
-        :mod:`lcrag.config`): the CLI, the Python API, ``replace()`` and run files all pass through them, and the
-        message gives the valid range. Names of readers, embedders and files are checked without loading anything."""
-        settings_sections(self)
-
-    def chunking_for(self, strategy: str) -> str:
-        """The user's chunking, else the strategy's own (each paper's, e.g. OP-RAG's tokens:128), else words:300."""
-        return self.chunking or STRATEGIES.get(strategy).meta.get("chunking", FALLBACK_CHUNKING)
-
-    @property
-    def separate_summary_llm(self) -> str | None:
-        """``summary_llm`` when it names a model other than the answering reader's, else None."""
-        return self.summary_llm if self.summary_llm not in (None, self.llm) else None
 
 
 def as_document(document: Document | str | Path) -> Document:
@@ -187,7 +137,8 @@ class Pipeline:
         """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists."""
         document = as_document(document)
         chunking = chunking or self.settings.chunking_for(self.settings.strategy)
-        options = RetrieverOptions(window=self.settings.window, tree_navigation=self.settings.tree_navigation)
+        options = RetrieverOptions(window=self.settings.window, tree_navigation=self.settings.tree_navigation,
+                                   extra=tuple(sorted(self.settings.options.items())))
         key = ("index", document.content_hash, chunking, options, self.cache_dir)
         with self._lock:
             index = self.memory.get(key)
@@ -250,6 +201,19 @@ class Pipeline:
                             assembler=ContextAssembler(k=s.k, budget=s.budget), prompts=s.prompts,
                             params=GenerationParams(max_tokens=s.max_tokens), long_text=long_text)
 
+    def strategy(self, name: str) -> Strategy:
+        """The strategy called ``name`` with the options the settings give it (kept: a condition says what it says
+        once, e.g. no logprobs). An option neither this strategy nor the retriever takes is refused."""
+        with self._lock:
+            if name not in self._strategies:
+                s = self.settings
+                check_part_options(s.options, [STRATEGIES.get(name), RETRIEVERS.get(s.retriever)])
+                router = Router.load(s.router) if s.router else None
+                self._strategies[name] = make_strategy(name, s.order, threshold=s.route_threshold, router=router,
+                                                       lc_share=s.lc_share, cache_aware=s.cache_aware or None,
+                                                       **s.options)
+            return self._strategies[name]
+
     def ask(
         self,
         document: Document | str | Path,
@@ -263,12 +227,7 @@ class Pipeline:
             raise InputError("the question is empty")
         at_least("max_tokens", max_tokens, 1, optional=True)
         strategy = strategy or self.settings.strategy
-        if strategy not in self._strategies:  # kept: a condition says what it says once (e.g. no logprobs)
-            s = self.settings
-            router = Router.load(s.router) if s.router else None
-            self._strategies[strategy] = make_strategy(strategy, s.order, threshold=s.route_threshold, router=router,
-                                                       lc_share=s.lc_share, cache_aware=s.cache_aware or None)
-        runner = self._strategies[strategy]
+        runner = self.strategy(strategy)
         ctx = self.context(as_document(document), strategy)
         if prompts is not None or max_tokens is not None:
             # A shallow copy: the truncated-document memo stays shared with the cached context.

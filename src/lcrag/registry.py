@@ -18,7 +18,7 @@ import importlib
 import logging
 import pkgutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
@@ -86,6 +86,22 @@ class Part:
 
     def create(self, *args: Any, **kwargs: Any) -> Any:
         return self.factory(*args, **kwargs)
+
+
+def check_part_options(values: Mapping[str, Any], parts: Iterable[Part]) -> None:
+    """Options set by name (``widen=2``), each taken by at least one of ``parts`` and valid for every one of them that
+    declares it; else an :class:`OptionError` saying which parts take which options."""
+    parts = list(parts)
+    for name, value in values.items():
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise OptionError(f"option {name} must be a string, number or true/false, got {type(value).__name__}")
+        takers = [p for p in parts if p.option(name) is not None]
+        if not takers:
+            offered = sorted({f"{o.name} ({p.kind} {p.name})" for p in parts for o in p.options})
+            raise OptionError(f"no {' or '.join(dict.fromkeys(f'{p.kind} {p.name!r}' for p in parts))} takes an option "
+                              f"{name!r}" + (f"; the options are {', '.join(offered)}" if offered else ""))
+        for part in takers:
+            part.option(name).check(value, f"{part.kind} {part.name!r}")
 
 
 class Registry:

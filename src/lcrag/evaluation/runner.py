@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from lcrag.config import Config, EvalConfig
-from lcrag.errors import InputError, NoAnswer, RunDirectoryError
+from lcrag.errors import InputError, NoAnswer, OptionError, RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem, file_hash
 from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
 from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
@@ -38,6 +38,7 @@ from lcrag.evaluation.rundir import (
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader
 from lcrag.redaction import redact_spec, redact_url
+from lcrag.registry import RETRIEVERS, STRATEGIES
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
@@ -81,6 +82,14 @@ def expand_configs(strategies: list[str], retrievers: list[str], ks: list[int], 
                     config = RunConfig(strategy, retriever, unit=unit, **kw)
                     configs.setdefault(config.id, config)
     return list(configs.values())
+
+
+def _options_for(config: RunConfig, options: dict) -> dict:
+    """The options (``--option``) a configuration's strategy or retriever takes: a matrix of strategies shares one
+    set, each part reading its own."""
+    parts = [STRATEGIES.get(config.strategy)] + ([RETRIEVERS.get(config.retriever)] if config.retriever in RETRIEVERS
+                                                 else [])
+    return {name: value for name, value in options.items() if any(p.option(name) for p in parts)}
 
 
 def _short(value) -> str:
@@ -196,6 +205,7 @@ class EvalRunner:
             **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),
             **({"router_sha256": file_hash(s.router), "lc_share": s.lc_share} if s.router else {}),
             **({"cache_aware": True} if s.cache_aware else {}),  # named only when on: an identity lists what was used
+            **({"options": dict(sorted(s.options.items()))} if s.options else {}),
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
         }
@@ -273,13 +283,18 @@ class EvalRunner:
             # Summaries by another model: one reader for every configuration, its calls cached and logged like the
             # answering reader's.
             summary_reader = CachedReader(base.summary_reader, cache, miss_log=self.out / "llm_calls.log")
+        taken = {name for c in configs for name in _options_for(c, self.settings.options)}
+        for name in self.settings.options:
+            if name not in taken:
+                raise OptionError(f"option {name!r}: no strategy or retriever of this run takes it")
         embedder = base.embedder if any(c.retriever != "bm25" for c in configs) else None
         if self.corpus_dir is not None:
             from lcrag.retrieval.corpus import CorpusIndex
 
             self._corpus = CorpusIndex(self.corpus_dir, embedder=embedder)
         return {
-            c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget), reader=reader,
+            c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget,
+                                   options=_options_for(c, self.settings.options)), reader=reader,
                            embedder=embedder, summary_reader=summary_reader)
             for c in configs
         }

@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
 from lcrag.readers.base import Reader
-from lcrag.registry import RETRIEVERS
+from lcrag.registry import RETRIEVERS, Part
 from lcrag.retrieval.base import Retriever
 from lcrag.retrieval.dense import embed_chunks, load_vectors
 from lcrag.retrieval.embedders import Embedder
@@ -42,6 +42,14 @@ class RetrieverOptions:
     tree_branch: int = 2  # tree: nodes kept per level
     tree_children: int = 10  # tree: children per summary (LlamaIndex's num_children)
     raptor: RaptorConfig = field(default_factory=RaptorConfig)
+    # Options set by name (Settings.options): a retriever that declares one gets it as a keyword argument.
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def for_part(self, part: Part) -> dict[str, Any]:
+        """The named options ``part`` declares (those with a field of their own, such as ``window``, it reads from
+        the index's options)."""
+        given = dict(self.extra)
+        return {o.name: given[o.name] for o in part.options if o.name in given}
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -179,7 +187,7 @@ class DocumentIndex:
         part = RETRIEVERS.get(kind)  # unknown: an OptionError listing the registered ones
         with self._lock:
             if kind not in self._retrievers:
-                self._retrievers[kind] = part.create(self)
+                self._retrievers[kind] = part.create(self, **self.options.for_part(part))
             return self._retrievers[kind]
 
     # -- token counts for budgets -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from lcrag.types import Answer, Document
 
 # Request fields that choose how a question is answered (they map to Settings fields of the same name).
 ANSWER_OPTIONS = ("strategy", "retriever", "k", "budget", "order", "route_threshold", "router", "lc_share",
-                  "cache_aware", "max_tokens")
+                  "cache_aware", "max_tokens", "options")
 
 
 class Busy(RuntimeError):
@@ -156,11 +156,15 @@ class Answering:
         given = {k: v for k, v in options.items() if k in ANSWER_OPTIONS and v is not None}
         if "router" in given:
             given["router"] = self.router(given["router"])
-        key = tuple(sorted(given.items()))
+        if "options" in given:  # over the server's own (lcrag serve --option)
+            given["options"] = self.settings.options | given["options"]
+        key = tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in given.items()))
         if key not in self._pipelines:
             settings = replace(self.settings, **given)  # Settings.__post_init__ checks every value
-            self._pipelines[key] = Pipeline(settings, reader=self.base.reader, embedder=self.base.embedder,
-                                            memory=self.base.memory)
+            pipeline = Pipeline(settings, reader=self.base.reader, embedder=self.base.embedder,
+                                memory=self.base.memory)
+            pipeline.strategy(settings.strategy)  # an option neither the strategy nor the retriever takes: 400 now
+            self._pipelines[key] = pipeline
             while len(self._pipelines) > 16:
                 self._pipelines.popitem(last=False)
         self._pipelines.move_to_end(key)

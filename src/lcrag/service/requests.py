@@ -17,6 +17,7 @@ from lcrag.errors import InputError
 # Bounds on the values themselves; a Settings check after them gives the valid range in its own words.
 Name = Annotated[str, Field(min_length=1, max_length=64)]
 Short = Annotated[str, Field(min_length=1, max_length=200)]
+OptionValue = Annotated[str, Field(max_length=1000)] | int | float | bool | None
 
 
 class AnswerOptions(BaseModel):
@@ -34,8 +35,10 @@ class AnswerOptions(BaseModel):
     lc_share: float | None = Field(None, ge=0, le=1)
     cache_aware: bool | None = None
     max_tokens: int | None = Field(None, ge=1, description="completion tokens, up to the server's --max-tokens")
+    options: dict[Short, OptionValue] | None = Field(
+        None, max_length=32, description="options the strategy or retriever declares, by name (e.g. widen for cascade)")
 
-    def options(self) -> dict[str, Any]:
+    def answer_options(self) -> dict[str, Any]:
         """The options the client gave, by Settings field name."""
         return self.model_dump(include=set(AnswerOptions.model_fields), exclude_none=True)
 
@@ -99,8 +102,8 @@ class ChatRequest(AnswerOptions):
             raise InputError("messages: the last user message must have text content")
         return users[-1].text()
 
-    def options(self) -> dict[str, Any]:
-        given = super().options()
+    def answer_options(self) -> dict[str, Any]:
+        given = super().answer_options()
         if self.max_completion_tokens is not None:
             given.setdefault("max_tokens", self.max_completion_tokens)
         return given

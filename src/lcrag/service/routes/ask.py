@@ -20,7 +20,7 @@ router = APIRouter()
 async def ask(body: AskRequest, request: Request, asked: Questions = Depends(questions)):
     engine = asked.answering
     engine.collections.files_dir(body.collection)
-    options = body.options()
+    options = body.answer_options()
     if not body.stream:
         answer = await asked.answer(body.collection, body.question, options, request)
         return answer.to_dict() | {"cost": engine.cost(answer)}

@@ -35,7 +35,7 @@ async def models(engine: Answering = Depends(answering)):
 async def chat(body: ChatRequest, request: Request, asked: Questions = Depends(questions)):
     if not body.model.startswith(MODEL_PREFIX):
         raise NotFound(f"unknown model {body.model[:60]!r}: GET /v1/models lists them ({MODEL_PREFIX}COLLECTION)")
-    collection, question, options = body.model[len(MODEL_PREFIX):], body.question(), body.options()
+    collection, question, options = body.model[len(MODEL_PREFIX):], body.question(), body.answer_options()
     asked.answering.collections.files_dir(collection)
     reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if not body.stream:

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, File, Path, UploadFile
 from fastapi.responses import FileResponse
 
 from lcrag.service.answering import Answering
-from lcrag.service.collections import NotFound
 from lcrag.service.deps import answering, limits
 from lcrag.service.limits import Limits
 from lcrag.service.requests import NewCollection
