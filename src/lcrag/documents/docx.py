@@ -12,6 +12,7 @@ from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 
+from lcrag.documents.archives import check_archive, check_text
 from lcrag.documents.files import read_regular_file
 from lcrag.provenance import PHYSICAL, TextBuilder
 from lcrag.errors import InputError
@@ -28,6 +29,8 @@ def _open(path: Path, data: bytes):
     from lxml.etree import XMLSyntaxError
 
     try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            check_archive(archive, path)  # before python-docx expands any part
         return docx.Document(io.BytesIO(data))
     except (OpcError, zipfile.BadZipFile, KeyError, ValueError, XMLSyntaxError) as exc:
         # An OLE2 container is an encrypted .docx or an old binary .doc; a broken zip or part is a damaged file.
@@ -102,7 +105,7 @@ def docx_document(path: Path) -> Document:
             continue
         builder.add(text, page=str(page), section=section)
         page += _page_breaks(block._element) if paged else 0
-    if not builder.text:
+    if not check_text(builder.text, path):
         raise InputError(f"{path}: the Word document holds no text")
     layout = builder.layout(PHYSICAL, f"python-docx {version('python-docx')}")
     if page == 1:  # no page break recorded: the file has no pages to cite, only sections

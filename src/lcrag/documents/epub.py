@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
+from lcrag.documents.archives import check_archive, check_text
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.html import add_main_text, extractor_version
 from lcrag.provenance import TextBuilder
@@ -63,7 +64,7 @@ def epub_document(path: Path) -> Document:
 
     data = read_regular_file(path)
     try:
-        book = zipfile.ZipFile(io.BytesIO(data))
+        book = check_archive(zipfile.ZipFile(io.BytesIO(data)), path)  # before any part expands
         if any(name == "META-INF/encryption.xml" for name in book.namelist()):
             raise InputError(f"{path}: the e-book is encrypted (DRM); lcrag reads only unencrypted EPUB files")
         toc, spine, _ = _package(book)
@@ -75,7 +76,7 @@ def epub_document(path: Path) -> Document:
     except (zipfile.BadZipFile, KeyError, AttributeError, etree.XMLSyntaxError) as exc:
         raise InputError(f"{path}: not a valid EPUB ({exc.__class__.__name__}: {exc}); re-save it, e.g. with Calibre's "
                          "ebook-convert") from None
-    if not builder.text:
+    if not check_text(builder.text, path):
         raise InputError(f"{path}: the e-book holds no text (its chapters may be images: run OCR first)")
     return Document(text=builder.text, id=path.stem, title=path.stem, source=str(path),
                     layout=builder.layout(None, extractor_version() + "; epub 1"))

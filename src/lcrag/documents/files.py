@@ -64,7 +64,12 @@ def read_regular_file(path: Path, max_bytes: int | None = None) -> bytes:
     limit = max_bytes if max_bytes is not None else max_file_bytes()
     try:
         with open(path, "rb") as f:
-            data = f.read(limit + 1)  # the file may have grown since the check
+            # Read what the file holds, not a buffer the size of the limit (512 MB, allocated up front by read(n));
+            # a file that grew since the check is read on, up to the limit.
+            size = os.fstat(f.fileno()).st_size
+            data = f.read(min(limit, size) + 1)
+            if len(data) > size:
+                data += f.read(limit + 1 - len(data))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > limit:
