@@ -32,14 +32,13 @@ from pathlib import Path
 
 from lcrag.errors import DatasetError
 from lcrag.evaluation.datasets.formats import INFINITEBENCH_TASKS, LONGBENCH_TASKS, OPTION_LETTERS
-from lcrag.evaluation.datasets.records import (
-    EvalItem,
-    LoadReport,
+from lcrag.documents.records import (
     RecordError,
     file_stem,
     jsonl_records,
     kind_of,
 )
+from lcrag.evaluation.datasets.items import EvalItem, LoadReport
 from lcrag.registry import DATASET_FORMATS
 
 __all__ = [

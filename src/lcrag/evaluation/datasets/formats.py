@@ -12,8 +12,7 @@ from typing import Any
 
 from lcrag.documents.files import decode_text, read_regular_file
 from lcrag.errors import InputError
-from lcrag.evaluation.datasets.records import (
-    EvalItem,
+from lcrag.documents.records import (
     RecordError,
     answer_text,
     class_list,
@@ -27,6 +26,7 @@ from lcrag.evaluation.datasets.records import (
     string_field,
     string_list,
 )
+from lcrag.evaluation.datasets.items import EvalItem
 from lcrag.registry import DATASET_FORMATS
 
 # LongBench v1's 21 tasks and the metric each is scored with (official eval.py ``dataset2metric``; trec, triviaqa,

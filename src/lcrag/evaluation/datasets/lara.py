@@ -38,15 +38,14 @@ from typing import Any
 
 from lcrag.documents.files import read_regular_file
 from lcrag.errors import DatasetError, InputError
-from lcrag.evaluation.datasets.records import (
-    EvalItem,
-    LoadReport,
+from lcrag.documents.records import (
     RecordError,
     jsonl_records,
     kind_of,
     need_fields,
     string_field,
 )
+from lcrag.evaluation.datasets.items import EvalItem, LoadReport
 from lcrag.registry import DATASET_FORMATS
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,6 @@ import json
 import math
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,26 +18,6 @@ from lcrag.documents.files import max_file_bytes, read_regular_file
 from lcrag.errors import DatasetError, InputError
 
 _SNIFF_BYTES = 8192  # a NUL byte this early means binary data or UTF-16, not UTF-8 JSON
-
-
-@dataclass
-class EvalItem:
-    id: str  # unique within a run: "<file>/<id in the file>"
-    dataset: str
-    question: str
-    answers: list[str]
-    context: str | None  # None: corpus-backed (open-domain) question
-    task: str = "generic"  # selects the prompt template
-    metric: str = "qa_f1"
-    options: list[str] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class LoadReport:
-    items: list[EvalItem]
-    skipped: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 class RecordError(ValueError):
