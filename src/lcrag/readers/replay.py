@@ -5,7 +5,7 @@ A recording is a reader's answer to (question, mode) on a document: ``lc`` (the 
 Self-Route rows for recorded answers — lcrag's own retrieval runs on the same document as usual (chunks, scores,
 decline test); only the answer text is replayed — so routers can be fitted on answers of readers one cannot run.
 
-SOURCE is a recordings JSONL (see :mod:`lcrag.evaluation.datasets.recordings`), or a LaRA predictions folder of one
+SOURCE is a recordings JSONL (see :mod:`lcrag.readers.recordings`), or a LaRA predictions folder of one
 model (``predictions/MODEL/{full,rag}_preds_*_{length}_{type}_{task}.jsonl``, ``full`` = lc; its documents are
 ``LARA_ROOT/datasets/{length}/{type}/{file}``, LARA_ROOT the folder two levels above).
 
@@ -36,7 +36,7 @@ from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.registry import READERS
 
 if TYPE_CHECKING:
-    from lcrag.evaluation.datasets.recordings import Recording
+    from lcrag.readers.recordings import Recording
     from lcrag.tokenization import Tokenizer
     from lcrag.types import Document
 
@@ -235,8 +235,8 @@ def _files_sha256(files: list[Path], base: Path) -> str:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[Recording, bool]]:
-    from lcrag.evaluation.datasets.recordings import parse_recording
-    from lcrag.evaluation.datasets.records import RecordError, jsonl_records
+    from lcrag.readers.recordings import parse_recording
+    from lcrag.documents.records import RecordError, jsonl_records
 
     documents: dict[Path, bool] = {}
     for n, record in jsonl_records(path):
@@ -262,8 +262,8 @@ def _lara_records(directory: Path, files: list[Path]) -> Iterator[tuple[Recordin
     """LaRA's predictions of one model (fields file, question, prediction, ground_truth), each with whether its
     document is missing; documents are ``LARA_ROOT/datasets/{length}/{type}/{file}`` (the shared copy lacks one
     book: its answers are counted and skipped, not an error, as upstream data cannot be fixed here)."""
-    from lcrag.evaluation.datasets.recordings import Recording, document_path, recorded_prediction
-    from lcrag.evaluation.datasets.records import RecordError, answer_text, jsonl_records, need_fields, string_field
+    from lcrag.readers.recordings import Recording, document_path, recorded_prediction
+    from lcrag.documents.records import RecordError, answer_text, jsonl_records, need_fields, string_field
 
     datasets = directory.absolute().parent.parent / "datasets"
     exists: dict[Path, bool] = {}
