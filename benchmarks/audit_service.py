@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import re
 import shlex
@@ -23,98 +22,22 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 from common import log, machine, md_table
+import stub_reader
+from stub_reader import Reader
 
 LCRAG = str(Path(sys.executable).with_name("lcrag"))
 KEY = "audit-key-5b1e"
 MANUAL = ("Crane manual.\nThe reset code of the crane is 7781.\nThe hoist limit of the crane is 12 tonnes.\n"
           "Inspect the wire rope of the crane every week.\n")
 QUESTION = "What is the reset code of the crane?"
-
-
-# -- the reader: an OpenAI-compatible stand-in with a llama.cpp tokenizer ------------------------------------------
-class Reader(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), ReaderHandler)
-        self.delay = 0.0
-        self.pieces: dict[str, int] = {}
-        self.lock = threading.Lock()
-
-    def ids(self, pieces: list[str]) -> list[int]:
-        with self.lock:
-            return [self.pieces.setdefault(p, len(self.pieces)) for p in pieces]
-
-    def text(self, ids: list[int]) -> str:
-        with self.lock:
-            by_id = {i: p for p, i in self.pieces.items()}
-        return "".join(by_id.get(i, "") for i in ids)
-
-
-def answer_of(prompt: str) -> str:
-    """The last word of the context line sharing most words with the question (deterministic)."""
-    question = set(prompt.rsplit("Question:", 1)[-1].split("\n")[0].lower().split())
-    lines = [line for line in prompt.split("\n") if line.strip() and "Question:" not in line] or ["unanswerable"]
-    best = max(lines, key=lambda line: len(set(line.lower().split()) & question))
-    return best.split()[-1].strip(".")
-
-
-class ReaderHandler(BaseHTTPRequestHandler):
-    server: Reader
-
-    def log_message(self, *args):
-        pass
-
-    def _json(self, data: dict, status: int = 200) -> None:
-        payload = json.dumps(data).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def do_GET(self):
-        if self.path == "/props":
-            return self._json({"default_generation_settings": {"n_ctx": 8192}})
-        return self._json({"data": [{"id": "audit", "max_model_len": 8192}]} if self.path == "/v1/models" else {}, 
-                          200 if self.path == "/v1/models" else 404)
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path == "/tokenize":
-            pieces = re.findall(r"\s*\S+|\s+", body["content"])
-            ids = self.server.ids(pieces)
-            tokens = [{"id": i, "piece": p} for i, p in zip(ids, pieces)] if body.get("with_pieces") else ids
-            return self._json({"tokens": tokens})
-        if self.path == "/detokenize":
-            return self._json({"content": self.server.text(body["tokens"])})
-        if self.path == "/v1/chat/completions":
-            return self._complete(body)
-        return self._json({}, 404)
-
-    def _complete(self, body: dict) -> None:
-        prompt = body["messages"][-1]["content"]
-        time.sleep(self.server.delay)
-        text = answer_of(prompt)
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 1}
-        if not body.get("stream"):
-            return self._json({"choices": [{"message": {"content": text}}], "usage": usage})
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for event in ({"choices": [{"delta": {"content": text}}]}, {"choices": [], "usage": usage}):
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
 
 
 # -- the servers under audit --------------------------------------------------------------------------------------
@@ -544,6 +467,7 @@ def upload_leftovers(t: Audit):
 @case("14", "per-request cost: max_tokens 100,000,000; a 20,000-character question; strategy lc where only rag "
       "is allowed", "400 at once naming --max-tokens, --max-question-chars, --strategies")
 def cost_caps(t: Audit):
+    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
     chat = {"model": "lcrag/paths", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 10**8}
     tokens, seconds = timed(t.a.post, "/v1/chat/completions", json=chat)
     long = ask(t.a, "paths", "why " * 5000)
@@ -562,6 +486,7 @@ BAD_FIELDS = [  # name, the field as sent (raw JSON)
 
 
 def bad_requests(t: Audit) -> list[tuple[str, httpx.Response]]:
+    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
     replies = [(name, t.a.post("/v1/ask", content=f'{{"collection": "paths", "question": "q", {field}}}'.encode(),
                                headers={"Content-Type": "application/json"})) for name, field in BAD_FIELDS]
     chat = {"model": "lcrag/paths", "messages": [{"role": "user", "content": QUESTION}], "stream": True,
@@ -599,6 +524,7 @@ def no_server_paths(t: Audit):
 @case("17", "small things: a name with a trailing newline; OpenAI content parts; a lowercase bearer; a wrong key",
       "422/400; 200 with the answer; 200; 401")
 def small_things(t: Audit):
+    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
     newline = t.a.post("/v1/collections", json={"name": "ops\n"}).status_code
     parts = {"model": "lcrag/paths", "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]}
     chat = t.a.post("/v1/chat/completions", json=parts)
@@ -695,9 +621,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--only", help="comma-separated case numbers")
     args = parser.parse_args()
-    reader = Reader()
-    threading.Thread(target=reader.serve_forever, daemon=True).start()
-    reader_url = f"http://127.0.0.1:{reader.server_address[1]}/v1"
+    reader, reader_url = stub_reader.start()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lcrag-audit-") as tmp:
         work = Path(tmp)
