@@ -68,17 +68,20 @@ class Pipeline:
         summary_reader: Reader | None = None,
         memory: SizedLRU | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        query_cache: bool | None = None,
     ):
         """``memory``: where indexes and answering contexts are kept, least recently used dropped first beyond
         its bound (default: this pipeline's own, of ``memory_bytes``); pipelines may share one when they share
         their reader and embedder (an index is keyed by document, chunking, retriever options and cache directory,
-        not by them)."""
+        not by them). ``query_cache``: keep question vectors on disk under the cache directory (default: when
+        ``settings.cache`` is on; an eval, which keeps its own completion cache, turns it on by itself)."""
         self.settings = settings or Settings()
         self.cache_dir = Path(self.settings.cache_dir or default_cache_dir())
         self._reader = reader
         self._summary_reader = summary_reader
         self._own_summary_reader = summary_reader is None
         self._embedder = embedder
+        self._query_cache = self.settings.cache if query_cache is None else query_cache
         self._progress = progress
         self.memory: SizedLRU = memory if memory is not None else SizedLRU(memory_bytes, _memory_bytes)
         self._number = next(_PIPELINE_NUMBERS)  # this pipeline's contexts, in a memory it may share
@@ -119,7 +122,7 @@ class Pipeline:
         if self._embedder is None:
             s = self.settings
             endpoint = {"base_url": s.base_url, "api_key": s.api_key, "timeout": s.timeout}
-            if s.cache:  # a question seen before reads its vector from disk, without loading the embedder
+            if self._query_cache:  # a question seen before reads its vector from disk, without loading the embedder
                 from lcrag.retrieval.query_cache import cached_query_embedder
 
                 self._embedder = cached_query_embedder(s.embedder, lambda: make_embedder(s.embedder, **endpoint),
@@ -221,8 +224,11 @@ class Pipeline:
         strategy: str | None = None,
         prompts: PromptSet | None = None,
         max_tokens: int | None = None,
+        sources: bool = True,
     ) -> Answer:
-        """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts)."""
+        """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts).
+        ``sources=False`` leaves ``answer.sources`` empty: locating an LC answer's sources searches the document,
+        work a caller that drops them (an eval's rows) need not pay for."""
         if not question.strip():
             raise InputError("the question is empty")
         at_least("max_tokens", max_tokens, 1, optional=True)
@@ -237,7 +243,8 @@ class Pipeline:
         # one place a strategy is run for a question.
         with call_context.asking(question, ctx.document, runner.route):
             answer = runner.run(ctx, question)
-        answer.sources = cite(ctx, answer)  # an LC answer's are located in the document's index
+        if sources:
+            answer.sources = cite(ctx, answer)  # an LC answer's are located in the document's index
         return answer
 
     def close(self) -> None:

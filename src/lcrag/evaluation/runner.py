@@ -272,7 +272,8 @@ class EvalRunner:
     # -- running ---------------------------------------------------------------------------------------------------
     def _open_reader(self, cache: CompletionCache) -> None:
         """The answering reader behind the run's cache (loaded first: its identity is part of the run's)."""
-        self._base = Pipeline(self.settings, reader=self._reader)
+        # Question vectors kept in the run's cache: each dense configuration (every k) embeds a question once.
+        self._base = Pipeline(self.settings, reader=self._reader, query_cache=True)
         self._cached_reader = CachedReader(self._base.reader, cache, miss_log=self.out / "llm_calls.log")
 
     def _pipelines(self, configs: list[RunConfig]) -> dict[str, Pipeline]:
@@ -295,7 +296,7 @@ class EvalRunner:
         return {
             c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget,
                                    options=_options_for(c, self.settings.options)), reader=reader,
-                           embedder=embedder, summary_reader=summary_reader)
+                           embedder=embedder, summary_reader=summary_reader, memory=base.memory)
             for c in configs
         }
 
@@ -407,7 +408,7 @@ class EvalRunner:
                 document = self._source(item, config, documents)
                 prompts, max_tokens = prompts_for(item, self.settings.prompts)
                 answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts,
-                                                  max_tokens=max_tokens)
+                                                  max_tokens=max_tokens, sources=False)  # rows keep no sources
             row = self._row(item, config, answer, closed_book_correct)
             self.rows.append(row)
             return row

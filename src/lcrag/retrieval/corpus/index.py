@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,9 @@ class CorpusIndex:
         self._faiss: dict[str, object] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._layouts: dict[str, tuple] = {}
+        # Per-corpus figures, read or summed once (a question's budget needs them; the corpus does not change).
+        self._unit_tokens: dict[str, np.ndarray] = {}
+        self._figures_lock = threading.Lock()
 
     @property
     def embedder(self) -> Embedder | None:
@@ -107,7 +111,14 @@ class CorpusIndex:
             return z["doc"], z["piece"]
 
     def unit_tokens(self, kind: str) -> np.ndarray:
-        """Tokens of each unit's text: a group counts its documents, plus one separator token between them."""
+        """Tokens of each unit's text: a group counts its documents, plus one separator token between them (read and
+        summed on first use, then kept)."""
+        with self._figures_lock:
+            if kind not in self._unit_tokens:
+                self._unit_tokens[kind] = self._count_unit_tokens(kind)
+            return self._unit_tokens[kind]
+
+    def _count_unit_tokens(self, kind: str) -> np.ndarray:
         doc_tokens, piece_tokens = self.tokens()
         if kind == "passage":
             return piece_tokens
