@@ -108,8 +108,11 @@ class Registry:
     """The parts of one kind. ``builtins`` are packages whose modules are imported on first use (they register
     themselves); ``group`` is the entry-point group third-party packages add parts to."""
 
-    def __init__(self, kind: str, group: str, builtins: Iterable[str] = ()):
+    def __init__(self, kind: str, group: str, builtins: Iterable[str] = (),
+                 contract: Callable[[Part], str | None] | None = None):
+        """``contract``: what a part of this kind must be, checked when it registers (the reason it is not)."""
         self.kind = kind
+        self._contract = contract
         self.group = group
         self._builtin_packages = tuple(builtins)
         self._parts: dict[str, Part] = {}
@@ -128,6 +131,10 @@ class Registry:
         return add
 
     def add(self, part: Part) -> None:
+        broken = self._contract(part) if self._contract else None
+        if broken:
+            qual = getattr(part.factory, "__module__", "?")
+            raise OptionError(f"{self.kind} {part.name!r} ({qual}) does not follow the {self.kind} contract: {broken}")
         with self._lock:
             existing = self._parts.get(part.name)
             if existing is not None and existing.factory is not part.factory:
@@ -289,7 +296,27 @@ def spoken_list(items: Iterable[str]) -> str:
 
 # The registries, one per kind of part. Each names the package whose modules define its built-in parts (imported on
 # first use; keep heavy imports inside functions there) and the entry-point group plugins use.
-STRATEGIES = Registry("strategy", "lcrag.strategies", builtins=("lcrag.strategies",))
+def _strategy_contract(part: Part) -> str | None:
+    """A strategy is made by ``create(**options)`` with no other argument, into an object that answers with
+    ``run(ctx, question)``: a class needs that method, and no required argument its options do not give."""
+    import inspect
+
+    factory = part.factory
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None  # a callable lcrag cannot inspect: checked when it is made
+    declared = {o.name for o in part.options}
+    required = [p.name for p in signature.parameters.values() if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in declared]
+    if required:
+        return f"it needs {', '.join(required)}, which no declared option gives (a strategy is made from its options)"
+    if inspect.isclass(factory) and not callable(getattr(factory, "run", None)):
+        return "it has no run(ctx, question)"
+    return None
+
+
+STRATEGIES = Registry("strategy", "lcrag.strategies", builtins=("lcrag.strategies",), contract=_strategy_contract)
 RETRIEVERS = Registry("retriever", "lcrag.retrievers", builtins=("lcrag.retrieval",))
 READERS = Registry("reader", "lcrag.readers", builtins=("lcrag.readers",))
 EMBEDDERS = Registry("embedder", "lcrag.embedders", builtins=("lcrag.retrieval",))

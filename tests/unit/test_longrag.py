@@ -92,3 +92,22 @@ def test_titles_that_alone_fill_the_window_are_a_clear_error(index, scripted_rea
     with pytest.raises(InputError, match="titles and prompt alone fill"):
         strategy.run("vault code 3")
     assert reader.calls == []  # refused before any model call
+
+
+# -- issue 26: LongRAG follows the strategy contract ----------------------------------------------------------------
+def test_pipeline_ask_answers_over_a_corpus_with_longrag_and_refuses_one_document(index, scripted_reader, tmp_path):
+    from dataclasses import replace
+
+    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.types import Document
+
+    reader = scripted_reader(replies("Answer: the vault code is 3", "Answer: 3"))
+    settings = Settings(retriever="bm25", k=2, cache=False, cache_dir=tmp_path, unit="document")
+    answer = Pipeline(settings, reader=reader).ask(index.dir, "vault code 3", strategy="longrag")
+    assert answer.text == "3" and answer.route == "document:bm25" and len(answer.chunks) == 2
+    assert answer.chunks[0].index == 3  # the unit of document 3, found by BM25
+    wider = Pipeline(replace(settings, k=3), reader=reader).ask(index.dir, "vault code 3", strategy="longrag")
+    assert len(wider.chunks) == 3  # k from the settings, as for every strategy
+    with pytest.raises(InputError, match=r"longrag reads a corpus index .* doc\.txt is one document"):
+        Pipeline(settings, reader=reader).ask(Document(text="The vault code is 3.", source="doc.txt"), "code?",
+                                              strategy="longrag")

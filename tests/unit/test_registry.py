@@ -155,3 +155,24 @@ def test_cli_help_lists_the_registered_parts():
         # built-ins with their help; an installed plugin by name (its help would mean importing it at start-up)
         assert (f"{name}: " if name in STRATEGIES or name in RETRIEVERS or name in CHUNKERS else name) in result.output, name
     assert "longrag" not in result.output  # ask answers over one document; longrag reads a corpus
+
+
+def test_a_strategy_that_breaks_the_contract_is_refused_when_it_registers():
+    from dataclasses import dataclass
+
+    from lcrag.registry import Option
+
+    with pytest.raises(OptionError, match=r"strategy 'needs-an-index' .* does not follow the strategy contract: it "
+                                          r"needs index, which no declared option gives"):
+        @STRATEGIES.register("needs-an-index", help="made with an index, as LongRAG once was")
+        @dataclass
+        class NeedsAnIndex:
+            index: object
+
+            def run(self, ctx, question): ...
+
+    with pytest.raises(OptionError, match="it has no run"):
+        @STRATEGIES.register("no-run", help="answers nothing", options=(Option("k", int, 1),))
+        class NoRun:
+            def __init__(self, k=1): ...
+    assert "needs-an-index" not in STRATEGIES and "no-run" not in STRATEGIES

@@ -17,7 +17,7 @@ from lcrag.readers.base import GenerationParams, Reader
 from lcrag.retrieval.corpus import CorpusIndex, UnitHit
 from lcrag.registry import STRATEGIES, Option
 from lcrag.retrieval.corpus import SCORERS
-from lcrag.strategies.base import Timer
+from lcrag.strategies.base import QueryContext, Strategy, Timer
 from lcrag.types import Answer, ChunkUsed, LLMCall
 
 TURN1 = {
@@ -105,14 +105,6 @@ class Context:
     truncated_tokens: int = 0
 
 
-@STRATEGIES.register(
-    "longrag", help="top-k corpus units in one long prompt, then a short answer (LongRAG; needs --corpus)",
-    options=(Option("unit", str, "grouped", "retrieval unit", choices=UNIT_KINDS),
-             Option("scorer", str, "dense", "how units are scored", choices=SCORERS),
-             Option("k", int, 4, "units retrieved", min=1),
-             Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1))),
-    needs="corpus",  # reads a corpus index, not the question's own document: the eval runner and CLI ask this
-)
 @dataclass
 class LongRAG:
     """Answer questions over a corpus index with a long reader."""
@@ -216,3 +208,37 @@ class LongRAG:
             chunks=ctx.units, timings=timer.timings, truncated_tokens=ctx.truncated_tokens, long_answer=long_answer,
             context_tokens=ctx.tokens, context=ctx.text,
         )
+
+
+@STRATEGIES.register(
+    "longrag", help="top-k corpus units in one long prompt, then a short answer (LongRAG; over a corpus index)",
+    # None: what the settings say for every strategy (--unit, the retriever, -k or --budget).
+    options=(Option("unit", str, None, "retrieval unit", choices=UNIT_KINDS),
+             Option("scorer", str, None, "how units are scored", choices=SCORERS),
+             Option("k", int, None, "units retrieved", min=1),
+             Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1))),
+    needs="corpus",  # reads a corpus index, not the question's own document: the eval runner and CLI ask this
+)
+class LongRAGStrategy(Strategy):
+    """LongRAG under the strategy contract: ``Pipeline.ask(corpus_index, question, strategy="longrag")``. What the
+    settings say for every strategy is read from the context (the retriever scores units, k or the budget bounds
+    them, the corpus source names the unit); ``task`` picks the turn-1 prompt."""
+
+    name = route = "longrag"
+
+    def __init__(self, unit: str | None = None, scorer: str | None = None, k: int | None = None, task: str = "nq"):
+        self.unit, self.scorer, self.k, self.task = unit, scorer, k, task
+
+    def run(self, ctx: QueryContext, question: str) -> Answer:
+        from lcrag.documents.indexed_corpus import CorpusSource
+
+        if not isinstance(ctx.document, CorpusSource):
+            raise InputError(f"longrag reads a corpus index (`lcrag corpus build`), and {ctx.document.source or 'this'}"
+                             " is one document: ask it with rag, op-rag or self-route")
+        units = ctx.index()
+        budget = ctx.assembler.budget
+        scorer = self.scorer or (ctx.retriever if ctx.retriever in SCORERS else "dense")
+        reader = LongRAG(units.index, ctx.reader, unit=self.unit or units.kind, scorer=scorer,
+                         k=self.k or (ctx.assembler.k if budget is None else 200), context_tokens=budget,
+                         task=self.task)
+        return reader.run(question)
