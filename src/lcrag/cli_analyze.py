@@ -77,14 +77,11 @@ def failures(
         base = Pipeline(settings)
         classifier = make_reader(llm, base_url) if llm else base.reader
         cached = CachedReader(classifier, CompletionCache(out_dir / "completions.sqlite"))
-        pipelines: dict[str, Pipeline] = {}
 
         def context_for(row: dict, item) -> str:
             # Retrieval is deterministic and its index sits in the run's cache: the chunks RAG-and-Route saw.
-            pipeline = pipelines.setdefault(row["config"], Pipeline(
-                replace(settings, retriever=row["retriever"], k=row["k"], budget=row["budget"]), reader=base.reader,
-                embedder=base.embedder if row["retriever"] != "bm25" else None))
-            ctx = pipeline.context(Document(item.context, id=item.id), "self-route")
+            choice = base.settings_for({"retriever": row["retriever"], "k": row["k"], "budget": row["budget"]})
+            ctx = base.context(Document(item.context, id=item.id), "self-route", choice)
             return retrieve_context(ctx, item.question, replace(ctx.assembler, order="score"), Timer()).text
 
         try:

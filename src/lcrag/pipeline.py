@@ -6,6 +6,7 @@ import itertools
 import sys
 import threading
 from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.config import ChunkingConfig, Settings
 from lcrag.documents import load_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
-from lcrag.errors import InputError
+from lcrag.errors import InputError, OptionError
 from lcrag.options import at_least
 from lcrag.paths import default_cache_dir
 from lcrag.readers import (
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
 # otherwise: dozens of books, and a bound, so that a long-running service does not grow with every document it sees.
 DEFAULT_MEMORY_BYTES = 512 << 20
 _PIPELINE_NUMBERS = itertools.count()
+# The settings one question may choose (how it is answered); the others (reader, embedder, caches) are the
+# pipeline's own, shared by every question it answers.
+PER_QUESTION = ("strategy", "retriever", "k", "budget", "order", "chunking", "window", "tree_navigation", "unit",
+                "max_tokens", "prompts", "route_threshold", "router", "lc_share", "cache_aware", "options")
+_CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set of per-question choices
 
 
 def as_document(document: Document | str | Path) -> Document:
@@ -85,7 +91,8 @@ class Pipeline:
         self._progress = progress
         self.memory: SizedLRU = memory if memory is not None else SizedLRU(memory_bytes, _memory_bytes)
         self._number = next(_PIPELINE_NUMBERS)  # this pipeline's contexts, in a memory it may share
-        self._strategies: dict[str, Strategy] = {}
+        self._strategies: dict[tuple, Strategy] = {}
+        self._choices: dict[tuple, Settings] = {}
         self._corpora: dict[str, CorpusUnits] = {}  # by directory and unit kind
         self._lock = threading.Lock()
 
@@ -131,17 +138,40 @@ class Pipeline:
                 self._embedder = make_embedder(s.embedder, **endpoint)
         return self._embedder
 
+    def settings_for(self, choices: Mapping[str, object] | None = None) -> Settings:
+        """The settings with one question's choices (:data:`PER_QUESTION`: strategy, retriever, k, options, ...),
+        checked as every Settings is; the same choices give the same object, so what is kept per choice is found
+        again. Choosing the reader, embedder or cache per question is refused: they are the pipeline's own."""
+        if not choices:
+            return self.settings
+        fixed = sorted(set(choices) - set(PER_QUESTION))
+        if fixed:
+            raise OptionError(f"{', '.join(fixed)}: a setting of the pipeline itself (its reader, embedder or cache), "
+                              "not of one question; make a Pipeline with it")
+        key = tuple(sorted((name, _frozen(value)) for name, value in choices.items()))
+        with self._lock:
+            settings = self._choices.get(key)
+        if settings is None:
+            settings = replace(self.settings, **choices)  # checked by the config sections
+            with self._lock:
+                if len(self._choices) >= _CHOICES_KEPT:
+                    self._choices.pop(next(iter(self._choices)))
+                settings = self._choices.setdefault(key, settings)
+        return settings
+
     def chunker(self, chunking: str) -> Chunker:
         unit, size, overlap = parse_chunking(chunking)
         tokenizer = self.reader.tokenizer if CHUNKERS.get(unit).meta.get("needs_tokenizer") else None
         return make_chunker(unit, size, tokenizer, overlap)
 
-    def index(self, document: Document | str | Path, chunking: str | None = None) -> DocumentIndex:
+    def index(self, document: Document | str | Path, chunking: str | None = None,
+              settings: Settings | None = None) -> DocumentIndex:
         """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists."""
+        s = settings or self.settings
         document = as_document(document)
-        chunking = chunking or self.settings.chunking_for(self.settings.strategy)
-        options = RetrieverOptions(window=self.settings.window, tree_navigation=self.settings.tree_navigation,
-                                   extra=tuple(sorted(self.settings.options.items())))
+        chunking = chunking or s.chunking_for(s.strategy)
+        options = RetrieverOptions(window=s.window, tree_navigation=s.tree_navigation,
+                                   extra=tuple(sorted(s.options.items())))
         key = ("index", document.content_hash, chunking, options, self.cache_dir)
         with self._lock:
             index = self.memory.get(key)
@@ -169,53 +199,57 @@ class Pipeline:
                 self._corpora[key] = CorpusUnits.open(source, lambda: self.embedder)
             return self._corpora[key]
 
-    def context(self, document: Document, strategy: str) -> QueryContext:
-        s = self.settings
+    def context(self, document: Document, strategy: str, settings: Settings | None = None) -> QueryContext:
+        """What a strategy answers with over ``document`` (its index, retriever, assembler, prompts), kept per
+        document and per choice of the settings that shape it."""
+        s = settings or self.settings
         if isinstance(document, CorpusSource):
-            return self._corpus_context(document)
+            return self._corpus_context(document, s)
         chunking = s.chunking_for(strategy)
-        key = ("context", document.content_hash, chunking, self._number)
+        key = ("context", document.content_hash, chunking, self._number, _context_choices(s))
         context = self.memory.get(key)
         if context is None:
-            context = self.memory.put(key, self._query_context(document, lambda: self.index(document, chunking)))
+            context = self.memory.put(key, self._query_context(s, document, lambda: self.index(document, chunking, s)))
         return context
 
-    def _corpus_context(self, source: CorpusSource) -> QueryContext:
-        if self.settings.chunking is not None:
+    def _corpus_context(self, source: CorpusSource, s: Settings) -> QueryContext:
+        if s.chunking is not None:
             raise InputError(f"--chunking does not apply to a corpus index: {source.source}'s units were made by "
                              "`lcrag corpus build`")
-        if source.unit is None and self.settings.unit is not None:
-            source = replace(source, unit=self.settings.unit)
-        key = ("context", source.content_hash, "units", self._number)
+        if source.unit is None and s.unit is not None:
+            source = replace(source, unit=s.unit)
+        key = ("context", source.content_hash, "units", self._number, _context_choices(s))
         context = self.memory.get(key)
         if context is None:
             units = self.corpus(source)
 
             def long_text(question: str, tokenizer, limit: int) -> TruncatedText:  # LC: the best units that fit
-                return fill_with_chunks(units.ranked(self.settings.retriever, question),
+                return fill_with_chunks(units.ranked(s.retriever, question),
                                         lambda chunks: units.chunk_tokens(chunks, tokenizer), tokenizer, limit)
 
-            context = self.memory.put(key, self._query_context(source, lambda: units, long_text))
+            context = self.memory.put(key, self._query_context(s, source, lambda: units, long_text))
         return context
 
-    def _query_context(self, document: Document, index, long_text=None) -> QueryContext:
-        s = self.settings
+    def _query_context(self, s: Settings, document: Document, index, long_text=None) -> QueryContext:
         return QueryContext(document=document, reader=self.reader, index=index, retriever=s.retriever,
                             assembler=ContextAssembler(k=s.k, budget=s.budget), prompts=s.prompts,
                             params=GenerationParams(max_tokens=s.max_tokens), long_text=long_text)
 
-    def strategy(self, name: str) -> Strategy:
-        """The strategy called ``name`` with the options the settings give it (kept: a condition says what it says
-        once, e.g. no logprobs). An option neither this strategy nor the retriever takes is refused."""
+    def strategy(self, name: str, settings: Settings | None = None) -> Strategy:
+        """The strategy called ``name`` with the options the settings give it (kept per choice of them: a condition
+        says what it says once, e.g. no logprobs). An option neither this strategy nor the retriever takes is
+        refused."""
+        s = settings or self.settings
+        key = (name, s.retriever, s.order, s.route_threshold, s.router, s.lc_share, s.cache_aware,
+               _frozen(s.options))
         with self._lock:
-            if name not in self._strategies:
-                s = self.settings
+            if key not in self._strategies:
                 check_part_options(s.options, [STRATEGIES.get(name), RETRIEVERS.get(s.retriever)])
                 router = Router.load(s.router) if s.router else None
-                self._strategies[name] = make_strategy(name, s.order, threshold=s.route_threshold, router=router,
-                                                       lc_share=s.lc_share, cache_aware=s.cache_aware or None,
-                                                       **s.options)
-            return self._strategies[name]
+                self._strategies[key] = make_strategy(name, s.order, threshold=s.route_threshold, router=router,
+                                                      lc_share=s.lc_share, cache_aware=s.cache_aware or None,
+                                                      **s.options)
+            return self._strategies[key]
 
     def ask(
         self,
@@ -225,16 +259,20 @@ class Pipeline:
         prompts: PromptSet | None = None,
         max_tokens: int | None = None,
         sources: bool = True,
+        **choices: object,
     ) -> Answer:
-        """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts).
+        """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts),
+        and ``choices`` any other setting a question may choose (:data:`PER_QUESTION`: ``k=3``,
+        ``retriever="dense"``, ``options={"widen": 4}``), over the same reader, embedder and kept indexes.
         ``sources=False`` leaves ``answer.sources`` empty: locating an LC answer's sources searches the document,
         work a caller that drops them (an eval's rows) need not pay for."""
         if not question.strip():
             raise InputError("the question is empty")
         at_least("max_tokens", max_tokens, 1, optional=True)
-        strategy = strategy or self.settings.strategy
-        runner = self.strategy(strategy)
-        ctx = self.context(as_document(document), strategy)
+        s = self.settings_for(choices)
+        strategy = strategy or s.strategy
+        runner = self.strategy(strategy, s)
+        ctx = self.context(as_document(document), strategy, s)
         if prompts is not None or max_tokens is not None:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
@@ -259,6 +297,16 @@ class Pipeline:
         self._corpora.clear()
         if self._own_summary_reader:
             self._summary_reader = None
+
+
+def _frozen(value: object) -> object:
+    """A choice's value as a key: a table as its sorted items."""
+    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+
+
+def _context_choices(s: Settings) -> tuple:
+    """What of the settings shapes an answering context (besides the document and chunking)."""
+    return (s.retriever, s.k, s.budget, s.max_tokens, s.prompts)
 
 
 def _memory_bytes(value: DocumentIndex | QueryContext) -> int:

@@ -276,8 +276,9 @@ class EvalRunner:
         self._base = Pipeline(self.settings, reader=self._reader, query_cache=True)
         self._cached_reader = CachedReader(self._base.reader, cache, miss_log=self.out / "llm_calls.log")
 
-    def _pipelines(self, configs: list[RunConfig]) -> dict[str, Pipeline]:
-        """One pipeline per configuration, all sharing one cached reader (and one embedder when any needs it)."""
+    def _pipeline(self, configs: list[RunConfig]) -> Pipeline:
+        """One pipeline for every configuration: one cached reader, one embedder (when any needs it) and one index
+        memory, so a document is indexed once for all of them; a configuration is a question's choices."""
         base, reader, cache = self._base, self._cached_reader, self._cached_reader.cache
         summary_reader = None
         if self.settings.separate_summary_llm:
@@ -293,12 +294,13 @@ class EvalRunner:
             from lcrag.retrieval.corpus import CorpusIndex
 
             self._corpus = CorpusIndex(self.corpus_dir, embedder=embedder)
-        return {
-            c.id: Pipeline(replace(self.settings, retriever=c.retriever, k=c.k, budget=c.budget,
-                                   options=_options_for(c, self.settings.options)), reader=reader,
-                           embedder=embedder, summary_reader=summary_reader, memory=base.memory)
-            for c in configs
-        }
+        return Pipeline(self.settings, reader=reader, embedder=embedder, summary_reader=summary_reader,
+                        memory=base.memory)
+
+    def _choices(self, config: RunConfig) -> dict:
+        """What a configuration chooses for each of its questions."""
+        return {"retriever": config.retriever, "k": config.k, "budget": config.budget,
+                "options": _options_for(config, self.settings.options)}
 
     def _row(self, item: EvalItem, config: RunConfig, answer, closed_book_correct: bool | None) -> dict:
         metric = METRICS[item.metric]
@@ -381,7 +383,7 @@ class EvalRunner:
                 self._check_manifest(old)  # before the embedder and indexes load: a refusal comes at once
                 self.rows.repair()
                 closed_book = RunConfig("closed-book")
-                return self._run(self._pipelines([*self.configs, closed_book]), closed_book, progress)
+                return self._run(self._pipeline([*self.configs, closed_book]), closed_book, progress)
             finally:
                 if self._reader is None and self._base is not None:
                     self._base.close()
@@ -397,7 +399,7 @@ class EvalRunner:
         text = item.context if item.context is not None else item.question
         return documents.setdefault(text, Document(text, id=item.id))
 
-    def _run(self, pipelines: dict[str, Pipeline], closed_book: RunConfig,
+    def _run(self, pipeline: Pipeline, closed_book: RunConfig,
              progress: Callable[[int, int, dict], None] | None) -> list[dict]:
         documents: dict[str, Document] = {}
 
@@ -407,8 +409,9 @@ class EvalRunner:
             else:
                 document = self._source(item, config, documents)
                 prompts, max_tokens = prompts_for(item, self.settings.prompts)
-                answer = pipelines[config.id].ask(document, item.question, config.strategy, prompts=prompts,
-                                                  max_tokens=max_tokens, sources=False)  # rows keep no sources
+                answer = pipeline.ask(document, item.question, config.strategy, prompts=prompts,
+                                      max_tokens=max_tokens, sources=False,  # rows keep no sources
+                                      **self._choices(config))
             row = self._row(item, config, answer, closed_book_correct)
             self.rows.append(row)
             return row

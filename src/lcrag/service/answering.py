@@ -1,11 +1,11 @@
-"""What the service answers with: one reader and embedder shared by every request, a Pipeline per set of request
-options (strategy, retriever, k, budget, routing), the collections' documents kept loaded, and a bounded queue in
-front of the reader (one generation at a time; more waiting than ``max_waiting`` is refused with 429)."""
+"""What the service answers with: one Pipeline for every request (its reader, embedder and kept indexes; a request's
+options, such as strategy, retriever, k, budget and routing, are that question's choices), the collections'
+documents kept loaded, and a bounded queue in front of the reader (one generation at a time; more waiting than
+``max_waiting`` is refused with 429)."""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,7 +53,6 @@ class Answering:
         self.prices, self.price_as = prices or PriceTable(), price_as
         self.collections = Collections(collections_root, self._index)
         self._documents = _Loaded()
-        self._pipelines: OrderedDict[tuple, Pipeline] = OrderedDict()
         self._reader = threading.Lock()
         self._waiting = 0
         self._count = threading.Lock()
@@ -146,29 +145,20 @@ class Answering:
     def _release(self, document: Document) -> None:
         """Drop ``document``'s indexes and contexts from the memory of every pipeline (a shared one once)."""
         content_hash = document.content_hash
-        pipelines = {id(p.memory): p for p in (self.base, *list(self._pipelines.values()))}
-        for pipeline in pipelines.values():
-            pipeline.forget(content_hash)
+        self.base.forget(content_hash)
 
     # -- answers -----------------------------------------------------------------------------------------------
-    def pipeline(self, options: dict[str, Any]) -> Pipeline:
-        """The pipeline for these request options (validated as the CLI validates its flags), sharing the reader."""
+    def choices(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The request's options as the one pipeline's per-question choices, checked as the CLI checks its flags
+        (an option neither the strategy nor the retriever takes is refused here, before the question waits)."""
         given = {k: v for k, v in options.items() if k in ANSWER_OPTIONS and v is not None}
         if "router" in given:
             given["router"] = self.router(given["router"])
         if "options" in given:  # over the server's own (lcrag serve --option)
             given["options"] = self.settings.options | given["options"]
-        key = tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in given.items()))
-        if key not in self._pipelines:
-            settings = replace(self.settings, **given)  # Settings.__post_init__ checks every value
-            pipeline = Pipeline(settings, reader=self.base.reader, embedder=self.base.embedder,
-                                memory=self.base.memory)
-            pipeline.strategy(settings.strategy)  # an option neither the strategy nor the retriever takes: 400 now
-            self._pipelines[key] = pipeline
-            while len(self._pipelines) > 16:
-                self._pipelines.popitem(last=False)
-        self._pipelines.move_to_end(key)
-        return self._pipelines[key]
+        settings = self.base.settings_for(given)
+        self.base.strategy(settings.strategy, settings)
+        return given
 
     def router(self, name: Any) -> str:
         """The router a request names, as the server knows it; any other value is refused (HTTP 400)."""
@@ -184,7 +174,7 @@ class Answering:
         setting its ``cancelled`` (the client left) drops a waiting question from the queue and stops a running
         generation."""
         listener = listener or streaming.Listener()
-        pipeline = self.pipeline(options)
+        choices = self.choices(options)
         document = self.document(collection)
         with self._count:
             if self._waiting >= self.max_waiting:
@@ -198,7 +188,7 @@ class Answering:
                 with streaming.listening(self._describing(listener, document)):
                     streaming.check_cancelled()
                     listener.on_event("started", {"collection": collection})
-                    return pipeline.ask(document, question)
+                    return self.base.ask(document, question, **choices)
             finally:
                 self._reader.release()
         finally:

@@ -27,7 +27,7 @@ class Questions:
         if not question.strip():
             raise InputError("the question is empty")
         self.limits.check(question, options)
-        self.answering.pipeline(options)  # validates every value as the CLI does
+        self.answering.choices(options)  # validates every value as the CLI does
 
     async def answer(self, collection: str, question: str, options: dict, request: Request | None = None,
                      on_event: Callable[[str, Any], None] | None = None) -> Answer:

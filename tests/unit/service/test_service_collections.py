@@ -47,8 +47,7 @@ def text_file(tmp_path, name, text):
 
 def memory_hashes(answering) -> set[str]:
     """The content hashes of every document whose index or context any of the service's pipelines keeps."""
-    pipelines = [answering.base, *answering._pipelines.values()]
-    return {key[1] for p in pipelines for key in p.memory.keys()}
+    return {key[1] for key in answering.base.memory.keys()}
 
 
 # -- item 4: stale answers after delete --------------------------------------------------------------------------
@@ -191,7 +190,7 @@ def test_a_download_by_a_name_too_long_to_store_is_a_404_never_a_500(service, tm
             assert reply.status_code == 404 and reply.json()["error"]["message"].startswith("no file")
 
 
-def test_every_pipeline_of_the_service_shares_one_memory_bound(service, tmp_path):
+def test_every_request_is_answered_by_one_pipeline_and_one_index(service, tmp_path):
     server, answering = service()
     with server as url:
         httpx.post(f"{url}/v1/collections", json={"name": "ops"})
@@ -200,8 +199,9 @@ def test_every_pipeline_of_the_service_shares_one_memory_bound(service, tmp_path
         for k in (1, 2, 3):
             reply = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Code?", "k": k}, timeout=60)
             assert reply.status_code == 200
-        assert len(answering._pipelines) == 3
-        assert all(p.memory is answering.base.memory for p in answering._pipelines.values())
+        assert len(answering.base._choices) == 3  # three choices of k, one pipeline
+        indexes = [key for key in answering.base.memory.keys() if key[0] == "index"]
+        assert len(indexes) == 1  # one index of the document serves every k
 
 
 # -- item 13: leftover temporary files ----------------------------------------------------------------------------
