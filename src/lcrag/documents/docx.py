@@ -12,10 +12,10 @@ from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 
-from lcrag.documents.archives import check_archive, check_text
+from lcrag.documents.archives import check_chars, check_text, open_archive
 from lcrag.documents.files import read_regular_file
-from lcrag.provenance import PHYSICAL, TextBuilder
 from lcrag.errors import InputError
+from lcrag.provenance import PHYSICAL, TextBuilder
 from lcrag.registry import LOADERS
 from lcrag.types import Document
 
@@ -29,8 +29,7 @@ def _open(path: Path, data: bytes):
     from lxml.etree import XMLSyntaxError
 
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            check_archive(archive, path)  # before python-docx expands any part
+        open_archive(data, path).close()  # before python-docx inflates any part: it reads each whole at once
         return docx.Document(io.BytesIO(data))
     except (OpcError, zipfile.BadZipFile, KeyError, ValueError, XMLSyntaxError) as exc:
         # An OLE2 container is an encrypted .docx or an old binary .doc; a broken zip or part is a damaged file.
@@ -57,12 +56,17 @@ def _heading_level(paragraph, levels: dict[str, int]) -> int | None:
     return levels.get(style.get(f"{_W}val")) if style is not None else None
 
 
-def _has_page_breaks(data: bytes) -> bool:
-    """Whether the body records any page break: a byte search of its XML (the zip entry read once), so a document
-    without pages costs no walk of every paragraph."""
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        xml = z.read("word/document.xml")
-    return b"lastRenderedPageBreak" in xml or b'w:type="page"' in xml
+def _has_page_breaks(data: bytes, member: str) -> bool:
+    """Whether the body records any page break: a byte search of its XML, so a document without pages costs no
+    walk of every paragraph. Read a step at a time, so the search holds no second copy of the body."""
+    tail = b""
+    with zipfile.ZipFile(io.BytesIO(data)) as z, z.open(member) as xml:
+        while chunk := xml.read(1 << 20):
+            window = tail + chunk
+            if b"lastRenderedPageBreak" in window or b'w:type="page"' in window:
+                return True
+            tail = window[-32:]  # a mark split across two steps
+    return False
 
 
 def _page_breaks(element) -> int:
@@ -89,8 +93,8 @@ def docx_document(path: Path) -> Document:
 
     data = read_regular_file(path)
     doc = _open(path, data)
-    paged = _has_page_breaks(data)
-    builder, stack, page, levels = TextBuilder(), [], 1, _heading_levels(doc)
+    paged = _has_page_breaks(data, doc.part.partname.membername)  # the body the package names, not a fixed path
+    builder, stack, page, levels, chars = TextBuilder(), [], 1, _heading_levels(doc), 0
     for block in doc.iter_inner_content():
         section = tuple(title for _, title in stack)
         if isinstance(block, Paragraph):
@@ -104,6 +108,8 @@ def docx_document(path: Path) -> Document:
         else:
             continue
         builder.add(text, page=str(page), section=section)
+        chars += len(text)
+        check_chars(chars, path)  # as it grows: the walk of a huge body is the slow part
         page += _page_breaks(block._element) if paged else 0
     if not check_text(builder.text, path):
         raise InputError(f"{path}: the Word document holds no text")

@@ -4,17 +4,16 @@ the standard library's zipfile and lxml, not ebooklib (AGPL)."""
 
 from __future__ import annotations
 
-import io
 import posixpath
 import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
-from lcrag.documents.archives import check_archive, check_text
+from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.html import add_main_text, extractor_version
-from lcrag.provenance import TextBuilder
 from lcrag.errors import InputError
+from lcrag.provenance import TextBuilder
 from lcrag.registry import LOADERS
 from lcrag.types import Document
 
@@ -64,7 +63,7 @@ def epub_document(path: Path) -> Document:
 
     data = read_regular_file(path)
     try:
-        book = check_archive(zipfile.ZipFile(io.BytesIO(data)), path)  # before any part expands
+        book = open_archive(data, path)  # before any part expands
         if any(name == "META-INF/encryption.xml" for name in book.namelist()):
             raise InputError(f"{path}: the e-book is encrypted (DRM); lcrag reads only unencrypted EPUB files")
         toc, spine, _ = _package(book)
