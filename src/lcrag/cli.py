@@ -69,7 +69,7 @@ PartOption = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
-def _run_config(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tuple[str, Callable]] | None = None) -> Config:
+def _config_from_flags(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tuple[str, Callable]] | None = None) -> Config:
     """The run file's configuration (or the defaults) with the values of the flags the user gave over it.
 
     A flag counts as given when it was on the command line or came from its environment variable (not typer's
@@ -136,7 +136,7 @@ def ask(
     from lcrag.evaluation.prices import PriceTable, calls_cost
     from lcrag.pipeline import as_document
 
-    settings = _run_config(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
+    settings = _config_from_flags(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)  # an unknown model: one line now, before any model loads
@@ -215,7 +215,7 @@ def index(
     kinds = ("bm25", "dense") if retriever in ("all", "hybrid") else (retriever,)
     RETRIEVERS.check(kinds[0])
     # --retriever is not the retrieval section's retriever (it also takes "all"): it is left out of the run config.
-    run = _run_config(ctx, config, {"retriever": ("", None)})
+    run = _config_from_flags(ctx, config, {"retriever": ("", None)})
     chunking = run.chunking.chunking or INDEX_CHUNKING
     from lcrag.config import Config
     from lcrag.types import Answer
@@ -318,7 +318,7 @@ def _ints(value: str | None, name: str) -> list[int]:
         raise LcragError(f"--{name} takes whole numbers separated by commas") from None
 
 
-def _eval_run_config(ctx: typer.Context, run_file: Path | None) -> Config:
+def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None) -> Config:
     """``lcrag eval``'s configuration: the run file's, then the flags given (comma-separated lists become tuples).
     Strategies, retrievers and units are checked against the registries there, as a run file's are."""
     def listed(name: str) -> Callable:
@@ -327,7 +327,7 @@ def _eval_run_config(ctx: typer.Context, run_file: Path | None) -> Config:
     def numbers(name: str) -> Callable:
         return lambda value: tuple(_ints(value, name))
 
-    run = _run_config(ctx, run_file, {
+    run = _config_from_flags(ctx, run_file, {
         "strategies": ("strategies", listed("strategies")), "retriever": ("retrievers", listed("retriever")),
         "k": ("ks", numbers("k")), "budget": ("budgets", numbers("budget")), "fmt": ("format", None),
         "unit": ("units", listed("unit")),
@@ -377,7 +377,7 @@ def evaluate(
     from lcrag.evaluation.datasets import load_dataset
     from lcrag.evaluation.runner import EvalRunner, expand_configs
 
-    run = _eval_run_config(ctx, config)
+    run = _eval_config_from_flags(ctx, config)
     wanted = run.eval
     names, retrievers = list(wanted.strategies), list(wanted.retrievers)
     settings = run.settings()

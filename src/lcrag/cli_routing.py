@@ -70,7 +70,7 @@ def evaluate(
     from lcrag.evaluation.report import _md_table
     from lcrag.evaluation.route_report import leave_one_dataset_out, plot_frontier, policies, summary_table
     from lcrag.evaluation.route_report import frontier_table
-    from lcrag.strategies.router import Router
+    from lcrag.strategies.learned_router import Router
 
     from lcrag.evaluation.prices import PriceTable
 

@@ -17,7 +17,7 @@ API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the 
 
 def named_routers(specs: list[str]) -> dict[str, str]:
     """``NAME=FILE`` pairs, each file checked now (a bad one is a one-line error before the server starts)."""
-    from lcrag.strategies.router import Router
+    from lcrag.strategies.learned_router import Router
 
     routers = {}
     for spec in specs:

@@ -166,7 +166,7 @@ class StrategyConfig:
         if self.lc_share is not None and self.router is None:
             raise SettingError("lc_share", "needs a router (--router FILE, from `lcrag route fit`)")
         if self.router is not None:
-            from lcrag.strategies.router import Router
+            from lcrag.strategies.learned_router import Router
 
             Router.load(self.router)  # a file that is not a router: one line now, before any model loads
         if not isinstance(self.prompts, PromptSet):

@@ -35,7 +35,7 @@ from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
 from lcrag.strategies.citations import cite
-from lcrag.strategies.router import Router
+from lcrag.strategies.learned_router import Router
 from lcrag.types import Answer, Document
 
 if TYPE_CHECKING:

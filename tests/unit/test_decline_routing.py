@@ -132,7 +132,7 @@ def test_the_cascade_ends_in_lc(scripted_reader):
 
 def write_router(path, coef_decline):
     """A router whose only weight is on the decline probability: P(LC better) rises with it."""
-    from lcrag.strategies.router import FEATURES, Router
+    from lcrag.strategies.learned_router import FEATURES, Router
 
     coef = [coef_decline if f == "decline_probability" else 0.0 for f in FEATURES]
     Router((0.0,) * len(FEATURES), (1.0,) * len(FEATURES), tuple(coef), 0.0,

@@ -20,7 +20,7 @@ from pathlib import Path
 from lcrag.errors import InputError
 from lcrag.evaluation.report import load_rows
 from lcrag.evaluation.prices import Price
-from lcrag.strategies.router import FEATURES, RouteSignals, Router, Trees, features
+from lcrag.strategies.learned_router import FEATURES, RouteSignals, Router, Trees, features
 from lcrag.text import declines
 
 MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so

@@ -42,7 +42,7 @@ from lcrag.registry import RETRIEVERS, STRATEGIES
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.router import question_terms
+from lcrag.strategies.learned_router import question_terms
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 

@@ -18,7 +18,7 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.collections import Collections, NotFound
-from lcrag.strategies.router import BUNDLED
+from lcrag.strategies.learned_router import BUNDLED
 from lcrag.types import Answer, Document
 
 # Request fields that choose how a question is answered (they map to Settings fields of the same name).

@@ -2,7 +2,7 @@ from lcrag.registry import STRATEGIES
 from lcrag.strategies.base import QueryContext, Strategy
 from lcrag.strategies.prompts import PromptSet
 from lcrag.strategies.routing import Condition, Declined, Routed
-from lcrag.strategies.strategies import (
+from lcrag.strategies.lc_and_rag import (
     RAG,
     ClosedBook,
     LongContext,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lcrag.registry import STRATEGIES, Option
 from lcrag.strategies.base import Strategy
 from lcrag.strategies.routing import DECLINE, Declined, Routed
-from lcrag.strategies.strategies import RAG, LongContext, order_option
+from lcrag.strategies.lc_and_rag import RAG, LongContext, order_option
 
 
 @STRATEGIES.register(

@@ -15,7 +15,7 @@ from lcrag.evaluation.route_report import (
     Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions, policies,
     summary_table,
 )
-from lcrag.strategies.router import FEATURES, RouteSignals, Router, features, term_share
+from lcrag.strategies.learned_router import FEATURES, RouteSignals, Router, features, term_share
 
 
 def write_run(path, n=60, seed=0, datasets=("a", "b", "c")):

@@ -17,7 +17,7 @@ from lcrag.strategies.base import (
     retrieve_context,
 )
 from lcrag.strategies.cache_aware import CacheAware
-from lcrag.strategies.router import Router, RouterCondition
+from lcrag.strategies.learned_router import Router, RouterCondition
 from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
 from lcrag.types import Answer, LLMCall
 
