@@ -356,13 +356,16 @@ class EvalRunner:
             "long_answer": answer.long_answer,
         }
 
-    def _longrag(self, item: EvalItem, config: RunConfig):
-        from lcrag.strategies.longrag import TURN1, LongRAG
+    def _corpus_source(self, config: RunConfig) -> CorpusSource:
+        return CorpusSource.open(self.corpus_dir, unit=config.unit)
 
-        # With a budget, units are read best first until it is full (at most 200 of them), whatever k says.
-        return LongRAG(self._corpus, self._cached_reader, unit=config.unit, scorer=config.retriever,
-                       k=config.k if config.budget is None else 200, context_tokens=config.budget,
-                       task=item.task if item.task in TURN1 else "nq")
+    def _corpus_choices(self, item: EvalItem, config: RunConfig) -> dict:
+        """A corpus configuration's choices: its scorer, k or budget (with a budget, units are read best first
+        until it is full, whatever k says), and the turn-1 prompt of the item's task."""
+        from lcrag.strategies.longrag import TURN1
+
+        task = item.task if item.task in TURN1 else "nq"
+        return self._choices(config) | {"options": {**self._choices(config)["options"], "task": task}}
 
     def run(self, progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
         """Run what is not done yet; returns the rows of this run. ``progress(done, total, row)`` after each row.
@@ -404,8 +407,9 @@ class EvalRunner:
         documents: dict[str, Document] = {}
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
-            if needs_corpus(config.strategy):
-                answer = self._longrag(item, config).run(item.question)
+            if needs_corpus(config.strategy):  # a corpus is a source, answered by the same pipeline
+                answer = pipeline.ask(self._corpus_source(config), item.question, config.strategy, sources=False,
+                                      **self._corpus_choices(item, config))
             else:
                 document = self._source(item, config, documents)
                 prompts, max_tokens = prompts_for(item, self.settings.prompts)

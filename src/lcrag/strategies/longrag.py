@@ -238,6 +238,7 @@ class LongRAGStrategy(Strategy):
         units = ctx.index()
         budget = ctx.assembler.budget
         scorer = self.scorer or (ctx.retriever if ctx.retriever in SCORERS else "dense")
+        units.retriever(scorer)  # readies the index to score this way (dense: gives it the embedder)
         reader = LongRAG(units.index, ctx.reader, unit=self.unit or units.kind, scorer=scorer,
                          k=self.k or (ctx.assembler.k if budget is None else 200), context_tokens=budget,
                          task=self.task)
