@@ -16,6 +16,15 @@ class Retriever(Protocol):
         ...
 
 
+class RetrievalIndex(Protocol):
+    """What a strategy asks of the index it answers over: a document's (:class:`lcrag.retrieval.index.DocumentIndex`,
+    which also has its ``chunks``) or a corpus index's units (:class:`lcrag.retrieval.corpus.source.CorpusUnits`)."""
+
+    def retriever(self, kind: str) -> Retriever: ...
+
+    def chunk_tokens(self, chunks: list[Chunk], tokenizer: Any) -> list[int]: ...
+
+
 class IndexView(Protocol):
     """What a retriever's factory reads of the index it is built over (:class:`lcrag.retrieval.index.DocumentIndex`
     has it all). Retrievers name this, not the index class: the index builds them through the registry, so naming

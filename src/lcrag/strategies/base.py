@@ -16,7 +16,7 @@ from lcrag.assembly import (
 from lcrag.errors import InputError
 from lcrag.readers import call_context, streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
-from lcrag.retrieval.index import DocumentIndex
+from lcrag.retrieval.base import RetrievalIndex
 from lcrag.strategies.prompts import PromptSet
 from lcrag.tokenization import Tokenizer
 from lcrag.types import Answer, Document, LLMCall
@@ -28,7 +28,8 @@ class QueryContext:
 
     document: Document
     reader: Reader
-    index: Callable[[], DocumentIndex]  # built on first use: LC and closed-book never need it
+    # Built on first use (LC and closed-book never need it): a document's index, or a corpus index's units.
+    index: Callable[[], RetrievalIndex]
     retriever: str = "bm25"
     assembler: ContextAssembler = field(default_factory=ContextAssembler)
     prompts: PromptSet = field(default_factory=PromptSet)
