@@ -97,9 +97,15 @@ def by_config(rows: list[dict], cost: Callable[[dict], float | None] | None = No
             groups[(r["dataset"], r["config"])].append(r)
     body = [[ds, cfg, len(g), f"{100 * statistics.mean(r['score'] for r in g):.2f}",
              f"{statistics.mean(r['prompt_tokens'] for r in g):.0f}", *([_money(g, cost)] if cost else []),
-             f"{100 * sum(r['route'] == 'lc' for r in g) / len(g):.0f}" if g[0]["strategy"] == "self-route" else ""]
+             f"{100 * sum(r['route'] == 'lc' for r in g) / len(g):.0f}" if _routes(g) else ""]
             for (ds, cfg), g in sorted(groups.items())]
     return header, body
+
+
+def _routes(group: list[dict]) -> bool:
+    """Whether a configuration's answers were routed: Self-Route's always, any other strategy's (cascade, a
+    plugin's) when its rows took more than one route."""
+    return group[0]["strategy"] == "self-route" or len({r["route"] for r in group}) > 1
 
 
 def _money(rows: list[dict], cost: Callable[[dict], float | None]) -> str:

@@ -78,3 +78,13 @@ def test_report_without_matplotlib_names_the_skipped_plots(tmp_path, monkeypatch
     assert "Not drawn: overlap_hist.png" in text and "pip install 'lcrag[report]'" in text
     assert "plots skipped (matplotlib is not installed): overlap_hist.png" in caplog.text
     assert not (tmp_path / "report" / "overlap_hist.png").exists()
+
+
+def test_any_strategy_whose_answers_took_more_than_one_route_shows_its_lc_share():
+    from lcrag.evaluation.report import by_config
+
+    rows = [row("q1", "cascade", 1.0, 900, route="lc"), row("q2", "cascade", 0.0, 100, route="rag-wide"),
+            row("q3", "cascade", 1.0, 100, route="rag"), row("q1", "rag", 0.0, 100), row("q2", "rag", 0.0, 100)]
+    _, body = by_config(rows)
+    shares = {line[1]: line[-1] for line in body}
+    assert shares == {"cascade|bm25|k5": "33", "rag|bm25|k5": ""}
