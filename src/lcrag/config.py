@@ -223,18 +223,15 @@ class PartOptions:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
-    """What only ``lcrag eval`` reads: the dataset, the run directory and the matrix of runs."""
+class EvalConfig(EvalOptions):
+    """What only ``lcrag eval`` reads: the dataset, the run directory and the matrix of runs (its k values, budgets,
+    limit and concurrency are :class:`~lcrag.options.EvalOptions`', checked there)."""
 
     dataset: Path | None = None
     out: Path | None = None
     format: str | None = None  # None: from the dataset's path
     strategies: tuple[str, ...] = ("lc", "rag", "self-route")
     retrievers: tuple[str, ...] = ("bm25",)
-    ks: tuple[int, ...] = (5,)
-    budgets: tuple[int, ...] = ()
-    limit: int | None = None  # first N questions of each dataset file
-    concurrency: int = 1
     filter_closed_book: bool = False
     drop_closed_book: bool = False
     skip_bad: bool = False
@@ -242,7 +239,7 @@ class EvalConfig:
     units: tuple[str, ...] = ("grouped",)
 
     def __post_init__(self) -> None:
-        EvalOptions(ks=self.ks, budgets=self.budgets, limit=self.limit, concurrency=self.concurrency)
+        super().__post_init__()
         with _about("strategies"):
             for name in self.strategies:
                 STRATEGIES.check(name)
