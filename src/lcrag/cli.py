@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from lcrag.config import Config
     from lcrag.types import Answer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings={"max_content_width": 120}, help="Answer questions over long documents: LC, RAG, OP-RAG, Self-Route.")
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(analyze_app, name="analyze")
 app.add_typer(route_app, name="route")
