@@ -31,6 +31,7 @@ from lcrag.registry import READERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import PromptSet, document_strategies, needs_corpus
+from lcrag.strategies.conversation import CONDENSE_MODES
 
 
 class ConfigFileError(OptionError):
@@ -156,9 +157,15 @@ class StrategyConfig:
     router: str | None = None  # a learned router's JSON file (lcrag route fit): it decides instead of the decline
     lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
     cache_aware: bool = False  # Self-Route: a document LC has read goes straight to LC while that is cheaper
+    # A follow-up in a conversation is made to stand alone by the reader's rewrite, by joining the turns, or (auto)
+    # by the rewrite unless the reader is too small to write it well (lcrag.strategies.conversation).
+    condense: str = "auto"
+    history_turns: int = 6  # the latest messages of a conversation read to make a follow-up stand alone
 
     def __post_init__(self) -> None:
         one_of("strategy", self.strategy, document_strategies())
+        one_of("condense", self.condense, CONDENSE_MODES)
+        at_least("history_turns", self.history_turns, 0)
         if not isinstance(self.cache_aware, bool):
             raise SettingError("cache_aware", f"must be true or false, got {self.cache_aware!r}")
         in_range("route_threshold", self.route_threshold, 0.0, 1.0)

@@ -6,7 +6,7 @@ import itertools
 import sys
 import threading
 from dataclasses import replace
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,7 @@ from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
 from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
 from lcrag.strategies.citations import cite
+from lcrag.strategies.conversation import Turn, standalone
 from lcrag.strategies.learned_router import Router
 from lcrag.types import Answer, Document
 
@@ -48,7 +49,7 @@ _PIPELINE_NUMBERS = itertools.count()
 # The settings one question may choose (how it is answered); the others (reader, embedder, caches) are the
 # pipeline's own, shared by every question it answers.
 PER_QUESTION = ("strategy", "retriever", "k", "budget", "order", "chunking", "window", "tree_navigation", "unit",
-                "max_tokens", "prompts", "route_threshold", "router", "lc_share", "cache_aware", "options")
+                "max_tokens", "prompts", "route_threshold", "router", "lc_share", "cache_aware", "options", "condense")
 _CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set of per-question choices
 
 
@@ -259,13 +260,16 @@ class Pipeline:
         prompts: PromptSet | None = None,
         max_tokens: int | None = None,
         sources: bool = True,
+        history: Sequence[Turn | Mapping] = (),
         **choices: object,
     ) -> Answer:
         """Answer ``question``; ``prompts`` and ``max_tokens`` override the settings for this call (task prompts),
         and ``choices`` any other setting a question may choose (:data:`PER_QUESTION`: ``k=3``,
         ``retriever="dense"``, ``options={"widen": 4}``), over the same reader, embedder and kept indexes.
         ``sources=False`` leaves ``answer.sources`` empty: locating an LC answer's sources searches the document,
-        work a caller that drops them (an eval's rows) need not pay for."""
+        work a caller that drops them (an eval's rows) need not pay for. ``history``: the conversation the question
+        follows (messages with a role and a content, oldest first), from which it is made to stand alone
+        (:mod:`lcrag.strategies.conversation`; the ``condense`` setting says how)."""
         if not question.strip():
             raise InputError("the question is empty")
         at_least("max_tokens", max_tokens, 1, optional=True)
@@ -277,10 +281,16 @@ class Pipeline:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
                           params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
+        asked = standalone(self.reader, history, question, s.condense, s.history_turns)
+        if asked.query != asked.question:
+            ctx = replace(ctx, query=asked.query)
         # Readers may ask which question, document and route a call is for (the replay reader does): set here, the
         # one place a strategy is run for a question.
         with call_context.asking(question, ctx.document, runner.route):
-            answer = runner.run(ctx, question)
+            answer = runner.run(ctx, asked.question)
+        if asked.method != "as-asked":
+            answer.question, answer.calls = question, asked.calls + answer.calls
+            answer.conversation = asked.to_dict()
         if sources:
             answer.sources = cite(ctx, answer)  # an LC answer's are located in the document's index
         return answer

@@ -110,6 +110,9 @@ class Answer:
     # The chunks the final answer was read from when they are not ``chunks`` (a routed answer keeps its first
     # step's chunks there, for the router's features); None: ``chunks``.
     answer_chunks: list[ChunkUsed] | None = field(default=None, repr=False)
+    # A follow-up in a conversation: how it was made to stand alone (method, the question the reader was asked, the
+    # retrieval query; lcrag.strategies.conversation); None: a question asked on its own.
+    conversation: dict[str, Any] | None = None
 
     @property
     def prompt_tokens(self) -> int:

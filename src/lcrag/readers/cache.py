@@ -137,6 +137,10 @@ class CachedReader:
     def max_concurrency(self) -> int:
         return getattr(self.inner, "max_concurrency", 1)
 
+    @property
+    def parameter_count(self) -> int | None:
+        return getattr(self.inner, "parameter_count", None)
+
     def count_prompt_tokens(self, messages: list[Message]) -> int:
         return self.inner.count_prompt_tokens(messages)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -76,6 +77,20 @@ class OpenAIChatReader:
         except ReaderError:
             pass
         raise InputError(f"cannot learn the context window of {self.identity}; pass --context-window")
+
+    @functools.cached_property
+    def parameter_count(self) -> int | None:
+        """The model's parameters, as a llama.cpp server reports them (``meta.n_params`` at /v1/models); None from
+        a server that does not say (vLLM, OpenAI)."""
+        try:
+            models = self._http.get_json("/models").get("data", [])
+        except ReaderError:
+            return None
+        for item in models if isinstance(models, list) else []:
+            count = (item.get("meta") or {}).get("n_params") if isinstance(item, dict) else None
+            if isinstance(count, int) and count > 0 and (item.get("id") == self.model or len(models) == 1):
+                return count
+        return None
 
     def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
         """One chat completion. While someone listens (:mod:`lcrag.readers.streaming`: the service), it is streamed:

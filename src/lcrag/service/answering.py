@@ -23,7 +23,7 @@ from lcrag.types import Answer, Document
 
 # Request fields that choose how a question is answered (they map to Settings fields of the same name).
 ANSWER_OPTIONS = ("strategy", "retriever", "k", "budget", "order", "route_threshold", "router", "lc_share",
-                  "cache_aware", "max_tokens", "options")
+                  "cache_aware", "max_tokens", "options", "condense")
 
 
 class Busy(RuntimeError):
@@ -168,11 +168,11 @@ class Answering:
         return self.routers[name]
 
     def ask(self, collection: str, question: str, options: dict[str, Any],
-            listener: streaming.Listener | None = None) -> Answer:
+            listener: streaming.Listener | None = None, history: list[dict[str, str]] = ()) -> Answer:
         """The answer, after the questions queued before it. The ``listener`` gets the answer's events as they
         happen (``started`` once the reader is this question's, then those of :mod:`lcrag.readers.streaming`);
         setting its ``cancelled`` (the client left) drops a waiting question from the queue and stops a running
-        generation."""
+        generation. ``history``: the conversation the question follows (role and content, oldest first)."""
         listener = listener or streaming.Listener()
         choices = self.choices(options)
         document = self.document(collection)
@@ -188,7 +188,7 @@ class Answering:
                 with streaming.listening(self._describing(listener, document)):
                     streaming.check_cancelled()
                     listener.on_event("started", {"collection": collection})
-                    return self.base.ask(document, question, **choices)
+                    return self.base.ask(document, question, history=history, **choices)
             finally:
                 self._reader.release()
         finally:

@@ -30,16 +30,16 @@ class Questions:
         self.answering.choices(options)  # validates every value as the CLI does
 
     async def answer(self, collection: str, question: str, options: dict, request: Request | None = None,
-                     on_event: Callable[[str, Any], None] | None = None) -> Answer:
+                     on_event: Callable[[str, Any], None] | None = None, history: list[dict] = ()) -> Answer:
         """The answer, computed in the answering pool (a question waiting for the reader never holds a thread that
         uploads need); a client that leaves (or a caller that stops waiting) cancels it: dropped from the queue, or
-        its generation stopped."""
+        its generation stopped. ``history``: the conversation the question follows."""
         self.check(question, options)
         listener = streaming.Listener(on_event or (lambda kind, data: None))
         watcher = asyncio.create_task(_watch(request, listener))
         try:
             answer = await asyncio.get_running_loop().run_in_executor(
-                self.answering.executor, self.answering.ask, collection, question, options, listener)
+                self.answering.executor, self.answering.ask, collection, question, options, listener, history)
         except (streaming.Cancelled, asyncio.CancelledError):
             self.metrics.cancelled.inc()
             raise
@@ -49,15 +49,15 @@ class Questions:
         self.metrics.answer(answer, self.answering.cost(answer)["total"])
         return answer
 
-    async def live(self, collection: str, question: str, options: dict,
-                   request: Request) -> AsyncIterator[tuple[str, Any]]:
+    async def live(self, collection: str, question: str, options: dict, request: Request,
+                   history: list[dict] = ()) -> AsyncIterator[tuple[str, Any]]:
         """The question's events as they happen, then ``("answer", Answer)``. Waits for the question to reach the
         reader (its ``started`` event) before returning, so that a refusal (busy, unknown collection, bad
         options) is still an error response with its status; a later failure arrives as ``("error", exc)``."""
         events: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         task = asyncio.create_task(self.answer(collection, question, options, request, lambda kind, data:
-                                               loop.call_soon_threadsafe(events.put_nowait, (kind, data))))
+                                               loop.call_soon_threadsafe(events.put_nowait, (kind, data)), history))
         task.add_done_callback(lambda _: events.put_nowait(("done", None)))
         first = await events.get()
         if first[0] == "done":
@@ -68,7 +68,7 @@ class Questions:
         """What lcrag adds to an OpenAI-shaped answer: route, sources, cost, timings."""
         return {"route": answer.route, "strategy": answer.strategy, "sources": [s.to_dict() for s in answer.sources],
                 "cost": self.answering.cost(answer), "timings": answer.timings,
-                "decline_probability": answer.decline_probability}
+                "decline_probability": answer.decline_probability, "conversation": answer.conversation}
 
 
 async def _watch(request: Request | None, listener: streaming.Listener) -> None:

@@ -8,7 +8,7 @@ operator sets per server (question length, max_tokens, strategies) are checked a
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,8 @@ class AnswerOptions(BaseModel):
     router: Name | None = Field(None, description="a router the server offers (GET /v1/routers), never a path")
     lc_share: float | None = Field(None, ge=0, le=1)
     cache_aware: bool | None = None
+    condense: Literal["auto", "reader", "join"] | None = Field(
+        None, description="how a follow-up is made to stand alone: the reader's rewrite, joined turns, or auto")
     max_tokens: int | None = Field(None, ge=1, description="completion tokens, up to the server's --max-tokens")
     options: dict[Short, OptionValue] | None = Field(
         None, max_length=32, description="options the strategy or retriever declares, by name (e.g. widen for cascade)")
@@ -47,6 +49,11 @@ class AskRequest(AnswerOptions):
     collection: Name
     question: str
     stream: bool = False
+    history: list[Message] = Field(default_factory=list, max_length=10_000, description=(
+        "the conversation the question follows, oldest first (role: user, assistant or system)"))
+
+    def conversation(self) -> list[dict[str, str]]:
+        return conversation(self.history)
 
 
 class NewCollection(BaseModel):
@@ -96,11 +103,19 @@ class ChatRequest(AnswerOptions):
     max_completion_tokens: int | None = Field(None, ge=1, description="OpenAI's newer name for max_tokens")
 
     def question(self) -> str:
-        """The last user message's text: what is asked (earlier turns are not context for a document question)."""
-        users = [m for m in self.messages if m.role == "user"]
-        if not users or not users[-1].text().strip():
+        """The last user message's text: what is asked."""
+        last = self._last_user()
+        if last is None or not self.messages[last].text().strip():
             raise InputError("messages: the last user message must have text content")
-        return users[-1].text()
+        return self.messages[last].text()
+
+    def conversation(self) -> list[dict[str, str]]:
+        """The messages before the question: the conversation it follows."""
+        return conversation(self.messages[:self._last_user() or 0])
+
+    def _last_user(self) -> int | None:
+        users = [i for i, m in enumerate(self.messages) if m.role == "user"]
+        return users[-1] if users else None
 
     def answer_options(self) -> dict[str, Any]:
         given = super().answer_options()
@@ -108,3 +123,10 @@ class ChatRequest(AnswerOptions):
             given.setdefault("max_tokens", self.max_completion_tokens)
         return given
 
+
+
+def conversation(messages: list[Message]) -> list[dict[str, str]]:
+    """Messages as the turns of a conversation: OpenAI's "developer" is its system message; tool and function
+    results are left out (they are not the conversation's text)."""
+    roles = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+    return [{"role": roles[m.role], "content": m.text()} for m in messages if m.role in roles]

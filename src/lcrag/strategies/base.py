@@ -37,6 +37,9 @@ class QueryContext:
     # What LC reads when the source is not one text (a corpus index): (question, tokenizer, limit) -> the text.
     long_text: Callable[[str, Tokenizer, int], TruncatedText] | None = None
     # (document hash, tokenizer, limit) -> the document as LC sends it; saves re-tokenizing a long text per question.
+    # What retrieval searches for when it is not the question the reader is asked (a follow-up whose conversation
+    # is written out for the reader: lcrag.strategies.conversation); None: the question.
+    query: str | None = None
     _lc_text: dict[tuple[str, str, int], TruncatedText] = field(default_factory=dict)
     # The last answering call of each route ("rag", "lc") on this document: what a cache-aware router compares.
     last_calls: dict[str, LLMCall] = field(default_factory=dict)
@@ -89,11 +92,11 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
     with timer.stage("retrieval"):
         with_calls = getattr(retriever, "run_with_calls", None)
         if with_calls is not None:
-            ranked, used = with_calls(question, depth)
+            ranked, used = with_calls(ctx.query or question, depth)
             if calls is not None:
                 calls.extend(used)
         else:
-            ranked = retriever.run(question, depth)
+            ranked = retriever.run(ctx.query or question, depth)
     with timer.stage("assembly"):
         context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
     known = all(c.tokens is not None for c in context.chunks)  # top-k selection does not count them
@@ -129,7 +132,7 @@ def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) 
         limit = lc_document_limit(ctx.reader.context_window, ctx.params.max_tokens, overhead)
         tokenizer = ctx.reader.tokenizer
         if ctx.long_text is not None:
-            return _fitted(ctx, question, template, lambda n: ctx.long_text(question, tokenizer, n), limit, True)
+            return _fitted(ctx, question, template, lambda n: ctx.long_text(ctx.query or question, tokenizer, n), limit, True)
         key = (ctx.document.content_hash, tokenizer.name, limit)
         if key not in ctx._lc_text:  # kept per limit: a long text is tokenized once for all questions
             ctx._lc_text[key] = _fitted(ctx, question, template,

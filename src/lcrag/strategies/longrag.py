@@ -189,10 +189,11 @@ class LongRAG:
         return Context(text, all_titles, [ChunkUsed(h.unit, 0, 0, h.score, int(sizes[h.unit])) for h in chosen],
                        n_tokens, full_tokens - n_tokens)
 
-    def run(self, question: str) -> Answer:
+    def run(self, question: str, query: str | None = None) -> Answer:
+        """The answer to ``question``, from the units retrieved for ``query`` (default: the question)."""
         timer = Timer()
         with timer.stage("retrieval"):
-            hits = self.retrieve(question)
+            hits = self.retrieve(query or question)
         with timer.stage("assembly"):
             ctx = self.assemble(question, hits)
         with timer.stage("llm:long_answer"):
@@ -242,4 +243,4 @@ class LongRAGStrategy(Strategy):
         reader = LongRAG(units.index, ctx.reader, unit=self.unit or units.kind, scorer=scorer,
                          k=self.k or (ctx.assembler.k if budget is None else 200), context_tokens=budget,
                          task=self.task)
-        return reader.run(question)
+        return reader.run(question, ctx.query)

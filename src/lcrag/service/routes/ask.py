@@ -22,10 +22,10 @@ async def ask(body: AskRequest, request: Request, asked: Questions = Depends(que
     engine.collections.files_dir(body.collection)
     options = body.answer_options()
     if not body.stream:
-        answer = await asked.answer(body.collection, body.question, options, request)
+        answer = await asked.answer(body.collection, body.question, options, request, history=body.conversation())
         return answer.to_dict() | {"cost": engine.cost(answer)}
     asked.check(body.question, options)
-    events = await asked.live(body.collection, body.question, options, request)
+    events = await asked.live(body.collection, body.question, options, request, body.conversation())
     return StreamingResponse(ask_events(events, engine), media_type="text/event-stream")
 
 

@@ -1,5 +1,5 @@
 """The OpenAI-compatible API: each collection is a model (``lcrag/NAME``); ``POST /v1/chat/completions`` answers
-the last user message over it, plain or streamed as ``chat.completion.chunk`` events, with lcrag's route, sources and
+the last user message over it, as a follow-up of the messages before it, plain or streamed as ``chat.completion.chunk`` events, with lcrag's route, sources and
 cost in an extra ``lcrag`` field that OpenAI clients ignore."""
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ async def chat(body: ChatRequest, request: Request, asked: Questions = Depends(q
     asked.answering.collections.files_dir(collection)
     reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if not body.stream:
-        answer = await asked.answer(collection, question, options, request)
+        answer = await asked.answer(collection, question, options, request, history=body.conversation())
         return reply | {"object": "chat.completion", "usage": usage(answer), "lcrag": asked.extra(answer),
                         "choices": [{"index": 0, "finish_reason": "stop",
                                      "message": {"role": "assistant", "content": answer.text}}]}
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    events = await asked.live(collection, question, options, request)
+    events = await asked.live(collection, question, options, request, body.conversation())
     return StreamingResponse(chat_chunks(reply, events, asked.extra, include_usage), media_type="text/event-stream")
 
 
