@@ -49,7 +49,7 @@ class AskRequest(AnswerOptions):
     collection: Name
     question: str
     stream: bool = False
-    history: list[Message] = Field(default_factory=list, max_length=10_000, description=(
+    history: list[Turn] = Field(default_factory=list, max_length=10_000, description=(
         "the conversation the question follows, oldest first (role: user, assistant or system)"))
 
     def conversation(self) -> list[dict[str, str]]:
@@ -85,6 +85,14 @@ class Message(BaseModel):
         if others:
             raise InputError(f"messages: only text content is read, not {', '.join(o[:40] for o in others)}")
         return "\n".join(p.text or "" for p in self.content)
+
+
+class Turn(Message):
+    """A message of the conversation a native question follows."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    role: Literal["system", "user", "assistant"]
 
 
 class StreamOptions(BaseModel):
