@@ -137,3 +137,23 @@ def crane_manual(folder: Path) -> Path:
               f"Worn {p} are replaced from stores, and the {p} log is signed."] for p in _PARTS]
     pages[5][1] = CRANE_FACT
     return write_pdf(folder / "crane.pdf", pages, outline=[("Overview", 0), ("Crane Controls", 5)])
+
+
+# A tool's manual in which "Which algorithm does it use?" has a different answer in each command's section: a follow-up
+# that needs the conversation to be understood.
+TOOL_COMMANDS = {
+    "fit": "The fit command trains a model on the rows of a table. Internally fit minimises the loss with the "
+           "L-BFGS algorithm, stopping after 200 iterations.",
+    "plot": "The plot command draws charts of a table. The algorithm it uses to place the points is a "
+            "force-directed layout, which it runs for a few seconds.",
+    "export": "The export command writes a trained model to disk. The export format it uses is ONNX, so other "
+              "runtimes can read the file.",
+}
+
+
+def tool_manual(folder: Path) -> Path:
+    """manual.md: a section per command (# The fit command, ...), each padded to about 60 words."""
+    filler = "This section of the manual is kept short, and the examples that follow it are in the appendix. " * 3
+    path = folder / "manual.md"
+    path.write_text("\n\n".join(f"# The {name} command\n\n{text} {filler}" for name, text in TOOL_COMMANDS.items()))
+    return path

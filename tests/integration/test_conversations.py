@@ -11,23 +11,12 @@ import time
 
 import httpx
 import pytest
+from document_fixtures import tool_manual
 from service_fixtures import free_port, wait_ready
-
-COMMANDS = {
-    "fit": "The fit command trains a model on the rows of a table. Internally fit minimises the loss with the "
-           "L-BFGS algorithm, stopping after 200 iterations.",
-    "plot": "The plot command draws charts of a table. The algorithm it uses to place the points is a "
-            "force-directed layout, which it runs for a few seconds.",
-    "export": "The export command writes a trained model to disk. The export format it uses is ONNX, so other "
-              "runtimes can read the file.",
-}
-FILLER = "This section of the manual is kept short, and the examples that follow it are in the appendix. "
-
 
 @pytest.fixture
 def service(tmp_path):
-    manual = tmp_path / "manual.md"
-    manual.write_text("\n\n".join(f"# The {name} command\n\n{text} {FILLER * 3}" for name, text in COMMANDS.items()))
+    manual = tool_manual(tmp_path)
     run_file = tmp_path / "run.toml"
     run_file.write_text('[chunking]\nchunking = "words:60"\n[retrieval]\nk = 1\n[strategy]\nstrategy = "rag"\n')
     port = free_port()

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from document_fixtures import crane_manual
+from document_fixtures import crane_manual, tool_manual
 from service_fixtures import running
 
 from lcrag.pipeline import Settings
@@ -104,7 +104,7 @@ def test_the_answer_streams_in_and_stop_ends_the_generation(tmp_path, browser):
             page.get_by_role("status").filter(has_text="ready").wait_for(timeout=120_000)
             page.get_by_label("Question").fill("Write the numbers from 1 to 500, separated by commas.")
             page.get_by_label("Strategy").select_option("lc")
-            box = page.locator(".answer-box")
+            box = page.locator(".answer-box").last  # a repeated ask is the conversation's next turn
             ask_and_stop_while_it_streams(
                 page, box, Path(os.environ.get("LCRAG_SCREENSHOT_DIR") or tmp_path) / "web-page-streaming.png")
             box.locator(".summary").filter(has_text="stopped").wait_for(timeout=30_000)
@@ -145,5 +145,43 @@ def test_an_uploaded_html_page_never_runs_on_the_services_origin(tmp_path, brows
             page.wait_for_timeout(500)
             assert page.title() == "lcrag"
             assert [c["name"] for c in httpx.get(f"{url}/v1/collections").json()["data"]] == ["ops"]
+    finally:
+        answering.close()
+
+
+def test_a_two_turn_conversation_in_the_page_keeps_each_answer_with_its_sources(tmp_path, browser):
+    """The follow-up "Which algorithm does it use?" is asked with the conversation so far, so its source is the fit
+    command's section; New conversation starts again."""
+    manual = tool_manual(tmp_path)
+    settings = Settings(cache_dir=tmp_path / "cache", chunking="words:60", k=1, strategy="rag")
+    answering = Answering(settings, tmp_path / "collections")
+    try:
+        with running(create_app(answering)) as url:
+            page = browser.new_page()
+            page.goto(url)
+            page.get_by_label("New collection name").fill("tool")
+            page.get_by_role("button", name="Create").click()
+            page.get_by_label("Add documents (PDF, DOCX, HTML, EPUB, Markdown, text)").set_input_files(str(manual))
+            page.get_by_role("status").filter(has_text="ready").wait_for(timeout=120_000)
+            page.get_by_label("Strategy").select_option("rag")
+            boxes = page.locator(".answer-box")
+            for turn, question in enumerate(["What does the fit command do?", "Which algorithm does it use?"]):
+                page.get_by_label("Question").fill(question)
+                page.get_by_role("button", name="Ask", exact=True).click()
+                boxes.nth(turn).locator(".summary").filter(has_text="route").wait_for(timeout=300_000)
+            assert boxes.count() == 2 and boxes.nth(0).locator("h3").inner_text() == "What does the fit command do?"
+            for turn in range(2):  # each answer keeps its own sources
+                assert "manual.md" in boxes.nth(turn).locator(".sources").inner_text()
+                assert "(§ The fit command)" in boxes.nth(turn).locator(".sources").inner_text()
+            assert "follow-up" in boxes.nth(1).locator(".summary").inner_text()
+            assert "follow-up" not in boxes.nth(0).locator(".summary").inner_text()
+            page.screenshot(path=str(Path(os.environ.get("LCRAG_SCREENSHOT_DIR") or tmp_path) / "web-page-chat.png"),
+                            full_page=True)
+            page.get_by_role("button", name="New conversation").click()
+            assert boxes.count() == 0
+            page.get_by_role("button", name="Ask", exact=True).click()  # asked again, now on its own
+            boxes.first.locator(".summary").filter(has_text="route").wait_for(timeout=300_000)
+            assert "follow-up" not in boxes.first.locator(".summary").inner_text()
+            assert "(§ The fit command)" not in boxes.first.locator(".sources").inner_text()
     finally:
         answering.close()

@@ -19,6 +19,7 @@ async function refresh(select) {
     const current = select || $("collection").value;
     $("collection").replaceChildren(...list.map(c => new Option(c.name)));
     if (current) $("collection").value = current;
+    showConversation();
     showStatus(list.find(c => c.name === $("collection").value));
   } catch (e) { say(e.message, true); }
 }
@@ -73,12 +74,19 @@ function place(s) {
   const section = s.section?.length ? ` (§ ${s.section[s.section.length - 1]})` : "";
   return `${s.file.split("/").pop()} ${where}${section}`;
 }
+// How a follow-up was asked: rewritten by the reader into a question that stands alone, or with the conversation
+// written out before it (and its turns joined into the search).
+function followUp(c) {
+  if (!c) return "";
+  return c.method === "condensed" ? ` · follow-up, asked as “${c.question}”` : " · follow-up, asked with the conversation so far";
+}
 function renderMeta(box, collection, answer) {
   const cost = answer.cost?.total != null ? ` · $${answer.cost.total.toFixed(6)}${answer.cost.priced_as ? " as " + answer.cost.priced_as : ""}` : "";
   const seconds = Object.values(answer.timings || {}).reduce((a, b) => a + b, 0);
   box.querySelector(".summary").textContent = `route: ${answer.route} · ${answer.prompt_tokens} prompt + ` +
     `${answer.completion_tokens} completion tokens${cost} · ` +
-    (answer.calls.length && answer.calls.every(c => c.from_cache) ? "from the answer cache" : `${seconds.toFixed(1)} s`);
+    (answer.calls.length && answer.calls.every(c => c.from_cache) ? "from the answer cache" : `${seconds.toFixed(1)} s`) +
+    followUp(answer.conversation);
   const list = box.querySelector("ul");
   list.innerHTML = "";
   for (const s of answer.sources) {
@@ -100,8 +108,8 @@ function answerBox(title) {
 }
 // The native stream (/v1/ask, stream: true): stage events as they happen, the reader's tokens as it writes them
 // (a step that a later one may replace, Self-Route's RAG step, is shown as a draft), then the whole answer.
-async function askInto(box, strategy) {
-  const collection = $("collection").value, question = $("question").value;
+// Resolves to the answer, or to null when there is none (refused, failed, stopped).
+async function askInto(box, strategy, collection, question, history) {
   const answer = box.querySelector(".answer"), stage = box.querySelector(".stage"), stop = box.querySelector(".stop");
   const meta = box.querySelector(".summary");
   const fail = (message) => { stage.textContent = ""; meta.textContent = message; meta.classList.add("error"); };
@@ -111,9 +119,10 @@ async function askInto(box, strategy) {
   let text = "", response, retrieved = false;  // whether this step retrieved passages (else it reads everything)
   try {
     response = await fetch("/v1/ask", {method: "POST", headers: headers(true), signal: abort.signal,
-      body: JSON.stringify({collection, question, strategy, stream: true})});
-  } catch (e) { stop.hidden = true; return fail(e.name === "AbortError" ? "stopped" : e.message); }
-  if (!response.ok) { stop.hidden = true; const e = await response.json(); return fail(e.error.message); }
+      body: JSON.stringify({collection, question, strategy, history, stream: true})});
+  } catch (e) { stop.hidden = true; fail(e.name === "AbortError" ? "stopped" : e.message); return null; }
+  if (!response.ok) { stop.hidden = true; const e = await response.json(); fail(e.error.message); return null; }
+  let result = null;
   const reader = response.body.getReader(), decoder = new TextDecoder();
   const on = {
     started: () => { stage.textContent = "started"; },
@@ -127,7 +136,7 @@ async function askInto(box, strategy) {
                      (d.decline_probability != null ? ` (P(decline) = ${d.decline_probability.toFixed(2)})` : "") +
                      `: answering with ${d.route === "lc" ? "the whole document (LC)" : d.route}…` : `answer kept (${d.route})`; },
     answer: (d) => { answer.classList.remove("draft"); answer.textContent = d.text; stage.textContent = "";
-                     renderMeta(box, collection, d); },
+                     renderMeta(box, collection, d); result = d; },
     error: (d) => fail(d.error.message),
   };
   let buffer = "";
@@ -145,22 +154,49 @@ async function askInto(box, strategy) {
     }
   } catch (e) { if (e.name !== "AbortError") fail(e.message); else fail("stopped: the server stops generating"); }
   stop.hidden = true;
+  return result;
+}
+
+// One conversation per collection while the page is open: each answered turn's question and answer go with the next
+// question as its history, so a follow-up ("which algorithm does it use?") is asked about what came before.
+const conversations = new Map();  // collection -> {turns: [{question, answer}], boxes: [elements shown]}
+function conversation(name) {
+  if (!conversations.has(name)) conversations.set(name, {turns: [], boxes: []});
+  return conversations.get(name);
+}
+const history = (c) => c.turns.flatMap(t => [{role: "user", content: t.question}, {role: "assistant", content: t.answer}]);
+function showConversation() {
+  const c = conversation($("collection").value);
+  $("result").replaceChildren(...c.boxes);
+  $("new-conversation").disabled = !c.boxes.length;
+}
+function shown(c, element) { c.boxes.push(element); $("result").append(element); $("new-conversation").disabled = false; }
+async function askTurn() {
+  const collection = $("collection").value, question = $("question").value, strategy = $("strategy").value;
+  const c = conversation(collection), box = answerBox(question);
+  box.querySelector("h3").title = `strategy: ${strategy}`;
+  shown(c, box);
+  const answer = await askInto(box, strategy, collection, question, history(c));
+  if (answer) c.turns.push({question, answer: answer.text});
+}
+async function compareTurn() {
+  const collection = $("collection").value, question = $("question").value, c = conversation(collection);
+  const grid = document.createElement("div"); grid.className = "compare";
+  const lc = answerBox("LC (whole document)"), rag = answerBox("RAG (retrieved chunks)");
+  grid.append(lc, rag); shown(c, grid);
+  await askInto(lc, "lc", collection, question, history(c)); await askInto(rag, "rag", collection, question, history(c));
 }
 $("create").addEventListener("click", async () => {
   try { const c = await api("/v1/collections", {method: "POST", body: JSON.stringify({name: $("new-name").value})}); await refresh(c.name); }
   catch (e) { say(e.message, true); }
 });
-$("collection").addEventListener("change", () => refresh());
+$("collection").addEventListener("change", () => { refresh(); showConversation(); });
 $("files").addEventListener("change", (e) => upload(e.target.files));
 $("drop").addEventListener("dragover", (e) => { e.preventDefault(); $("drop").classList.add("over"); });
 $("drop").addEventListener("dragleave", () => $("drop").classList.remove("over"));
 $("drop").addEventListener("drop", (e) => { e.preventDefault(); $("drop").classList.remove("over"); upload(e.dataTransfer.files); });
-$("ask").addEventListener("click", () => { const box = answerBox($("strategy").value); $("result").replaceChildren(box); askInto(box, $("strategy").value); });
-$("compare").addEventListener("click", async () => {
-  const grid = document.createElement("div"); grid.className = "compare";
-  const lc = answerBox("LC (whole document)"), rag = answerBox("RAG (retrieved chunks)");
-  grid.append(lc, rag); $("result").replaceChildren(grid);
-  await askInto(lc, "lc"); await askInto(rag, "rag");
-});
+$("ask").addEventListener("click", askTurn);
+$("compare").addEventListener("click", compareTurn);
+$("new-conversation").addEventListener("click", () => { conversations.delete($("collection").value); showConversation(); $("question").focus(); });
 $("question").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("ask").click(); });
 refresh();
