@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -46,3 +49,27 @@ def wait_ready(url: str, collection: str, headers: dict | None = None, timeout: 
             return status
         time.sleep(0.1)
     raise TimeoutError(f"{collection} still indexing")
+
+
+@contextmanager
+def lcrag_process(*args: str, url: str, cache_dir, stdin=None):
+    """``lcrag ARGS`` in its own process with its cache under ``cache_dir``, once ``url``/healthz answers (any
+    status: a server behind a key answers 401), stopped after."""
+    env = {**os.environ, "LCRAG_CACHE_DIR": str(cache_dir)}
+    process = subprocess.Popen([sys.executable, "-m", "lcrag.cli", *args], env=env, stderr=subprocess.PIPE,
+                               text=True, stdin=stdin)
+    try:
+        for _ in range(600):
+            if process.poll() is not None:
+                raise AssertionError(f"lcrag {args[0]} exited: {process.stderr.read()}")
+            try:
+                httpx.get(f"{url}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            raise TimeoutError(f"lcrag {args[0]} did not start")
+        yield process
+    finally:
+        process.terminate()
+        process.wait(30)

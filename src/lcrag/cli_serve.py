@@ -38,39 +38,38 @@ def allowed_strategies(names: list[str] | None) -> tuple[str, ...] | None:
     return tuple(names) if names else None
 
 
-def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --api-key.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65535)] = 8000,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True, help="Bearer key clients must send (Authorization: Bearer KEY).")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="A run file (YAML/TOML): reader, embedder, chunking, retrieval, strategy, cache.")] = None,
-    llm: Annotated[Optional[str], typer.Option("--llm", help="The reader (default: the run file's, else the bundled one).")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server.")] = None,
-    context_window: Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens.")] = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.", min=1)] = None,
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Indexes, caches and collections (collections/).")] = None,
-    price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every answer as this model.")] = None,
-    prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
-    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest upload accepted (413 above).", min=0.001)] = 512,
-    max_body_kb: Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)] = 1024,
-    router: Annotated[Optional[list[str]], typer.Option("--router", help="A router clients may name, NAME=FILE (a file of `lcrag route fit`); repeatable. The shipped ones (lara) are always offered.")] = None,
-    max_waiting: Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)] = 8,
-    index_memory_mb: Annotated[float, typer.Option("--index-memory-mb", help="Memory for indexes and answering contexts kept between questions (least recently used dropped first).", min=1)] = 512,
-    max_question_chars: Annotated[int, typer.Option("--max-question-chars", help="Longest question accepted (400 above).", min=1)] = Limits.max_question_chars,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)] = Limits.max_tokens,
-    strategies: Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")] = None,
-    allowed_host: Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")] = None,
-    option: Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")] = None,
-    cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="A web origin allowed to call the API from the browser (CORS), e.g. https://app.example; repeatable. None by default.")] = None,
-) -> None:
-    """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
-    if not is_loopback(host) and not api_key:
-        raise OptionError(f"--host {host} is not a loopback address: set --api-key (or {API_KEY_ENV}) to serve it")
+# The options `lcrag serve` and `lcrag mcp` share: the same reader, collections, limits and rules for whom they answer.
+Host = Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --api-key.")]
+Port = Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65535)]
+ApiKey = Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True, help="Bearer key clients must send (Authorization: Bearer KEY).")]
+RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (YAML/TOML): reader, embedder, chunking, retrieval, strategy, cache.")]
+Llm = Annotated[Optional[str], typer.Option("--llm", help="The reader (default: the run file's, else the bundled one).")]
+BaseUrl = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server.")]
+ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens.")]
+Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.", min=1)]
+CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Indexes, caches and collections (collections/).")]
+PriceAs = Annotated[Optional[str], typer.Option("--price-as", help="Price every answer as this model.")]
+Prices = Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")]
+Routers = Annotated[Optional[list[str]], typer.Option("--router", help="A router clients may name, NAME=FILE (a file of `lcrag route fit`); repeatable. The shipped ones (lara) are always offered.")]
+MaxWaiting = Annotated[int, typer.Option("--max-waiting", help="Requests queued for the reader before 429.", min=1)]
+IndexMemory = Annotated[float, typer.Option("--index-memory-mb", help="Memory for indexes and answering contexts kept between questions (least recently used dropped first).", min=1)]
+MaxQuestion = Annotated[int, typer.Option("--max-question-chars", help="Longest question accepted (400 above).", min=1)]
+MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)]
+Strategies = Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")]
+AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")]
+PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]
+
+
+def engine(config: Path | None, given: dict, option: list[str] | None, price_as: str | None, prices: Path | None,
+           router: list[str] | None, max_waiting: int, index_memory_mb: float):
+    """The answering engine over the collections under the cache directory, as `lcrag serve` and `lcrag mcp` make
+    it: a collection made through one is answered by the other."""
     from lcrag.config import Config
     from lcrag.evaluation.prices import PriceTable
     from lcrag.paths import default_cache_dir
+    from lcrag.service.answering import Answering
 
-    given = {k: v for k, v in {"llm": llm, "base_url": base_url, "context_window": context_window,
-                               "threads": threads, "cache_dir": cache_dir}.items() if v is not None}
+    given = {k: v for k, v in given.items() if v is not None}
     run = Config.from_file(config) if config else Config()
     if option:
         given["options"] = run.options.options | option_values(option)
@@ -78,22 +77,57 @@ def serve(
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)
+    root = Path(settings.cache_dir or default_cache_dir()) / "collections"
+    return Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []),
+                     memory_bytes=int(index_memory_mb * 1024 * 1024))
+
+
+def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:
+    if not is_loopback(host) and not api_key:
+        raise OptionError(f"--host {host} is not a loopback address: set --api-key (or {API_KEY_ENV}) to {command} it")
+
+
+def serve(
+    host: Host = "127.0.0.1",
+    port: Port = 8000,
+    api_key: ApiKey = None,
+    config: RunFile = None,
+    llm: Llm = None,
+    base_url: BaseUrl = None,
+    context_window: ContextWindow = None,
+    threads: Threads = None,
+    cache_dir: CacheDir = None,
+    price_as: PriceAs = None,
+    prices: Prices = None,
+    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest upload accepted (413 above).", min=0.001)] = 512,
+    max_body_kb: Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)] = 1024,
+    router: Routers = None,
+    max_waiting: MaxWaiting = 8,
+    index_memory_mb: IndexMemory = 512,
+    max_question_chars: MaxQuestion = Limits.max_question_chars,
+    max_tokens: MaxTokens = Limits.max_tokens,
+    strategies: Strategies = None,
+    allowed_host: AllowedHosts = None,
+    option: PartOptions = None,
+    cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="A web origin allowed to call the API from the browser (CORS), e.g. https://app.example; repeatable. None by default.")] = None,
+) -> None:
+    """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
+    check_bind(host, api_key)
     try:
         import uvicorn
     except ImportError:
         raise OptionError("lcrag serve needs the service's libraries: pip install 'lcrag[serve]'") from None
-    from lcrag.service.answering import Answering
     from lcrag.service.app import create_app
 
-    root = Path(settings.cache_dir or default_cache_dir()) / "collections"
-    answering = Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []),
-                          memory_bytes=int(index_memory_mb * 1024 * 1024))
+    answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
+                                "threads": threads, "cache_dir": cache_dir},
+                       option, price_as, prices, router, max_waiting, index_memory_mb)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),
                     cors_origins=tuple(cors_origin or ()))
     app = create_app(answering, api_key, limits)
-    typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {root})", err=True)
+    typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {answering.collections.root})", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))
     finally:

@@ -4,15 +4,11 @@ same question is answered from another command's section."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-
 import httpx
 import pytest
 from document_fixtures import tool_manual
-from service_fixtures import free_port, wait_ready
+from service_fixtures import free_port, lcrag_process, wait_ready
+
 
 @pytest.fixture
 def service(tmp_path):
@@ -20,32 +16,13 @@ def service(tmp_path):
     run_file = tmp_path / "run.toml"
     run_file.write_text('[chunking]\nchunking = "words:60"\n[retrieval]\nk = 1\n[strategy]\nstrategy = "rag"\n')
     port = free_port()
-    env = {**os.environ, "LCRAG_CACHE_DIR": str(tmp_path / "cache")}
-    process = subprocess.Popen([sys.executable, "-m", "lcrag.cli", "serve", "--port", str(port), "--config",
-                                str(run_file)], env=env, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, process)
+    with lcrag_process("serve", "--port", str(port), "--config", str(run_file), url=url, cache_dir=tmp_path / "cache"):
         assert httpx.post(f"{url}/v1/collections", json={"name": "manual"}).status_code == 201
         with manual.open("rb") as f:
             assert httpx.post(f"{url}/v1/collections/manual/files", files={"file": ("manual.md", f)}).status_code == 201
         assert wait_ready(url, "manual", timeout=300)["state"] == "ready"
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
-
-
-def _wait_healthy(url: str, process: subprocess.Popen) -> None:
-    for _ in range(600):
-        if process.poll() is not None:
-            raise AssertionError(f"lcrag serve exited: {process.stderr.read()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise TimeoutError("lcrag serve did not start")
 
 
 def sections(sources: list[dict]) -> set[str]:

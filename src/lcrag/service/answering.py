@@ -195,13 +195,25 @@ class Answering:
             with self._count:
                 self._waiting -= 1
 
+    def search(self, collection: str, query: str, k: int, retriever: str | None = None) -> list[dict[str, Any]]:
+        """The ``k`` passages of the collection that best match ``query`` (file, pages, section, a quote, score), by
+        the server's retriever or ``retriever``; no reader call, so it never waits in the reader's queue."""
+        settings = self.base.settings_for({"retriever": retriever} if retriever else {})
+        document = self.document(collection)
+        ranked = self.base.index(document, settings=settings).retriever(settings.retriever).run(query, k)
+        return [self._source(document, scored.chunk, scored.score, 2000).to_dict() for scored in ranked]
+
+    @staticmethod
+    def _source(document: Document, chunk, score: float, quote_chars: int) -> Source:
+        return Source(**locate(document, chunk.start, chunk.end), chunk=chunk.index, score=score,
+                      snippet=snippet(document.text[chunk.start:chunk.end], quote_chars))
+
     @staticmethod
     def _describing(listener: streaming.Listener, document: Document) -> streaming.Listener:
         """The listener, with retrieved chunks told as the places they come from (file, pages, section, a quote)."""
         def on_event(kind: str, data: dict[str, Any]) -> None:
             if kind == "retrieved":
-                data = data | {"chunks": [Source(**locate(document, c.start, c.end), chunk=c.index, score=c.score,
-                                                 snippet=snippet(document.text[c.start:c.end], 160)).to_dict()
+                data = data | {"chunks": [Answering._source(document, c, c.score, 160).to_dict()
                                           for c in data["chunks"]]}
             listener.on_event(kind, data)
 

@@ -1,0 +1,76 @@
+"""`lcrag mcp`: the collections as a Model Context Protocol server for agents, over stdio or streamable HTTP, with
+the same reader, collections, limits and rules for whom it answers as `lcrag serve`."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, CacheDir, ContextWindow, Host, IndexMemory, Llm,
+                             MaxQuestion, MaxTokens, MaxWaiting, PartOptions, Port, PriceAs, Prices, Routers, RunFile,
+                             Strategies, Threads, allowed_strategies, check_bind, engine)
+from lcrag.errors import OptionError
+from lcrag.service.limits import Limits, hosts_for
+
+TRANSPORTS = ("stdio", "http")
+
+
+def mcp(
+    transport: Annotated[str, typer.Option("--transport", help="stdio (the client starts lcrag mcp) or http (streamable HTTP at /mcp).")] = "stdio",
+    host: Host = "127.0.0.1",
+    port: Port = 8001,
+    api_key: ApiKey = None,
+    config: RunFile = None,
+    llm: Llm = None,
+    base_url: BaseUrl = None,
+    context_window: ContextWindow = None,
+    threads: Threads = None,
+    cache_dir: CacheDir = None,
+    price_as: PriceAs = None,
+    prices: Prices = None,
+    router: Routers = None,
+    max_waiting: MaxWaiting = 8,
+    index_memory_mb: IndexMemory = 512,
+    max_question_chars: MaxQuestion = Limits.max_question_chars,
+    max_tokens: MaxTokens = Limits.max_tokens,
+    strategies: Strategies = None,
+    allowed_host: AllowedHosts = None,
+    option: PartOptions = None,
+) -> None:
+    """Serve the collections to agents over the Model Context Protocol: tools list_collections, ask and search, and
+    the collections' files as resources."""
+    if transport not in TRANSPORTS:
+        raise OptionError(f"--transport: one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    if transport == "http":
+        check_bind(host, api_key, "serve MCP on")
+    try:
+        from lcrag.service.mcp import LcragMCP
+    except ImportError:
+        raise OptionError("lcrag mcp needs the MCP SDK: pip install 'lcrag[mcp]'") from None
+    answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
+                                "threads": threads, "cache_dir": cache_dir},
+                       option, price_as, prices, router, max_waiting, index_memory_mb)
+    limits = Limits(max_question_chars=max_question_chars, max_tokens=max_tokens,
+                    strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []))
+    server = LcragMCP(answering, limits)
+    try:
+        if transport == "stdio":
+            server.run("stdio")  # stdout carries the protocol alone: lcrag logs to stderr
+        else:
+            _serve_http(server, api_key, limits, host, port)
+    finally:
+        answering.close()
+
+
+def _serve_http(server, api_key: str | None, limits: Limits, host: str, port: int) -> None:
+    import uvicorn
+
+    from lcrag.service.guard import Guard
+    from lcrag.service.metrics import Metrics
+
+    typer.echo(f"lcrag MCP at http://{host}:{port}/mcp (collections in {server.answering.collections.root})", err=True)
+    # The service's guard in front: Host names (DNS rebinding), the key, no cross-site writes, JSON bodies.
+    app = Guard(server.streamable_http_app(), api_key=api_key, limits=limits, metrics=Metrics())
+    uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))

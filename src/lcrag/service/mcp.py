@@ -1,0 +1,141 @@
+"""lcrag for agents: a Model Context Protocol server (the official ``mcp`` SDK) over the same collections and answering
+engine as ``lcrag serve`` — a collection made in one is answered by the other.
+
+Tools: ``list_collections``; ``ask`` (a routed answer with its route, cost, usage and sources, as structured content;
+the same options and limits as ``POST /v1/ask``, conversation included); ``search`` (the top passages with file, page,
+section and quote, no reader call). Resources: each collection's files, as the text lcrag extracted from them
+(``lcrag://collections/NAME/files/FILE``). A bad argument is a tool error with a one-line message; the server goes on.
+Over streamable HTTP the service's guard stands in front (Host names, the API key, no cross-site writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import quote, unquote
+
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ResourceError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import Resource
+from pydantic import BaseModel, ValidationError
+
+from lcrag.documents.loaders import load_files
+from lcrag.errors import LcragError
+from lcrag.service.answering import Answering, Busy
+from lcrag.service.limits import Limits
+from lcrag.service.metrics import Metrics
+from lcrag.service.questions import Questions
+from lcrag.service.requests import AskRequest
+
+MAX_PASSAGES = 100
+FILE_URI = "lcrag://collections/{name}/files/{file}"
+INSTRUCTIONS = ("Answers questions over the document collections listed by list_collections. `ask` answers with "
+                "sources, choosing per question between reading retrieved passages (RAG) and the whole collection "
+                "(LC); `search` returns the passages alone, without a model call.")
+
+
+class Answered(BaseModel):
+    answer: str
+    route: str
+    strategy: str
+    cost: dict[str, Any]
+    usage: dict[str, int]
+    sources: list[dict[str, Any]]
+    conversation: dict[str, Any] | None = None
+
+
+class Passages(BaseModel):
+    collection: str
+    query: str
+    passages: list[dict[str, Any]]
+
+
+def one_line(exc: Exception) -> str:
+    """An error as the agent reads it: lcrag's own message, or a request's first invalid field."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "arguments"
+        return f"{where}: {first['msg']}"
+    return " ".join(str(exc).split())[:500]
+
+
+class LcragMCP(FastMCP):
+    """The MCP server: tools over an :class:`Answering` engine, and the collections' files as resources."""
+
+    def __init__(self, answering: Answering, limits: Limits | None = None, **settings: Any):
+        # Host names are checked by the service's guard in front (lcrag.service.guard), by the same rules as lcrag
+        # serve's; the SDK's own check would refuse every name but loopback's.
+        settings.setdefault("transport_security", TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        super().__init__("lcrag", instructions=INSTRUCTIONS, **settings)
+        self.answering = answering
+        self.questions = Questions(answering, limits or Limits(), Metrics())
+        self.add_tool(self.list_collections, "list_collections", structured_output=True,
+                      description="The document collections, with their files and indexing state.")
+        self.add_tool(self.ask, "ask", structured_output=True, description=(
+            "Answer a question over a collection, with the route taken (rag or lc), tokens, cost and sources. "
+            "Options as in lcrag's API: strategy, retriever, k, budget, ..., and `history` (earlier messages) for "
+            "a follow-up."))
+        self.add_tool(self.search, "search", structured_output=True, description=(
+            "The passages of a collection that best match a query (file, pages, section, quote), no model call."))
+        self.add_resource_template_for_files()
+
+    # -- tools --------------------------------------------------------------------------------------------------
+    async def list_collections(self) -> dict[str, list[dict[str, Any]]]:
+        collections = self.answering.collections
+        return {"collections": [collections.describe(n) for n in collections.names()]}
+
+    async def ask(self, question: str, collection: str, strategy: str | None = None, retriever: str | None = None,
+                  k: int | None = None, budget: int | None = None, order: str | None = None,
+                  route_threshold: float | None = None, router: str | None = None, lc_share: float | None = None,
+                  cache_aware: bool | None = None, max_tokens: int | None = None,
+                  condense: str | None = None, options: dict[str, Any] | None = None,
+                  history: list[dict[str, Any]] | None = None) -> Answered:
+        given = {name: value for name, value in locals().items() if name != "self" and value is not None}
+        try:
+            request = AskRequest.model_validate(given)
+            self.answering.collections.files_dir(collection)
+            answer = await self.questions.answer(collection, question, request.answer_options(),
+                                                 history=request.conversation())
+        except (LcragError, Busy, ValidationError) as exc:
+            raise ToolError(one_line(exc)) from None
+        return Answered(answer=answer.text, route=answer.route, strategy=answer.strategy,
+                        cost=self.answering.cost(answer), sources=[s.to_dict() for s in answer.sources],
+                        usage={"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+                               "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in answer.calls)},
+                        conversation=answer.conversation)
+
+    async def search(self, query: str, collection: str, k: int = 5, retriever: str | None = None) -> Passages:
+        try:
+            if isinstance(k, bool) or not 1 <= k <= MAX_PASSAGES:
+                raise ToolError(f"k: between 1 and {MAX_PASSAGES}, got {k}")
+            self.questions.check(query, {} if retriever is None else {"retriever": retriever})
+            passages = await asyncio.get_running_loop().run_in_executor(
+                self.answering.executor, self.answering.search, collection, query, k, retriever)
+        except (LcragError, Busy) as exc:
+            raise ToolError(one_line(exc)) from None
+        return Passages(collection=collection, query=query, passages=passages)
+
+    # -- resources ----------------------------------------------------------------------------------------------
+    def add_resource_template_for_files(self) -> None:
+        self.resource(FILE_URI, name="collection file", mime_type="text/plain",
+                      description="The text lcrag extracted from one file of a collection")(self.file_text)
+
+    def file_text(self, name: str, file: str) -> str:
+        """A collection's file as lcrag reads it; only the collection's own files, by their listed names."""
+        try:
+            path = self.answering.collections.file(unquote(name), unquote(file))
+            documents, skipped = load_files([path])
+        except LcragError as exc:
+            raise ResourceError(one_line(exc)) from None
+        if not documents:
+            raise ResourceError(f"{unquote(file)[:60]!r} has no readable text: "
+                                + (self.answering.collections.public(skipped[0]) if skipped else "unknown format"))
+        return documents[0].text
+
+    async def list_resources(self) -> list[Resource]:
+        """Every collection's files, each as a resource (besides the template that names any of them)."""
+        collections = self.answering.collections
+        return [Resource(uri=FILE_URI.format(name=quote(name, safe=""), file=quote(stored["name"], safe="")),
+                         name=f"{name}/{stored['name']}", mimeType="text/plain")
+                for name in collections.names() for stored in collections.files(name)]

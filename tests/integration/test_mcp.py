@@ -1,0 +1,141 @@
+"""`lcrag mcp` through the official MCP client, over stdio and streamable HTTP, on a collection made by a real
+`lcrag serve` in the same cache directory: tools listed, `search` and `ask` with structured results, a file read as a
+resource, bad arguments as tool errors with the server still answering, and the HTTP transport behind the key."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import httpx
+import pytest
+from document_fixtures import tool_manual
+from service_fixtures import free_port, lcrag_process, wait_ready
+
+pytest.importorskip("mcp")
+KEY = "mcp-test-key"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """A cache directory holding the collection "tool" (the tool manual), made through `lcrag serve`."""
+    tmp = tmp_path_factory.mktemp("mcp")
+    manual = tool_manual(tmp)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with lcrag_process("serve", "--port", str(port), url=url, cache_dir=tmp / "cache"):
+        assert httpx.post(f"{url}/v1/collections", json={"name": "tool"}).status_code == 201
+        with manual.open("rb") as f:
+            assert httpx.post(f"{url}/v1/collections/tool/files", files={"file": ("manual.md", f)}).status_code == 201
+        assert wait_ready(url, "tool", timeout=300)["state"] == "ready"
+    (tmp / "run.toml").write_text('[chunking]\nchunking = "words:60"\n')  # a passage per command, for lcrag mcp
+    return tmp / "cache"
+
+
+def run_file(cache_dir) -> str:
+    return str(cache_dir.parent / "run.toml")
+
+
+def over_stdio(cache_dir, session_does):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def run():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "lcrag.cli", "mcp", "--cache-dir",
+                                                                     str(cache_dir), "--config", run_file(cache_dir)])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session_does(session)
+
+    return asyncio.run(run())
+
+
+async def tools_search_ask_and_a_resource(session):
+    tools = {t.name: t for t in (await session.list_tools()).tools}
+    listed = await session.call_tool("list_collections", {})
+    found = await session.call_tool("search", {"query": "Which algorithm does the fit command use?",
+                                               "collection": "tool", "k": 2})
+    answered = await session.call_tool("ask", {"question": "Which algorithm does the fit command use?",
+                                               "collection": "tool", "strategy": "rag", "k": 1})
+    resources = (await session.list_resources()).resources
+    read = await session.read_resource(resources[0].uri)
+    return tools, listed, found, answered, resources, read
+
+
+def test_tools_search_ask_and_resources_over_stdio(cache_dir):
+    tools, listed, found, answered, resources, read = over_stdio(cache_dir, tools_search_ask_and_a_resource)
+    assert set(tools) == {"list_collections", "ask", "search"} and tools["ask"].outputSchema is not None
+    assert [c["name"] for c in listed.structuredContent["collections"]] == ["tool"]
+    top = found.structuredContent["passages"][0]
+    assert not found.isError and top["file"] == "manual.md" and top["section"] == ["The fit command"]
+    assert "L-BFGS" in top["snippet"] and len(found.structuredContent["passages"]) == 2
+    result = answered.structuredContent
+    assert not answered.isError and result["answer"].strip() and result["route"] == "rag"
+    assert result["usage"]["prompt_tokens"] > 0 and result["cost"]["currency"] == "USD"
+    assert result["sources"][0]["file"] == "manual.md" and result["sources"][0]["section"] == ["The fit command"]
+    assert [str(r.uri) for r in resources] == ["lcrag://collections/tool/files/manual.md"]
+    assert read.contents[0].text.startswith("# The fit command")
+
+
+async def bad_arguments_then_a_good_call(session):
+    bad = [await session.call_tool("search", {"query": "fit", "collection": "nope"}),
+           await session.call_tool("search", {"query": "fit", "collection": "tool", "k": 0}),
+           await session.call_tool("ask", {"question": "fit?", "collection": "tool", "k": 0}),
+           await session.call_tool("ask", {"question": "x" * 1_000_000, "collection": "tool"}),
+           await session.call_tool("ask", {"question": "fit?", "collection": "tool", "strategy": "nope"}),
+           await session.call_tool("ask", {"question": "fit?", "collection": "../../etc"})]
+    try:
+        await session.read_resource("lcrag://collections/tool/files/..%2F..%2Fetc%2Fpasswd")
+        unread = None
+    except Exception as exc:  # the SDK raises the server's error
+        unread = str(exc)
+    return bad, unread, await session.call_tool("list_collections", {})
+
+
+def test_bad_arguments_are_tool_errors_and_the_server_goes_on(cache_dir):
+    bad, unread, after = over_stdio(cache_dir, bad_arguments_then_a_good_call)
+    messages = [r.content[0].text for r in bad]
+    assert all(r.isError for r in bad), messages
+    for message, expected in zip(messages, ["unknown collection 'nope'", "k: between 1 and 100, got 0",
+                                            "k: Input should be greater than or equal to 1",
+                                            "the question is 1,000,000 characters", "strategy", "collection"]):
+        assert expected in message and "\n" not in message and "Traceback" not in message, message
+    assert unread is not None and "passwd" not in (unread or "").replace("passwd'", "")  # never read
+    assert not after.isError and after.structuredContent["collections"][0]["name"] == "tool"
+
+
+def test_streamable_http_needs_the_key_and_answers_with_it(cache_dir):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with lcrag_process("mcp", "--transport", "http", "--port", str(port), "--api-key", KEY, "--config",
+                       run_file(cache_dir), url=url,
+                       cache_dir=cache_dir):
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        accept = {"Accept": "application/json, text/event-stream"}
+        assert httpx.post(f"{url}/mcp", json=hello, headers=accept).status_code == 401
+        assert httpx.post(f"{url}/mcp", json=hello, headers=accept | {"Authorization": "Bearer wrong"}).status_code == 401
+        foreign = httpx.post(f"{url}/mcp", json=hello, headers=accept | {"Authorization": f"Bearer {KEY}",
+                                                                          "Host": "attacker.example"})
+        assert foreign.status_code == 400
+
+        async def run():
+            keyed = httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=300)
+            async with keyed, streamable_http_client(f"{url}/mcp", http_client=keyed) as (read, write, _), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("search", {"query": "export format", "collection": "tool", "k": 1})
+
+        found = asyncio.run(run())
+        assert not found.isError and found.structuredContent["passages"][0]["section"] == ["The export command"]
+
+
+def test_mcp_over_http_on_another_address_needs_a_key(cache_dir):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "lcrag.cli", "mcp", "--transport", "http", "--host", "0.0.0.0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "set --api-key" in done.stderr and len(done.stderr.strip().splitlines()) == 1
