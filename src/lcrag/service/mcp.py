@@ -43,6 +43,7 @@ class Answered(BaseModel):
     usage: dict[str, int]
     sources: list[dict[str, Any]]
     conversation: dict[str, Any] | None = None
+    from_cache: bool = False  # every call answered from the completion cache (no generation)
 
 
 class Passages(BaseModel):
@@ -103,7 +104,8 @@ class LcragMCP(FastMCP):
                         cost=self.answering.cost(answer), sources=[s.to_dict() for s in answer.sources],
                         usage={"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
                                "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in answer.calls)},
-                        conversation=answer.conversation)
+                        conversation=answer.conversation,
+                        from_cache=bool(answer.calls) and all(c.from_cache for c in answer.calls))
 
     async def search(self, query: str, collection: str, k: int = 5, retriever: str | None = None) -> Passages:
         try:
