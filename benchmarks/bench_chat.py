@@ -1,6 +1,6 @@
 """Conversations: does a follow-up find its passage, and does an LC conversation read its document once?
 
-``recall``: the follow-up set (benchmarks/data/followups.jsonl, two-turn conversations whose second question needs
+``recall``: the follow-up set (benchmarks/data/followup_conversations.jsonl, two-turn conversations whose second question needs
 the first) — for each second turn, the retrieval query each way of asking makes, and whether the gold passage is in
 the top 5 chunks (recall@5): the follow-up alone (last message only), the turns joined (no model), the reader's
 rewrite (per reader), and the question written out in full by hand (the reference). A chunk holds the gold passage
@@ -33,7 +33,7 @@ from lcrag.strategies.conversation import standalone  # noqa: E402
 from lcrag.types import Document  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SET = ROOT / "benchmarks" / "data" / "followups.jsonl"
+SET = ROOT / "benchmarks" / "data" / "followup_conversations.jsonl"
 K = 5
 RETRIEVERS = ("bm25", "dense")
 PREFIX_TURNS = [
@@ -183,7 +183,7 @@ def recall_section(run: dict) -> list[str]:
     header = ["second turn asked as"] + [x for r in RETRIEVERS for x in (f"{r} recall@{run['k']}", "of by-hand")]
     return [f"## Follow-up retrieval: recall@{run['k']} of the second turn's gold passage", "",
             f"`{run['command']}`", "",
-            f"{len(rows)} two-turn conversations (benchmarks/data/followups.jsonl), chunking `{run['chunking']}`. "
+            f"{len(rows)} two-turn conversations (benchmarks/data/followup_conversations.jsonl), chunking `{run['chunking']}`. "
             "\"of by-hand\": recall as a share of the recall the same questions get written out in full by hand.",
             "", md_table(header + ["rewrites not used (joined instead)"], table), ""]
 
