@@ -27,7 +27,7 @@ from lcrag.readers import (
     Reader,
     make_reader,
 )
-from lcrag.readers import call_context
+from lcrag.readers import call_context, streaming
 from lcrag.lru import SizedLRU
 from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES, check_part_options
@@ -282,6 +282,8 @@ class Pipeline:
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
                           params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
         asked = standalone(self.reader, history, question, s.condense, s.history_turns)
+        if asked.method != "as-asked":
+            streaming.emit("conversation", **asked.to_dict())  # a stream shows how the follow-up is asked
         if asked.query != asked.question:
             ctx = replace(ctx, query=asked.query)
         # Readers may ask which question, document and route a call is for (the replay reader does): set here, the

@@ -58,6 +58,11 @@ def test_the_openai_client_holds_a_conversation_and_the_second_turn_finds_its_pa
         "collection": "manual", "question": "Which algorithm does it use?", "history": messages[:-1],
         "condense": "join"}).json()
     assert native["conversation"]["method"] == "joined" and sections(native["sources"]) == {"The fit command"}
+    with httpx.stream("POST", f"{service}/v1/ask", timeout=300, json={
+            "collection": "manual", "question": "Which algorithm does it use?", "history": messages[:-1],
+            "stream": True}) as streamed:
+        events = [line[len("event: "):] for line in streamed.iter_lines() if line.startswith("event: ")]
+    assert events.index("conversation") < events.index("retrieved") < events.index("answer"), events
     refused = httpx.post(f"{service}/v1/ask", json={"collection": "manual", "question": "Which?",
                                                     "history": [{"role": "tool", "content": "x"}]})
     assert refused.status_code == 422 and "history" in refused.json()["error"]["message"]

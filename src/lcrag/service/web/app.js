@@ -126,6 +126,7 @@ async function askInto(box, strategy, collection, question, history) {
   const reader = response.body.getReader(), decoder = new TextDecoder();
   const on = {
     started: () => { stage.textContent = "started"; },
+    conversation: (d) => { stage.textContent = d.method === "condensed" ? `asked as: “${d.question}”` : "asked with the conversation so far"; },
     retrieved: (d) => { retrieved = true; stage.textContent = `reading ${d.chunks.length} passages` +
                          (d.tokens != null ? ` (${d.tokens} tokens)` : "") + ": " + d.chunks.map(place).join("; "); },
     call: (d) => { text = ""; answer.textContent = ""; answer.classList.toggle("draft", d.provisional);
