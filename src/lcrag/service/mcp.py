@@ -112,8 +112,8 @@ class LcragMCP(FastMCP):
             if isinstance(k, bool) or not 1 <= k <= MAX_PASSAGES:
                 raise ToolError(f"k: between 1 and {MAX_PASSAGES}, got {k}")
             self.questions.check(query, {} if retriever is None else {"retriever": retriever})
-            passages = await asyncio.get_running_loop().run_in_executor(
-                self.answering.executor, self.answering.search, collection, query, k, retriever)
+            # Its own thread, not the answering pool: a search never waits behind questions queued for the reader.
+            passages = await asyncio.to_thread(self.answering.search, collection, query, k, retriever)
         except (LcragError, Busy) as exc:
             raise ToolError(one_line(exc)) from None
         return Passages(collection=collection, query=query, passages=passages)

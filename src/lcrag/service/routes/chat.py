@@ -1,6 +1,7 @@
 """The OpenAI-compatible API: each collection is a model (``lcrag/NAME``); ``POST /v1/chat/completions`` answers
-the last user message over it, as a follow-up of the messages before it, plain or streamed as ``chat.completion.chunk`` events, with lcrag's route, sources and
-cost in an extra ``lcrag`` field that OpenAI clients ignore."""
+the last user message over it, as a follow-up of the messages before it, plain or streamed as
+``chat.completion.chunk`` events, with lcrag's route, sources and cost in an extra ``lcrag`` field that OpenAI
+clients ignore."""
 
 from __future__ import annotations
 
