@@ -57,7 +57,7 @@ class ScriptedReader:
 
     def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
         self.calls.append(messages)
-        return Completion(self.answer(messages), self.model, self.count_prompt_tokens(messages), 1)
+        return Completion(self.model, self.count_prompt_tokens(messages), 1, text=self.answer(messages))
 
 
 @pytest.fixture

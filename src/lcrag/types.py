@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +56,9 @@ class ScoredChunk:
 
 
 @dataclass
-class LLMCall:
-    """One request to a reader, with the token counts it reported."""
+class Usage:
+    """What one reader call reported: the model, its token counts, its time, and whether a cache answered it."""
 
-    stage: str
     model: str
     prompt_tokens: int
     completion_tokens: int
@@ -67,10 +66,17 @@ class LLMCall:
     seconds: float = 0.0
     from_cache: bool = False
 
+
+@dataclass
+class LLMCall(Usage):
+    """One request to a reader in an answer: its stage (answer, route, condense, ...) and its usage."""
+
+    stage: str = field(kw_only=True)
+
     @classmethod
-    def from_completion(cls, stage: str, completion: Any) -> LLMCall:
+    def from_completion(cls, stage: str, completion: Usage) -> LLMCall:
         """The accounting part of a reader's ``Completion`` (everything but the text)."""
-        return cls(stage=stage, **{f: getattr(completion, f) for f in cls.__dataclass_fields__ if f != "stage"})
+        return cls(stage=stage, **{f.name: getattr(completion, f.name) for f in fields(Usage)})
 
 
 @dataclass

@@ -47,7 +47,7 @@ def filled_cache(path, entries=300):
     from lcrag.readers import Completion
 
     for i in range(entries):
-        cache.put(f"key-{i}", Completion(f"answer {i} " * 10, "m", 10, 2))
+        cache.put(f"key-{i}", Completion("m", 10, 2, text=f"answer {i} " * 10))
     cache.close()
     return path
 
@@ -132,8 +132,8 @@ WRITER = textwrap.dedent("""
         time.sleep(0.01)
     cache = CompletionCache(path)
     for i in range(300):
-        cache.put(f"{name}-{i}", Completion(f"{name} {i}", "m", i, 1))
-        cache.put(f"shared-{i}", Completion(f"shared {i}", "m", i, 1))
+        cache.put(f"{name}-{i}", Completion("m", i, 1, text=f"{name} {i}"))
+        cache.put(f"shared-{i}", Completion("m", i, 1, text=f"shared {i}"))
         assert cache.get(f"shared-{i}").text == f"shared {i}"
     cache.close()
 """)

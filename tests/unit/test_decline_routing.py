@@ -51,7 +51,7 @@ def test_openai_style_logprobs_are_read():
 
 def test_the_completion_cache_keeps_logprobs(tmp_path):
     cache = CompletionCache(tmp_path / "c.sqlite")
-    cache.put("k", Completion("x", "m", 3, 1, logprobs=[position("Un", Un=0.5)]))
+    cache.put("k", Completion("m", 3, 1, text="x", logprobs=[position("Un", Un=0.5)]))
     assert cache.get("k").logprobs == [{"token": "Un", "top": [["Un", math.log(0.5)]]}]
 
 

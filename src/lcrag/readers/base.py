@@ -7,19 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from lcrag.tokenization import Tokenizer
+from lcrag.types import Usage
 
 Message = dict[str, str]
 
 
 @dataclass
-class Completion:
-    text: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_prompt_tokens: int = 0
-    seconds: float = 0.0
-    from_cache: bool = False
+class Completion(Usage):
+    """A reader's reply: its text and usage (the fields every call's accounting shares, :class:`Usage`)."""
+
+    text: str = field(kw_only=True)
     # The server's build of the model (OpenAI's ``system_fingerprint``), when it reports one: a cached answer from
     # another build is not reused.
     system_fingerprint: str | None = None

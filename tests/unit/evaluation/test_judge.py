@@ -29,7 +29,7 @@ class ScriptedJudge:
     def complete(self, messages, params):
         self.calls += 1
         answer = messages[-1]["content"].split("[AI Assistant's Answer] ")[1].split("\n")[0]
-        return Completion(self.replies[answer], self.model, 10, 1)
+        return Completion(self.model, 10, 1, text=self.replies[answer])
 
     def count_prompt_tokens(self, messages):
         return 10

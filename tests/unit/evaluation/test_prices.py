@@ -24,10 +24,10 @@ def test_lookup_by_model_name_and_spec():
 
 
 def test_calls_cost_sums_calls_and_is_none_when_unpriced():
-    calls = [LLMCall("route", "gpt-4o-mini", 2000, 10), LLMCall("answer", "gpt-4o-mini", 8000, 20, 7000)]
+    calls = [LLMCall("gpt-4o-mini", 2000, 10, stage="route"), LLMCall("gpt-4o-mini", 8000, 20, 7000, stage="answer")]
     expected = BUILT_IN["gpt-4o-mini"].cost(2000, 10) + BUILT_IN["gpt-4o-mini"].cost(8000, 20, 7000)
     assert calls_cost(calls, PriceTable()) == pytest.approx(expected)
-    assert calls_cost([LLMCall("answer", "local", 10, 1)], PriceTable()) is None
+    assert calls_cost([LLMCall("local", 10, 1, stage="answer")], PriceTable()) is None
     as_dicts = [{"model": "local", "prompt_tokens": 2000, "completion_tokens": 10, "cached_prompt_tokens": 0}]
     assert calls_cost(as_dicts, PriceTable(), price_as="gpt-4o") == pytest.approx(BUILT_IN["gpt-4o"].cost(2000, 10))
 
