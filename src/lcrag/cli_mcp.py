@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, CacheDir, ContextWindow, Host, IndexMemory, Llm,
-                             MaxQuestion, MaxTokens, MaxWaiting, PartOptions, Port, PriceAs, Prices, Routers, RunFile,
-                             Strategies, Threads, allowed_strategies, check_bind, engine)
+                             MaxBody, MaxQuestion, MaxTokens, MaxWaiting, PartOptions, Port, PriceAs, Prices, Routers,
+                             RunFile, Strategies, Threads, allowed_strategies, check_bind, engine)
 from lcrag.errors import OptionError
 from lcrag.service.limits import Limits, hosts_for
 
@@ -32,6 +32,7 @@ def mcp(
     prices: Prices = None,
     router: Routers = None,
     max_waiting: MaxWaiting = 8,
+    max_body_kb: MaxBody = 1024,
     index_memory_mb: IndexMemory = 512,
     max_question_chars: MaxQuestion = Limits.max_question_chars,
     max_tokens: MaxTokens = Limits.max_tokens,
@@ -52,8 +53,9 @@ def mcp(
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},
                        option, price_as, prices, router, max_waiting, index_memory_mb)
-    limits = Limits(max_question_chars=max_question_chars, max_tokens=max_tokens,
-                    strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []))
+    limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
+                    max_tokens=max_tokens, strategies=allowed_strategies(strategies),
+                    allowed_hosts=hosts_for(host, allowed_host or []))
     server = LcragMCP(answering, limits)
     try:
         if transport == "stdio":

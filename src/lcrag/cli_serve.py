@@ -57,6 +57,7 @@ MaxQuestion = Annotated[int, typer.Option("--max-question-chars", help="Longest 
 MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)]
 Strategies = Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")]
 AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")]
+MaxBody = Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)]
 PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]
 
 
@@ -100,7 +101,7 @@ def serve(
     price_as: PriceAs = None,
     prices: Prices = None,
     max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest upload accepted (413 above).", min=0.001)] = 512,
-    max_body_kb: Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)] = 1024,
+    max_body_kb: MaxBody = 1024,
     router: Routers = None,
     max_waiting: MaxWaiting = 8,
     index_memory_mb: IndexMemory = 512,

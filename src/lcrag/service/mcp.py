@@ -68,9 +68,11 @@ class LcragMCP(FastMCP):
         # Host names are checked by the service's guard in front (lcrag.service.guard), by the same rules as lcrag
         # serve's; the SDK's own check would refuse every name but loopback's.
         settings.setdefault("transport_security", TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        limits = limits or Limits()
+        settings.setdefault("max_request_body_size", limits.max_body_bytes)  # streamable HTTP (lcrag mcp --max-body-kb)
         super().__init__("lcrag", instructions=INSTRUCTIONS, **settings)
         self.answering = answering
-        self.questions = Questions(answering, limits or Limits(), Metrics())
+        self.questions = Questions(answering, limits, Metrics())
         self.add_tool(self.list_collections, "list_collections", structured_output=True,
                       description="The document collections, with their files and indexing state.")
         self.add_tool(self.ask, "ask", structured_output=True, description=(
