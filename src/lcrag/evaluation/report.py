@@ -157,8 +157,12 @@ def win_lose(rows: list[dict], by: str) -> tuple[list[str], list[list]]:
     return header, body
 
 
-def _sweep(rows: list[dict], strategies: tuple[str, ...], field: str) -> tuple[list[str], list[list]]:
+def _sweep(rows: list[dict], field: str) -> tuple[list[str], list[list]]:
+    """Score and cost by ``field`` (k, budget) for every strategy that retrieves and ran with it (RAG, OP-RAG,
+    Self-Route, cascade, a plugin's), in the order the run lists them; LC, the reference, reads everything."""
     lc = _pick(rows, "lc")
+    strategies = list(dict.fromkeys(r["strategy"] for r in rows if r["strategy"] not in ("lc", "closed-book")
+                                    and r.get(field) is not None))
     header = ["strategy", field, "n", "score", "token % of LC"]
     body = []
     for strategy in strategies:
@@ -316,8 +320,8 @@ def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | Non
     t1 = table1(rows)
     ov_header, ov_body, diffs = overlap(rows)
     wl_ds, wl_qt = win_lose(rows, "dataset"), win_lose(rows, "question_type")
-    k_ab = _sweep([r for r in rows if r["budget"] is None], ("rag", "self-route"), "k")
-    budget = _sweep(rows, ("rag", "op-rag"), "budget")
+    k_ab = _sweep([r for r in rows if r["budget"] is None], "k")
+    budget = _sweep(rows, "budget")
     tables = {"table1": t1, "by_config": by_config(rows, cost), "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
               "win_lose_by_dataset": wl_ds, "win_lose_by_question_type": wl_qt}
     retrievers = retriever_table(rows)

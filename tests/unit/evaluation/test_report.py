@@ -88,3 +88,20 @@ def test_any_strategy_whose_answers_took_more_than_one_route_shows_its_lc_share(
     _, body = by_config(rows)
     shares = {line[1]: line[-1] for line in body}
     assert shares == {"cascade|bm25|k5": "33", "rag|bm25|k5": ""}
+
+
+def test_the_k_and_budget_sweeps_cover_every_strategy_that_retrieves_not_a_list_of_names():
+    from lcrag.evaluation.report import _sweep
+
+    def row(strategy, item, k=None, budget=None, tokens=100, score=1.0):
+        return {"strategy": strategy, "item_id": item, "k": k, "budget": budget, "prompt_tokens": tokens,
+                "score": score}
+
+    rows = [row("lc", "q1", tokens=1000), row("closed-book", "q1", k=None)]
+    rows += [row(s, "q1", k=k) for s in ("rag", "cascade", "map-reduce") for k in (3, 5)]
+    rows += [row("op-rag", "q1", budget=512, tokens=500)]
+    _, k_body = _sweep([r for r in rows if r["budget"] is None], "k")
+    assert [(r[0], r[1]) for r in k_body] == [(s, k) for s in ("rag", "cascade", "map-reduce") for k in (3, 5)]
+    assert k_body[0][-1] == "10.0"  # its prompt tokens as a share of LC's on the same questions
+    _, budget_body = _sweep(rows, "budget")
+    assert [(r[0], r[1], r[-1]) for r in budget_body] == [("op-rag", 512, "50.0")]
