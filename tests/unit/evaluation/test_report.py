@@ -95,7 +95,7 @@ def test_the_k_and_budget_sweeps_cover_every_strategy_that_retrieves_not_a_list_
 
     def row(strategy, item, k=None, budget=None, tokens=100, score=1.0):
         return {"strategy": strategy, "item_id": item, "k": k, "budget": budget, "prompt_tokens": tokens,
-                "score": score}
+                "score": score, "retriever": "bm25", "config": f"{strategy}-k{k}-b{budget}"}
 
     rows = [row("lc", "q1", tokens=1000), row("closed-book", "q1", k=None)]
     rows += [row(s, "q1", k=k) for s in ("rag", "cascade", "map-reduce") for k in (3, 5)]
