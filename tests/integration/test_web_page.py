@@ -149,6 +149,34 @@ def test_an_uploaded_html_page_never_runs_on_the_services_origin(tmp_path, brows
         answering.close()
 
 
+def test_files_picked_while_the_collection_is_still_being_created_go_to_it(tmp_path, browser):
+    """A quick hand (or a slow server): the files are chosen before Create's answer has come back. They wait for it
+    and go to the new collection, not nowhere."""
+    import time
+
+    text = tmp_path / "notes.txt"
+    text.write_text("The harbour crane reset code is 7781. Hold the reset key for five seconds.\n")
+    answering = Answering(Settings(cache_dir=tmp_path / "cache"), tmp_path / "collections")
+
+    def slow_create(route):
+        if route.request.method == "POST":
+            time.sleep(1.5)
+        route.continue_()
+
+    try:
+        with running(create_app(answering)) as url:
+            page = browser.new_page()
+            page.route("**/v1/collections", slow_create)
+            page.goto(url)
+            page.get_by_label("New collection name").fill("notes")
+            page.get_by_role("button", name="Create").click()
+            page.get_by_label("Add documents (PDF, DOCX, HTML, EPUB, Markdown, text)").set_input_files(str(text))
+            page.get_by_role("status").filter(has_text="ready").wait_for(timeout=120_000)
+            assert "notes: ready — notes.txt" in page.get_by_role("status").inner_text()
+    finally:
+        answering.close()
+
+
 def test_a_two_turn_conversation_in_the_page_keeps_each_answer_with_its_sources(tmp_path, browser):
     """The follow-up "Which algorithm does it use?" is asked with the conversation so far, so its source is the fit
     command's section; New conversation starts again."""

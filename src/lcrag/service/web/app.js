@@ -11,6 +11,10 @@ async function api(path, options = {}) {
   if (!response.ok) throw new Error(body?.error?.message || response.statusText);
   return body;
 }
+// Listing, creating and choosing collections run one after another: files picked right after Create go to the
+// collection just made, and the page's first listing can never land after a later one and undo its choice.
+let settled = Promise.resolve();
+function inTurn(step) { const run = settled.then(step); settled = run.catch(() => {}); return run; }
 function say(text, isError) { $("status").textContent = text; $("status").className = isError ? "error" : "meta"; }
 
 async function refresh(select) {
@@ -39,7 +43,7 @@ async function poll(name) {
   }
 }
 async function upload(files) {
-  const name = $("collection").value;
+  const name = await inTurn(() => $("collection").value);
   if (!name) return say("Create a collection first.", true);
   for (const file of files) {
     const form = new FormData();
@@ -187,11 +191,11 @@ async function compareTurn() {
   grid.append(lc, rag); shown(c, grid);
   await askInto(lc, "lc", collection, question, history(c)); await askInto(rag, "rag", collection, question, history(c));
 }
-$("create").addEventListener("click", async () => {
+$("create").addEventListener("click", () => inTurn(async () => {
   try { const c = await api("/v1/collections", {method: "POST", body: JSON.stringify({name: $("new-name").value})}); await refresh(c.name); }
   catch (e) { say(e.message, true); }
-});
-$("collection").addEventListener("change", () => { refresh(); showConversation(); });
+}));
+$("collection").addEventListener("change", () => { inTurn(() => refresh()); showConversation(); });
 $("files").addEventListener("change", (e) => upload(e.target.files));
 $("drop").addEventListener("dragover", (e) => { e.preventDefault(); $("drop").classList.add("over"); });
 $("drop").addEventListener("dragleave", () => $("drop").classList.remove("over"));
@@ -200,4 +204,4 @@ $("ask").addEventListener("click", askTurn);
 $("compare").addEventListener("click", compareTurn);
 $("new-conversation").addEventListener("click", () => { conversations.delete($("collection").value); showConversation(); $("question").focus(); });
 $("question").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("ask").click(); });
-refresh();
+inTurn(() => refresh());
