@@ -1,5 +1,5 @@
-"""What the service lets one client ask of it, and whom it answers: each value is a ``lcrag serve`` flag with a sane
-default, and a request beyond one is refused with a JSON 4xx that names the limit and its flag."""
+"""What the service lets one client ask of it, and whom it answers: each value is a flag of ``lcrag serve`` and
+``lcrag mcp`` with a sane default, and a request beyond one is refused with a JSON 4xx that names the limit and its flag."""
 
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ class Limits:
         """Refuse a question over the limits before any work is done for it."""
         if len(question) > self.max_question_chars:
             raise OverLimit(f"the question is {len(question):,} characters; this server takes at most "
-                            f"{self.max_question_chars:,} (lcrag serve --max-question-chars)")
+                            f"{self.max_question_chars:,} (its --max-question-chars flag)")
         if options.get("max_tokens", 0) > self.max_tokens:
             raise OverLimit(f"max_tokens {options['max_tokens']:,} is over this server's {self.max_tokens:,} "
-                            "(lcrag serve --max-tokens)")
+                            "(its --max-tokens flag)")
         strategy = options.get("strategy")
         if strategy is not None and self.strategies is not None and strategy not in self.strategies:
             raise OverLimit(f"strategy {strategy[:40]!r} is not offered here; allowed: {', '.join(self.strategies)} "
-                            "(lcrag serve --strategies)")
+                            "(its --strategies flag)")
 
     def host_allowed(self, host_header: str) -> bool:
         """Whether a request's Host header (``name[:port]``, ``[v6]:port``) names this server."""
