@@ -66,3 +66,6 @@ def test_the_openai_client_holds_a_conversation_and_the_second_turn_finds_its_pa
     refused = httpx.post(f"{service}/v1/ask", json={"collection": "manual", "question": "Which?",
                                                     "history": [{"role": "tool", "content": "x"}]})
     assert refused.status_code == 422 and "history" in refused.json()["error"]["message"]
+    silent = httpx.post(f"{service}/v1/ask", json={"collection": "manual", "question": "Which?",
+                                                   "history": [{"role": "user"}]})  # a turn says something
+    assert silent.status_code == 422 and "history.0.content" in silent.json()["error"]["message"]

@@ -93,6 +93,7 @@ class Turn(Message):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     role: Literal["system", "user", "assistant"]
+    content: str | list[ContentPart]  # a turn of the native API says something (chat's tool-call turns may not)
 
 
 class StreamOptions(BaseModel):
