@@ -74,7 +74,7 @@ class ContentPart(BaseModel):
 class Message(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
-    role: Short
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]  # OpenAI's roles; others: 422
     content: str | list[ContentPart] | None = None
 
     def text(self) -> str:

@@ -23,6 +23,15 @@ def test_chat_messages_before_the_last_user_message_are_the_conversation():
                                    {"role": "assistant", "content": "It trains a model."}]
 
 
+def test_a_chat_message_with_a_role_openai_does_not_have_is_refused():
+    with pytest.raises(ValidationError, match="messages.0.role"):
+        ChatRequest.model_validate({"model": "lcrag/x", "messages": [{"role": "wizard", "content": "x"},
+                                                                     {"role": "user", "content": "Hi?"}]})
+    for bad in ([{"role": "user"}], [{"role": "user", "content": None}]):  # a native turn says something
+        with pytest.raises(ValidationError, match="history.0.content"):
+            AskRequest.model_validate({"collection": "c", "question": "Which?", "history": bad})
+
+
 def test_a_single_message_has_no_conversation():
     chat = ChatRequest.model_validate({"model": "lcrag/x", "messages": [{"role": "user", "content": "Hi?"}]})
     assert chat.conversation() == []
