@@ -1,5 +1,6 @@
 """What the service lets one client ask of it, and whom it answers: each value is a flag of ``lcrag serve`` and
-``lcrag mcp`` with a sane default, and a request beyond one is refused with a JSON 4xx that names the limit and its flag."""
+``lcrag mcp`` with a sane default, and a request beyond one is refused with a JSON 4xx that names the limit and its
+flag."""
 
 from __future__ import annotations
 

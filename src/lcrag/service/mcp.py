@@ -3,8 +3,8 @@ engine as ``lcrag serve`` — a collection made in one is answered by the other.
 
 Tools: ``list_collections``; ``ask`` (a routed answer with its route, cost, usage and sources, as structured content;
 the same options and limits as ``POST /v1/ask``, conversation included); ``search`` (the top passages with file, page,
-section and a quote as ``snippet``, no reader call). Resources: each collection's files, as the text lcrag extracted from them
-(``lcrag://collections/NAME/files/FILE``). A bad argument is a tool error with a one-line message; the server goes on.
+section and a quote as ``snippet``, no reader call). Resources: each collection's files, as the text lcrag extracted
+from them (``lcrag://collections/NAME/files/FILE``). A bad argument is a tool error with a one-line message; the server goes on.
 Over streamable HTTP the service's guard stands in front (Host names, the API key, no cross-site writes).
 """
 
@@ -80,7 +80,8 @@ class LcragMCP(FastMCP):
             "Options as in lcrag's API: strategy, retriever, k, budget, ..., and `history` (earlier messages) for "
             "a follow-up."))
         self.add_tool(self.search, "search", structured_output=True, description=(
-            "The passages of a collection that best match a query (file, pages, section, and a quote as `snippet`), no model call."))
+            "The passages of a collection that best match a query (file, pages, section, and a quote as `snippet`), "
+            "no model call."))
         self.add_resource_template_for_files()
 
     # -- tools --------------------------------------------------------------------------------------------------
