@@ -4,8 +4,8 @@ engine as ``lcrag serve`` — a collection made in one is answered by the other.
 Tools: ``list_collections``; ``ask`` (a routed answer with its route, cost, usage and sources, as structured content;
 the same options and limits as ``POST /v1/ask``, conversation included); ``search`` (the top passages with file, page,
 section and a quote as ``snippet``, no reader call). Resources: each collection's files, as the text lcrag extracted
-from them (``lcrag://collections/NAME/files/FILE``). A bad argument is a tool error with a one-line message; the server goes on.
-Over streamable HTTP the service's guard stands in front (Host names, the API key, no cross-site writes).
+from them (``lcrag://collections/NAME/files/FILE``). A bad argument is a tool error with a one-line message; the server
+goes on. Over streamable HTTP the service's guard stands in front (Host names, the API key, no cross-site writes).
 """
 
 from __future__ import annotations
