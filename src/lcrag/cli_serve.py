@@ -67,7 +67,7 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     it: a collection made through one is answered by the other."""
     from lcrag.config import Config
     from lcrag.evaluation.prices import PriceTable
-    from lcrag.paths import default_cache_dir, made_directory
+    from lcrag.paths import cache_directory
     from lcrag.service.answering import Answering
 
     given = {k: v for k, v in given.items() if v is not None}
@@ -78,7 +78,7 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)
-    root = made_directory(settings.cache_dir or default_cache_dir()) / "collections"
+    root = cache_directory(settings.cache_dir) / "collections"
     return Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []),
                      memory_bytes=int(index_memory_mb * 1024 * 1024))
 

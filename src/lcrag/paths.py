@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from lcrag.errors import InputError
+from lcrag.storage import ensure_directory
 
 
 def default_cache_dir() -> Path:
@@ -16,12 +17,8 @@ def default_cache_dir() -> Path:
     return Path(base) / "lcrag"
 
 
-def made_directory(path: str | Path, what: str = "the cache directory (--cache-dir or LCRAG_CACHE_DIR)") -> Path:
-    """``path``, made if missing; refused in one line if it cannot be, before anything is computed there."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        why = "it is a file, not a directory" if path.is_file() else error.strerror or str(error)
-        raise InputError(f"{path} cannot be {what}: {why}") from None
-    return path
+def cache_directory(path: str | Path | None = None) -> Path:
+    """The cache directory (``path``, else the default), made if missing; refused in one line if it cannot be, before
+    anything is computed there."""
+    return ensure_directory(Path(path or default_cache_dir()), "the cache directory (--cache-dir or LCRAG_CACHE_DIR)",
+                            InputError)

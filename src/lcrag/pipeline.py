@@ -19,7 +19,7 @@ from lcrag.documents import load_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.errors import InputError, OptionError
 from lcrag.options import at_least
-from lcrag.paths import default_cache_dir, made_directory
+from lcrag.paths import cache_directory
 from lcrag.readers import (
     CachedReader,
     CompletionCache,
@@ -83,7 +83,7 @@ class Pipeline:
         not by them). ``query_cache``: keep question vectors on disk under the cache directory (default: when
         ``settings.cache`` is on; an eval, which keeps its own completion cache, turns it on by itself)."""
         self.settings = settings or Settings()
-        self.cache_dir = made_directory(self.settings.cache_dir or default_cache_dir())
+        self.cache_dir = cache_directory(self.settings.cache_dir)
         self._reader = reader
         self._summary_reader = summary_reader
         self._own_summary_reader = summary_reader is None

@@ -168,10 +168,10 @@ BAD_INPUTS = [
     (["ask", DOC, "q", "--llm", "openai:m@http://user:secret@host:99999/v1"], "bad base URL 'http://***@host:99999/v1'"),
     (["passkey", DOC, "--lengths", "100"], "is a file"),
     # a cache directory that cannot be one is refused before anything is computed
-    (["ask", DOC, "q", "--cache-dir", "{empty.txt}", *OFFLINE], "cannot be the cache directory"),
-    (["ask", DOC, "q", "--cache-dir", "{empty.txt}/under", *OFFLINE], "cannot be the cache directory"),
-    (["serve", "--cache-dir", "{empty.txt}"], "cannot be the cache directory"),
-    (["mcp", "--cache-dir", "{empty.txt}"], "cannot be the cache directory"),
+    (["ask", DOC, "q", "--cache-dir", "{empty.txt}", *OFFLINE], "is a file, not a directory: give the cache directory"),
+    (["ask", DOC, "q", "--cache-dir", "{empty.txt}/under", *OFFLINE], "cannot create the cache directory"),
+    (["serve", "--cache-dir", "{empty.txt}"], "is a file, not a directory: give the cache directory"),
+    (["mcp", "--cache-dir", "{empty.txt}"], "is a file, not a directory: give the cache directory"),
     # usage errors are one line too, not typer's framed box
     (["ask", DOC, "q", "-k", "abc"], "Invalid value for '-k'"),
     (["--max-file-mb", "abc", "ask", DOC, "q"], "Invalid value for '--max-file-mb'"),

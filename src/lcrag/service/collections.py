@@ -32,9 +32,8 @@ from pathlib import Path
 import regex
 
 from lcrag.errors import InputError
-from lcrag.paths import made_directory
 from lcrag.registry import LOADERS
-from lcrag.storage import atomic_write_text
+from lcrag.storage import atomic_write_text, ensure_directory
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ class Collections:
 
     def __init__(self, root: Path, index: Callable[[str, Path, Callable[[int, int], None]], list[str]] | None = None):
         # Absolute, so every path a message may quote starts with it and :meth:`public` can cut it.
-        self.root = made_directory(Path(root).absolute(), "the collections directory")
+        self.root = ensure_directory(Path(root).absolute(), "the collections directory", InputError)
         self._index = index
         self._status: dict[str, Status] = {}
         self._lock = threading.Lock()
