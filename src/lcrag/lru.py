@@ -27,6 +27,7 @@ class SizedLRU(Generic[K, V]):
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._building: dict[K, list] = {}  # key -> [its build lock, threads waiting on it]
 
     @property
     def bytes(self) -> int:
@@ -58,6 +59,27 @@ class SizedLRU(Generic[K, V]):
         with self._lock:
             self._store(key, value)
             return value
+
+    def get_or_put(self, key: K, make: Callable[[], V]) -> V:
+        """The value kept under ``key``, else ``make()`` kept: made once when threads ask for it at once (the others
+        wait for it), and without holding the cache's lock meanwhile, so other keys are served while it is made."""
+        value = self.get(key)
+        if value is not None:
+            return value
+        with self._lock:
+            building = self._building.setdefault(key, [threading.Lock(), 0])
+            building[1] += 1
+        try:
+            with building[0]:
+                value = self.get(key)
+                if value is None:
+                    value = self.put(key, make())
+                return value
+        finally:
+            with self._lock:
+                building[1] -= 1
+                if building[1] == 0:
+                    self._building.pop(key, None)
 
     def drop(self, matches: Callable[[K], bool]) -> int:
         """Drop every entry whose key ``matches``; how many were dropped."""

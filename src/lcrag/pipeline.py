@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,13 +31,14 @@ from lcrag.readers import (
 from lcrag.readers import call_context, streaming
 from lcrag.lru import SizedLRU
 from lcrag.readers.kv_store import max_bytes_from_env
-from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES, check_part_options
+from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
-from lcrag.retrieval.index import ProgressFactory, RetrieverOptions
+from lcrag.retrieval.index import ProgressFactory
 from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
 from lcrag.strategies.citations import cite
 from lcrag.strategies.conversation import Turn, standalone
-from lcrag.strategies.learned_router import Router
+from lcrag.strategies.learned_router import Router, router_file_identity
+from lcrag.specs import QuestionSpec, RetrieverSpec, frozen, resolve
 from lcrag.types import Answer, Document
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ _PIPELINE_NUMBERS = itertools.count()
 PER_QUESTION = ("strategy", "retriever", "k", "budget", "order", "chunking", "window", "tree_navigation", "unit",
                 "max_tokens", "prompts", "route_threshold", "router", "lc_share", "cache_aware", "options", "condense")
 _CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set of per-question choices
+_STRATEGIES_KEPT = 128  # strategies kept per pipeline, one per strategy spec (a router in them is shared)
 
 
 def as_document(document: Document | str | Path) -> Document:
@@ -92,20 +95,28 @@ class Pipeline:
         self._progress = progress
         self.memory: SizedLRU = memory if memory is not None else SizedLRU(memory_bytes, _memory_bytes)
         self._number = next(_PIPELINE_NUMBERS)  # this pipeline's contexts, in a memory it may share
-        self._strategies: dict[tuple, Strategy] = {}
-        self._choices: dict[tuple, Settings] = {}
+        self._strategies: OrderedDict[tuple, Strategy] = OrderedDict()
+        self._choices: OrderedDict[tuple, Settings] = OrderedDict()
         self._corpora: dict[str, CorpusUnits] = {}  # by directory and unit kind
+        # One lock for the small maps above, held for lookups only (never while a file is read or a model loads);
+        # another for the lazily made reader and embedder, so each is made once however many threads ask first.
         self._lock = threading.Lock()
+        self._parts_lock = threading.RLock()
 
     @property
     def reader(self) -> Reader:
         if self._reader is None:
-            s = self.settings
-            reader = make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads, s.timeout)
-            if s.cache and hasattr(reader, "keep_prefixes"):  # LC's document prefixes survive this process
-                reader.keep_prefixes(self.cache_dir / "kv", max_bytes_from_env())
-            self._reader = self._cached(reader)
+            with self._parts_lock:
+                if self._reader is None:
+                    self._reader = self._make_reader()
         return self._reader
+
+    def _make_reader(self) -> Reader:
+        s = self.settings
+        reader = make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads, s.timeout)
+        if s.cache and hasattr(reader, "keep_prefixes"):  # LC's document prefixes survive this process
+            reader.keep_prefixes(self.cache_dir / "kv", max_bytes_from_env())
+        return self._cached(reader)
 
     def _cached(self, reader: Reader) -> Reader:
         """``reader`` behind this pipeline's completion cache, when caching is on."""
@@ -119,25 +130,30 @@ class Pipeline:
         s = self.settings
         if self._summary_reader is None and s.separate_summary_llm is None:
             return self.reader
-        if self._summary_reader is None:
-            # Its own model and window; a local spec ignores base_url, an openai: spec shares the server settings.
-            self._summary_reader = self._cached(make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads,
-                                                            timeout=s.timeout))
+        with self._parts_lock:
+            if self._summary_reader is None:
+                # Its own model and window; a local spec ignores base_url, an openai: spec shares the server's.
+                self._summary_reader = self._cached(make_reader(s.summary_llm, s.base_url, s.api_key,
+                                                                threads=s.threads, timeout=s.timeout))
         return self._summary_reader
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            s = self.settings
-            endpoint = {"base_url": s.base_url, "api_key": s.api_key, "timeout": s.timeout}
-            if self._query_cache:  # a question seen before reads its vector from disk, without loading the embedder
-                from lcrag.retrieval.query_cache import cached_query_embedder
-
-                self._embedder = cached_query_embedder(s.embedder, lambda: make_embedder(s.embedder, **endpoint),
-                                                       self.cache_dir, **endpoint)
-            else:
-                self._embedder = make_embedder(s.embedder, **endpoint)
+            with self._parts_lock:
+                if self._embedder is None:
+                    self._embedder = self._make_embedder()
         return self._embedder
+
+    def _make_embedder(self) -> Embedder:
+        s = self.settings
+        endpoint = {"base_url": s.base_url, "api_key": s.api_key, "timeout": s.timeout}
+        if self._query_cache:  # a question seen before reads its vector from disk, without loading the embedder
+            from lcrag.retrieval.query_cache import cached_query_embedder
+
+            return cached_query_embedder(s.embedder, lambda: make_embedder(s.embedder, **endpoint),
+                                         self.cache_dir, **endpoint)
+        return make_embedder(s.embedder, **endpoint)
 
     def settings_for(self, choices: Mapping[str, object] | None = None) -> Settings:
         """The settings with one question's choices (:data:`PER_QUESTION`: strategy, retriever, k, options, ...),
@@ -149,15 +165,16 @@ class Pipeline:
         if fixed:
             raise OptionError(f"{', '.join(fixed)}: a setting of the pipeline itself (its reader, embedder or cache), "
                               "not of one question; make a Pipeline with it")
-        key = tuple(sorted((name, _frozen(value)) for name, value in choices.items()))
+        key = tuple(sorted((name, frozen(value)) for name, value in choices.items()))
         with self._lock:
             settings = self._choices.get(key)
         if settings is None:
             settings = replace(self.settings, **choices)  # checked by the config sections
-            with self._lock:
-                if len(self._choices) >= _CHOICES_KEPT:
-                    self._choices.pop(next(iter(self._choices)))
-                settings = self._choices.setdefault(key, settings)
+        with self._lock:
+            settings = self._choices.setdefault(key, settings)
+            self._choices.move_to_end(key)
+            while len(self._choices) > _CHOICES_KEPT:
+                self._choices.popitem(last=False)
         return settings
 
     def chunker(self, chunking: str) -> Chunker:
@@ -167,23 +184,22 @@ class Pipeline:
 
     def index(self, document: Document | str | Path, chunking: str | None = None,
               settings: Settings | None = None) -> DocumentIndex:
-        """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists."""
+        """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists; one
+        per document and chunking, built by one thread while others asking for it wait (no pipeline-wide lock is
+        held meanwhile). Its retrievers are built per :class:`~lcrag.specs.RetrieverSpec` (``index.retriever``)."""
         s = settings or self.settings
         document = as_document(document)
         chunking = chunking or s.chunking_for(s.strategy)
-        options = RetrieverOptions(window=s.window, tree_navigation=s.tree_navigation,
-                                   extra=tuple(sorted(s.options.items())))
-        key = ("index", document.content_hash, chunking, options, self.cache_dir)
-        with self._lock:
-            index = self.memory.get(key)
-            if index is None:
-                index = self.memory.put(key, DocumentIndex(
-                    document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
-                    reader_factory=lambda: self.reader, options=options,
-                    summary_reader_factory=lambda: self.summary_reader,
-                    config={"chunking": ChunkingConfig(chunking).to_dict()},  # embeddings are named by their embedder
-                ))
-            return index
+        key = ("index", document.content_hash, chunking, self.cache_dir)
+        return self.memory.get_or_put(key, lambda: DocumentIndex(
+            document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
+            reader_factory=lambda: self.reader, summary_reader_factory=lambda: self.summary_reader,
+            config={"chunking": ChunkingConfig(chunking).to_dict()},  # embeddings are named by their embedder
+        ))
+
+    def retriever_spec(self, settings: Settings | None = None) -> RetrieverSpec:
+        """The settings' retriever with the options it declares (``window``, a plugin's own)."""
+        return resolve(settings or self.settings).retriever
 
     def forget(self, content_hash: str) -> int:
         """Drop what is kept in memory of the document with this content hash (its indexes and answering
@@ -200,57 +216,65 @@ class Pipeline:
                 self._corpora[key] = CorpusUnits.open(source, lambda: self.embedder)
             return self._corpora[key]
 
-    def context(self, document: Document, strategy: str, settings: Settings | None = None) -> QueryContext:
+    def context(self, document: Document, strategy: str, settings: Settings | None = None,
+                spec: QuestionSpec | None = None) -> QueryContext:
         """What a strategy answers with over ``document`` (its index, retriever, assembler, prompts), kept per
-        document and per choice of the settings that shape it."""
+        document and per :attr:`QuestionSpec.context_key` (the choices that shape it)."""
         s = settings or self.settings
+        spec = spec or resolve(s, strategy)
         if isinstance(document, CorpusSource):
-            return self._corpus_context(document, s)
-        chunking = s.chunking_for(strategy)
-        key = ("context", document.content_hash, chunking, self._number, _context_choices(s))
-        context = self.memory.get(key)
-        if context is None:
-            context = self.memory.put(key, self._query_context(s, document, lambda: self.index(document, chunking, s)))
-        return context
+            return self._corpus_context(document, s, spec)
+        key = ("context", document.content_hash, self._number, spec.context_key)
+        return self.memory.get_or_put(key, lambda: self._query_context(
+            spec, document, lambda: self.index(document, spec.chunking, s)))
 
-    def _corpus_context(self, source: CorpusSource, s: Settings) -> QueryContext:
+    def _corpus_context(self, source: CorpusSource, s: Settings, spec: QuestionSpec) -> QueryContext:
         if s.chunking is not None:
             raise InputError(f"--chunking does not apply to a corpus index: {source.source}'s units were made by "
                              "`lcrag corpus build`")
         if source.unit is None and s.unit is not None:
             source = replace(source, unit=s.unit)
-        key = ("context", source.content_hash, "units", self._number, _context_choices(s))
-        context = self.memory.get(key)
-        if context is None:
+        key = ("context", source.content_hash, self._number, spec.context_key)
+
+        def make() -> QueryContext:
             units = self.corpus(source)
 
             def long_text(question: str, tokenizer, limit: int) -> TruncatedText:  # LC: the best units that fit
                 return fill_with_chunks(units.ranked(s.retriever, question),
                                         lambda chunks: units.chunk_tokens(chunks, tokenizer), tokenizer, limit)
 
-            context = self.memory.put(key, self._query_context(s, source, lambda: units, long_text))
-        return context
+            return self._query_context(spec, source, lambda: units, long_text, retriever=s.retriever)
 
-    def _query_context(self, s: Settings, document: Document, index, long_text=None) -> QueryContext:
-        return QueryContext(document=document, reader=self.reader, index=index, retriever=s.retriever,
-                            assembler=ContextAssembler(k=s.k, budget=s.budget), prompts=s.prompts,
-                            params=GenerationParams(max_tokens=s.max_tokens), long_text=long_text)
+        return self.memory.get_or_put(key, make)
 
-    def strategy(self, name: str, settings: Settings | None = None) -> Strategy:
-        """The strategy called ``name`` with the options the settings give it (kept per choice of them: a condition
-        says what it says once, e.g. no logprobs). An option neither this strategy nor the retriever takes is
+    def _query_context(self, spec: QuestionSpec, document: Document, index, long_text=None,
+                       retriever: str | RetrieverSpec | None = None) -> QueryContext:
+        return QueryContext(document=document, reader=self.reader, index=index, retriever=retriever or spec.retriever,
+                            assembler=spec.assembler, prompts=spec.prompts,
+                            params=GenerationParams(max_tokens=spec.max_tokens), long_text=long_text)
+
+    def strategy(self, name: str, settings: Settings | None = None, spec: QuestionSpec | None = None) -> Strategy:
+        """The strategy called ``name`` with the options the settings give it, kept per strategy spec (a condition
+        says what it says once, e.g. no logprobs), the last :data:`_STRATEGIES_KEPT` of them. A router is parsed
+        once per version of its file and shared. An option neither this strategy nor the retriever takes is
         refused."""
-        s = settings or self.settings
-        key = (name, s.retriever, s.order, s.route_threshold, s.router, s.lc_share, s.cache_aware,
-               _frozen(s.options))
+        spec = spec or resolve(settings or self.settings, name)
+        options = spec.strategy.kwargs
+        router = options.get("router")
+        key = (spec.strategy, router_file_identity(router) if router else None)
         with self._lock:
-            if key not in self._strategies:
-                check_part_options(s.options, [STRATEGIES.get(name), RETRIEVERS.get(s.retriever)])
-                router = Router.load(s.router) if s.router else None
-                self._strategies[key] = make_strategy(name, s.order, threshold=s.route_threshold, router=router,
-                                                      lc_share=s.lc_share, cache_aware=s.cache_aware or None,
-                                                      **s.options)
-            return self._strategies[key]
+            strategy = self._strategies.get(key)
+            if strategy is not None:
+                self._strategies.move_to_end(key)
+                return strategy
+        if router:
+            options["router"] = Router.load(router)
+        strategy = make_strategy(name, **options)
+        with self._lock:
+            strategy = self._strategies.setdefault(key, strategy)
+            while len(self._strategies) > _STRATEGIES_KEPT:
+                self._strategies.popitem(last=False)
+            return strategy
 
     def ask(
         self,
@@ -275,13 +299,14 @@ class Pipeline:
         at_least("max_tokens", max_tokens, 1, optional=True)
         s = self.settings_for(choices)
         strategy = strategy or s.strategy
-        runner = self.strategy(strategy, s)
-        ctx = self.context(as_document(document), strategy, s)
+        spec = resolve(s, strategy)  # every choice, once: the strategy and the context are found by it
+        runner = self.strategy(strategy, s, spec)
+        ctx = self.context(as_document(document), strategy, s, spec)
         if prompts is not None or max_tokens is not None:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
                           params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
-        asked = standalone(self.reader, history, question, s.condense, s.history_turns)
+        asked = standalone(self.reader, history, question, spec.condense, spec.history_turns)
         if asked.method != "as-asked":
             streaming.emit("conversation", **asked.to_dict())  # a stream shows how the follow-up is asked
         if asked.query != asked.question:
@@ -294,7 +319,7 @@ class Pipeline:
             answer.question, answer.calls = question, asked.calls + answer.calls
             answer.conversation = asked.to_dict()
         if sources:
-            answer.sources = cite(ctx, answer)  # an LC answer's are located in the document's index
+            answer.sources = cite(ctx, answer, asked.question)  # an LC answer's are located in the document's index
         return answer
 
     def close(self) -> None:
@@ -311,22 +336,12 @@ class Pipeline:
             self._summary_reader = None
 
 
-def _frozen(value: object) -> object:
-    """A choice's value as a key: a table as its sorted items."""
-    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
-
-
-def _context_choices(s: Settings) -> tuple:
-    """What of the settings shapes an answering context (besides the document and chunking)."""
-    return (s.retriever, s.k, s.budget, s.max_tokens, s.prompts)
-
-
 def _memory_bytes(value: DocumentIndex | QueryContext) -> int:
     """What a kept index or answering context weighs: an index its own measure, a context its document's text and
     the truncated texts LC sent."""
     if isinstance(value, DocumentIndex):
         return value.memory_bytes()
-    return sys.getsizeof(value.document.text) + sum(sys.getsizeof(t.text) for t in value._lc_text.values())
+    return sys.getsizeof(value.document.text) + value.memo_bytes()
 
 
 def _settings(**settings) -> Settings:

@@ -87,6 +87,26 @@ class Part:
     def create(self, *args: Any, **kwargs: Any) -> Any:
         return self.factory(*args, **kwargs)
 
+    def spec(self, given: Mapping[str, Any] = {}) -> PartSpec:  # noqa: B006 - read, never changed
+        """This part with the options it declares taken from ``given`` (others ignored), checked, defaults filled:
+        a frozen, hashable choice that equals another exactly when the part they make behaves the same."""
+        chosen = {o.name: given[o.name] for o in self.options if given.get(o.name) is not None}
+        return PartSpec(self.kind, self.name, tuple(sorted(self.check_options(chosen).items())))
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """A part chosen with its options (:meth:`Part.spec`): what a cache of built parts is keyed on. A strategy's
+    spec is a ``StrategySpec``, a retriever's a ``RetrieverSpec``: the same class, told apart by ``kind``."""
+
+    kind: str
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.options)
+
 
 def check_part_options(values: Mapping[str, Any], parts: Iterable[Part]) -> None:
     """Options set by name (``widen=2``), each taken by at least one of ``parts`` and valid for every one of them that

@@ -20,7 +20,7 @@ class RetrievalIndex(Protocol):
     """What a strategy asks of the index it answers over: a document's (:class:`lcrag.retrieval.index.DocumentIndex`,
     which also has its ``chunks``) or a corpus index's units (:class:`lcrag.retrieval.corpus.source.CorpusUnits`)."""
 
-    def retriever(self, kind: str) -> Retriever: ...
+    def retriever(self, spec: Any) -> Retriever: ...  # a name, or a RetrieverSpec
 
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Any) -> list[int]: ...
 
@@ -35,7 +35,7 @@ class IndexView(Protocol):
     dir: Path
     cache_dir: Path
     store: Any  # lcrag.retrieval.integrity.ArtifactStore: checked files, set aside and rebuilt when damaged
-    options: Any  # lcrag.retrieval.index.RetrieverOptions
+    options: Any  # lcrag.retrieval.index.RetrieverOptions: how summary structures are built
 
     @property
     def embedder(self) -> Any: ...
@@ -48,4 +48,4 @@ class IndexView(Protocol):
 
     def chunk_vectors(self) -> Any: ...
 
-    def retriever(self, kind: str) -> Retriever: ...
+    def retriever(self, spec: Any) -> Retriever: ...  # a name, or a RetrieverSpec

@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
 from lcrag.readers.base import Reader
-from lcrag.registry import RETRIEVERS, Part
+from lcrag.registry import RETRIEVERS, PartSpec
 from lcrag.retrieval.base import Retriever
 from lcrag.retrieval.dense import embed_chunks, load_vectors
 from lcrag.retrieval.embedders import Embedder
@@ -37,21 +37,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RetrieverOptions:
-    window: int = 3  # sentence-window: sentences either side of a hit (LlamaIndex's default)
-    tree_navigation: str = "embedding"  # tree: embedding | llm
+    """How an index builds its summary structures (the same for every question over it). What a question chooses
+    of a retriever (``window``, ``tree_navigation``, a plugin's option) is in its :class:`RetrieverSpec`."""
+
     tree_branch: int = 2  # tree: nodes kept per level
     tree_children: int = 10  # tree: children per summary (LlamaIndex's num_children)
     raptor: RaptorConfig = field(default_factory=RaptorConfig)
-    # Options set by name (Settings.options): a retriever that declares one gets it as a keyword argument.
-    extra: tuple[tuple[str, Any], ...] = ()
-
-    def for_part(self, part: Part) -> dict[str, Any]:
-        """The named options ``part`` declares (those with a field of their own, such as ``window``, it reads from
-        the index's options)."""
-        given = dict(self.extra)
-        return {o.name: given[o.name] for o in part.options if o.name in given}
 
 
+RetrieverSpec = PartSpec  # a retriever's name and options (kind "retriever")
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 
 
@@ -99,7 +93,7 @@ class DocumentIndex:
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self._progress = progress
-        self._retrievers: dict[str, Retriever] = {}
+        self._retrievers: dict[RetrieverSpec, Retriever] = {}
         self._token_counts: dict[str, dict[int, int]] = {}
         self._lock = threading.RLock()
         self.embedded_chunks = 0  # chunks embedded by this object: 0 when the index was already on disk
@@ -181,14 +175,16 @@ class DocumentIndex:
         """The reader that writes summaries (the answering reader unless another was given)."""
         return self._summary_reader_factory() if self._summary_reader_factory else self.reader
 
-    def retriever(self, kind: str) -> Retriever:
-        """Any registered retriever (:data:`lcrag.registry.RETRIEVERS`), built on first use by its factory, which
-        takes this index, and loaded from disk after."""
-        part = RETRIEVERS.get(kind)  # unknown: an OptionError listing the registered ones
+    def retriever(self, spec: str | RetrieverSpec) -> Retriever:
+        """Any registered retriever (:data:`lcrag.registry.RETRIEVERS`) with the options its spec gives (a name: its
+        defaults), built on first use by its factory, which takes this index and the options, and loaded from disk
+        after; one per spec, so two questions choosing different options never share one."""
+        if isinstance(spec, str):
+            spec = RETRIEVERS.get(spec).spec()  # unknown: an OptionError listing the registered ones
         with self._lock:
-            if kind not in self._retrievers:
-                self._retrievers[kind] = part.create(self, **self.options.for_part(part))
-            return self._retrievers[kind]
+            if spec not in self._retrievers:
+                self._retrievers[spec] = RETRIEVERS.get(spec.name).create(self, **spec.kwargs)
+            return self._retrievers[spec]
 
     # -- token counts for budgets -----------------------------------------------------------------------------
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]:

@@ -104,5 +104,5 @@ class SentenceWindowRetriever:
 
 @RETRIEVERS.register("sentence-window", help="single sentences matched, returned with their neighbours",
                      options=(Option("window", int, 3, "sentences either side of a hit", min=0),))
-def sentence_window_retriever(index: IndexView) -> SentenceWindowRetriever:
-    return SentenceWindowRetriever.open(index.document, index.embedder, index.cache_dir, index.options.window)
+def sentence_window_retriever(index: IndexView, window: int = 3) -> SentenceWindowRetriever:
+    return SentenceWindowRetriever.open(index.document, index.embedder, index.cache_dir, window)

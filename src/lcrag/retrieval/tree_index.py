@@ -175,11 +175,11 @@ class TreeIndexRetriever:
 @RETRIEVERS.register(
     "tree", help="a summary tree over the chunks, walked from the root (LlamaIndex's tree index)",
     options=(Option("tree_navigation", str, "embedding", "how a branch is picked", choices=NAVIGATIONS),))
-def tree_retriever(index: IndexView) -> TreeIndexRetriever:
+def tree_retriever(index: IndexView, tree_navigation: str = "embedding") -> TreeIndexRetriever:
     o = index.options
     summarizer = tree_summarizer(index.summary_reader)
     # The leaves are the index's chunks, with the embeddings dense retrieval uses.
     directory = index.dir / f"tree-{tree_key(summarizer, index.embedder, o.tree_children)}"
     tree = open_tree_index(directory, lambda: build_tree_index(
         index.document.content_hash, index.chunks, index.chunk_vectors(), index.embedder, summarizer, o.tree_children))
-    return TreeIndexRetriever(tree, index.embedder, index.reader, o.tree_navigation, o.tree_branch)
+    return TreeIndexRetriever(tree, index.embedder, index.reader, tree_navigation, o.tree_branch)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lcrag.assembly import (
     AssembledContext,
@@ -36,13 +39,38 @@ class QueryContext:
     params: GenerationParams = field(default_factory=GenerationParams)
     # What LC reads when the source is not one text (a corpus index): (question, tokenizer, limit) -> the text.
     long_text: Callable[[str, Tokenizer, int], TruncatedText] | None = None
-    # (document hash, tokenizer, limit) -> the document as LC sends it; saves re-tokenizing a long text per question.
     # What retrieval searches for when it is not the question the reader is asked (a follow-up whose conversation
     # is written out for the reader: lcrag.strategies.conversation); None: the question.
     query: str | None = None
-    _lc_text: dict[tuple[str, str, int], TruncatedText] = field(default_factory=dict)
+    # Values worked out once per context and shared by the questions answered with it, from any thread (the
+    # document as LC sends it per tokenizer and limit; a router's document features): see :meth:`memo`.
+    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
     # The last answering call of each route ("rag", "lc") on this document: what a cache-aware router compares.
     last_calls: dict[str, LLMCall] = field(default_factory=dict)
+    # One lock for this context's shared state; a shallow copy (``replace``) shares it with its memo.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()``, kept under ``key``: made once however many threads ask at once (they wait for the first)."""
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+            value = self._memo[key] = make()
+            return value
+
+    def remember_call(self, route: str, call: LLMCall) -> None:
+        with self._lock:
+            self.last_calls[route] = call
+
+    def last_call(self, route: str) -> LLMCall | None:
+        with self._lock:
+            return self.last_calls.get(route)
+
+    def memo_bytes(self) -> int:
+        """What the kept values weigh (texts and word sets), for a memory bound."""
+        with self._lock:
+            values = list(self._memo.values())
+        return sum(sys.getsizeof(getattr(v, "text", v)) for v in values)
 
 
 class Timer:
@@ -133,11 +161,10 @@ def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) 
         tokenizer = ctx.reader.tokenizer
         if ctx.long_text is not None:
             return _fitted(ctx, question, template, lambda n: ctx.long_text(ctx.query or question, tokenizer, n), limit, True)
-        key = (ctx.document.content_hash, tokenizer.name, limit)
-        if key not in ctx._lc_text:  # kept per limit: a long text is tokenized once for all questions
-            ctx._lc_text[key] = _fitted(ctx, question, template,
-                                        lambda n: truncate_middle(ctx.document.text, tokenizer, n), limit, False)[1]
-    return ctx.prompts.messages(template, question, context=ctx._lc_text[key].text), ctx._lc_text[key]
+        # Kept per limit: a long text is tokenized once for all questions.
+        kept = ctx.memo(("lc", ctx.document.content_hash, tokenizer.name, limit), lambda: _fitted(
+            ctx, question, template, lambda n: truncate_middle(ctx.document.text, tokenizer, n), limit, False)[1])
+    return ctx.prompts.messages(template, question, context=kept.text), kept
 
 
 def _fitted(ctx: QueryContext, question: str, template: str, cut: Callable[[int], TruncatedText], limit: int,

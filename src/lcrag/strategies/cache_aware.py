@@ -23,7 +23,7 @@ def uncached_tokens(call: LLMCall) -> int:
 
 def warm_lc_cheaper(ctx: QueryContext) -> bool:
     """Whether LC on this document, its prefix cached by the last LC call, costs less than the last RAG step."""
-    lc, rag = ctx.last_calls.get("lc"), ctx.last_calls.get("rag")
+    lc, rag = ctx.last_call("lc"), ctx.last_call("rag")
     if lc is None or rag is None:
         return False
     warm = replace(lc, cached_prompt_tokens=max(lc.cached_prompt_tokens, lc.prompt_tokens - QUESTION_ROOM))

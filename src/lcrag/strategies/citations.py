@@ -7,14 +7,13 @@ and the cascade's sources follow the route they took."""
 from __future__ import annotations
 
 import functools
-import re
 
 from lcrag.provenance import Source, locate, snippet
 from lcrag.strategies.base import QueryContext
+from lcrag.text import content_words
 from lcrag.types import Answer, ChunkUsed
 
 LOCATED = 2  # chunks cited for an LC answer
-_WORD = re.compile(r"\w+")
 _NO_SOURCES = ("closed-book",)
 
 
@@ -27,9 +26,10 @@ def _sentences(text: str) -> tuple[tuple[int, int], ...]:
 
 
 def _best_sentence(text: str, query: str) -> tuple[int, int]:
-    """The span of the chunk's sentence sharing the most words with ``query`` (the question and answer)."""
-    wanted = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
-    return max(_sentences(text), key=lambda s: len(wanted & {w.lower() for w in _WORD.findall(text, s[0], s[1])}))
+    """The span of the chunk's sentence sharing the most content words with ``query`` (the question as it stands
+    alone, and the answer): function words such as "the" say nothing of which sentence holds the answer."""
+    wanted = content_words(query)
+    return max(_sentences(text), key=lambda s: len(wanted & content_words(text[s[0]:s[1]])))
 
 
 def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source:
@@ -41,10 +41,9 @@ def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source
                   **locate(ctx.document, chunk.start + start, chunk.start + end))
 
 
-def _located(ctx: QueryContext, answer: Answer) -> list[ChunkUsed]:
-    """The chunks best matching question and answer, among those the reader saw: when LC cut the middle of a long
-    document, a passage from the cut part cannot have supported the answer, so it is not cited."""
-    query = f"{answer.question} {answer.text}"
+def _located(ctx: QueryContext, answer: Answer, query: str) -> list[ChunkUsed]:
+    """The chunks best matching ``query`` (question and answer), among those the reader saw: when LC cut the middle
+    of a long document, a passage from the cut part cannot have supported the answer, so it is not cited."""
     retriever = ctx.index().retriever("bm25")
     seen = answer.context if answer.truncated_tokens and answer.context else None
     ranked = retriever.run(query, LOCATED if seen is None else LOCATED * 20)
@@ -59,14 +58,16 @@ def _inside(text: str, seen: str) -> bool:
     return flat[:60] in seen and flat[-60:] in seen
 
 
-def cite(ctx: QueryContext, answer: Answer) -> list[Source]:
-    """The answer's sources; none for a closed-book answer or a source that is not one text (a corpus index)."""
+def cite(ctx: QueryContext, answer: Answer, question: str | None = None) -> list[Source]:
+    """The answer's sources; none for a closed-book answer or a source that is not one text (a corpus index).
+    ``question``: the question as it stands alone, when it differs from the one asked (a follow-up: "What date?"
+    says nothing of where the date is; the conversation it was made to stand alone with does)."""
     from lcrag.documents.indexed_corpus import CorpusSource
 
     if answer.route in _NO_SOURCES or isinstance(ctx.document, CorpusSource) or not answer.text.strip():
         return []
-    query = f"{answer.question} {answer.text}"
+    query = f"{question or answer.question} {answer.text}"
     read = answer.answer_chunks if answer.answer_chunks is not None else answer.chunks
     if answer.route == "lc" or not read:
-        return [_source(ctx, c, "located", query) for c in _located(ctx, answer)]
+        return [_source(ctx, c, "located", query) for c in _located(ctx, answer, query)]
     return [_source(ctx, c, "retrieved", query) for c in read if c.layer == 0 or c.end > c.start]

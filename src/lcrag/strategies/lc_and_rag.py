@@ -59,7 +59,7 @@ class LongContext(Strategy):
         messages, kept = long_context(ctx, question, ctx.prompts.lc, timer)
         ctx = replace(ctx, params=replace(ctx.params, prefix_key=prefix_key(ctx, kept.kept_tokens)))
         text, call = call_reader(ctx, "answer", messages, timer, route=self.route)
-        ctx.last_calls["lc"] = call
+        ctx.remember_call("lc", call)
         return Answer(
             text, question, self.name, route="lc", calls=[call], timings=timer.timings, truncated_tokens=kept.cut_tokens,
             context=kept.text,
@@ -96,7 +96,7 @@ class RAG(Strategy):
         text, call, completion = read_completion(ctx, self.stage, messages, timer, TOP_LOGPROBS if self.decline else 0,
                                                 route=self.route)
         declined = decline_probability(completion.logprobs, self.decline) if self.decline else None
-        ctx.last_calls["rag"] = call
+        ctx.remember_call("rag", call)
         return Answer(text, question, self.name, route=self.route, calls=calls + [call], chunks=context.chunks,
                       timings=timer.timings, index_cost=context.index_cost, decline_probability=declined)
 

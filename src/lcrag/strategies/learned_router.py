@@ -10,6 +10,7 @@ live answer, so a router fitted offline routes ``lcrag ask --router FILE`` quest
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -183,7 +184,13 @@ class Router:
 
     @classmethod
     def load(cls, path: str | Path) -> Router:
-        """A router file, or a router shipped with lcrag by name (:data:`BUNDLED`, e.g. ``lara``)."""
+        """A router file, or a router shipped with lcrag by name (:data:`BUNDLED`, e.g. ``lara``); parsed once per
+        version of the file (by its path, size and modification time), however many questions name it."""
+        return _load_router(router_file_identity(path))
+
+    @classmethod
+    def parse(cls, path: str | Path) -> Router:
+        """The router in the file (or shipped under the name) ``path``, parsed now."""
         path = Path(path)
         try:
             text = (bundled_router(str(path)) if str(path) in BUNDLED and not path.exists()
@@ -211,6 +218,25 @@ class Router:
         return router
 
 
+def router_file_identity(path: str | Path) -> tuple:
+    """What names a version of a router: a shipped router's name, or a file's path, size and modification time (a
+    file changed in place is another router); an unreadable path as itself (loading it says what is wrong)."""
+    if str(path) in BUNDLED and not Path(path).exists():
+        return (str(path),)
+    try:
+        stat = Path(path).stat()
+    except (OSError, ValueError):
+        return (str(path),)
+    return (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_router(identity: tuple) -> Router:
+    """Routers parsed by :func:`router_file_identity`, the last 32 kept: questions, settings checks and strategies
+    naming one share it (a router is immutable)."""
+    return Router.parse(identity[0])
+
+
 def bundled_router(name: str) -> str:
     """The text of a router shipped with lcrag (docs/routers.md says what each was fitted on)."""
     return files("lcrag.strategies").joinpath("routers", f"{name}.json").read_text(encoding="utf-8")
@@ -221,15 +247,14 @@ class RouterCondition:
 
     def __init__(self, router: Router, threshold: float):
         self.router, self.threshold = router, threshold
-        self._documents: dict[str, tuple[int, set[str]]] = {}
 
-    def document(self, ctx: QueryContext) -> tuple[int, set[str]]:
-        """The document's length in reader tokens and its content words, computed once per document."""
-        key = ctx.document.content_hash
-        if key not in self._documents:
-            text = ctx.document.text
-            self._documents[key] = (count_tokens(ctx.reader.tokenizer, text), content_words(text))
-        return self._documents[key]
+    @staticmethod
+    def document(ctx: QueryContext) -> tuple[int, set[str]]:
+        """The document's length in reader tokens and its content words, computed once per answering context (kept
+        with it, so every router and threshold asked about the document shares them, and they go when it goes)."""
+        tokenizer = ctx.reader.tokenizer
+        return ctx.memo(("router-document", ctx.document.content_hash, tokenizer.name), lambda: (
+            count_tokens(tokenizer, ctx.document.text), content_words(ctx.document.text)))
 
     def signals(self, answer: Answer, ctx: QueryContext | None) -> RouteSignals:
         route_call = answer.calls[-1] if answer.calls else None

@@ -29,7 +29,7 @@ def run(tmp_path, strategies, ks):
 def test_an_eval_never_locates_sources_but_ask_still_does(tmp_path, monkeypatch):
     located = []
     cite = lcrag.pipeline.cite
-    monkeypatch.setattr(lcrag.pipeline, "cite", lambda ctx, answer: located.append(answer) or cite(ctx, answer))
+    monkeypatch.setattr(lcrag.pipeline, "cite", lambda ctx, answer, *question: located.append(answer) or cite(ctx, answer, *question))
     rows = run(tmp_path, ["lc", "rag"], [1])
     assert len(rows) == 6 and located == []
     pipeline = Pipeline(Settings(chunking="words:10", cache=False, cache_dir=tmp_path), reader=ScriptedReader())
