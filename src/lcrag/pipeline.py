@@ -319,7 +319,7 @@ class Pipeline:
             answer.question, answer.calls = question, asked.calls + answer.calls
             answer.conversation = asked.to_dict()
         if sources:
-            answer.sources = cite(ctx, answer, asked.question)  # an LC answer's are located in the document's index
+            answer.sources = cite(ctx, answer, asked.query)  # an LC answer's are located in the document's index
         return answer
 
     def close(self) -> None:
