@@ -4,6 +4,8 @@ the same reader, collections, limits and rules for whom it answers as `lcrag ser
 from __future__ import annotations
 
 import os
+import re
+from importlib import metadata
 from typing import Annotated
 
 import typer
@@ -15,6 +17,7 @@ from lcrag.errors import OptionError
 from lcrag.service.limits import Limits, hosts_for
 
 TRANSPORTS = ("stdio", "http")
+SDK_VERSIONS = ((1, 10), (3, 0))  # the MCP SDK lcrag mcp runs on: 1.x from 1.10 (structured output) and 2.x
 
 
 def mcp(
@@ -46,10 +49,7 @@ def mcp(
         raise OptionError(f"--transport: one of {', '.join(TRANSPORTS)}, got {transport!r}")
     if transport == "http":
         check_bind(host, api_key, "serve MCP on")
-    try:
-        from lcrag.service.mcp import LcragMCP
-    except ImportError:
-        raise OptionError("lcrag mcp needs the MCP SDK: pip install 'lcrag[mcp]'") from None
+    LcragMCP = mcp_server_class()
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},
                        option, price_as, prices, router, max_waiting, index_memory_mb)
@@ -76,3 +76,33 @@ def _serve_http(server, api_key: str | None, limits: Limits, host: str, port: in
     # The service's guard in front: Host names (DNS rebinding), the key, no cross-site writes, JSON bodies.
     app = Guard(server.streamable_http_app(), api_key=api_key, limits=limits, metrics=Metrics())
     uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))
+
+
+def sdk_version() -> str | None:
+    """The installed MCP SDK's version (the ``mcp`` distribution), or None when there is none."""
+    try:
+        return metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def supported(version: str) -> bool:
+    numbers = re.match(r"(\d+)\.(\d+)", version)
+    return numbers is not None and SDK_VERSIONS[0] <= (int(numbers[1]), int(numbers[2])) < SDK_VERSIONS[1]
+
+
+def mcp_server_class():
+    """:class:`lcrag.service.mcp.LcragMCP`, else one line saying what to install: the SDK when there is none, a
+    supported one, naming the version found, when it is too old or too new or fails to import."""
+    found = sdk_version()
+    if found is not None and not supported(found):
+        raise OptionError(f"lcrag mcp needs the MCP SDK 1.10 or newer (1.x or 2.x); found mcp {found}: "
+                          "pip install -U 'lcrag[mcp]'")
+    try:
+        from lcrag.service.mcp import LcragMCP
+    except ImportError as exc:  # none, or a supported version with a part missing (a dependency, say)
+        if found is None:
+            raise OptionError("lcrag mcp needs the MCP SDK: pip install 'lcrag[mcp]'") from None
+        raise OptionError(f"lcrag mcp cannot load the MCP SDK (found mcp {found}): "
+                          f"{' '.join(str(exc).split())[:300]}: pip install -U 'lcrag[mcp]'") from None
+    return LcragMCP

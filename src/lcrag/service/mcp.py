@@ -1,5 +1,5 @@
-"""lcrag for agents: a Model Context Protocol server (the official ``mcp`` SDK) over the same collections and answering
-engine as ``lcrag serve`` — a collection made in one is answered by the other.
+"""lcrag for agents: a Model Context Protocol server (the official ``mcp`` SDK, 1.x or 2.x) over the same collections
+and answering engine as ``lcrag serve`` — a collection made in one is answered by the other.
 
 Tools: ``list_collections``; ``ask`` (a routed answer with its route, cost, usage and sources, as structured content;
 the same options and limits as ``POST /v1/ask``, conversation included); ``search`` (the top passages with file, page,
@@ -14,15 +14,23 @@ import asyncio
 from typing import Any
 from urllib.parse import quote, unquote
 
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import Resource
 from pydantic import BaseModel, ValidationError
 
+try:  # the SDK 2.x: FastMCP renamed MCPServer; the HTTP settings moved to its HTTP app; template values come decoded
+    from mcp.server.mcpserver import MCPServer as SDKServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    SDK_MAJOR = 2
+except ImportError:  # 1.x (1.10 or newer: structured output, transport security)
+    from mcp.server.fastmcp import FastMCP as SDKServer
+    from mcp.server.fastmcp.exceptions import ResourceError, ToolError
+    SDK_MAJOR = 1
+
 from lcrag.documents.loaders import load_files
 from lcrag.errors import LcragError
 from lcrag.service.answering import Answering, Busy
+from lcrag.service.collections import NotFound
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
 from lcrag.service.questions import Questions
@@ -61,16 +69,19 @@ def one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:500]
 
 
-class LcragMCP(FastMCP):
+class LcragMCP(SDKServer):
     """The MCP server: tools over an :class:`Answering` engine, and the collections' files as resources."""
 
     def __init__(self, answering: Answering, limits: Limits | None = None, **settings: Any):
-        # Host names are checked by the service's guard in front (lcrag.service.guard), by the same rules as lcrag
-        # serve's; the SDK's own check would refuse every name but loopback's.
-        settings.setdefault("transport_security", TransportSecuritySettings(enable_dns_rebinding_protection=False))
         limits = limits or Limits()
-        settings.setdefault("max_request_body_size", limits.max_body_bytes)  # streamable HTTP (lcrag mcp --max-body-kb)
-        super().__init__("lcrag", instructions=INSTRUCTIONS, **settings)
+        # Host names are checked by the service's guard in front (lcrag.service.guard), by the same rules as lcrag
+        # serve's; the SDK's own check would refuse every name but loopback's. The body limit: lcrag mcp --max-body-kb.
+        http = {"transport_security": settings.pop("transport_security",
+                                                   TransportSecuritySettings(enable_dns_rebinding_protection=False)),
+                "max_request_body_size": settings.pop("max_request_body_size", limits.max_body_bytes)}
+        # 1.x takes the streamable HTTP settings at construction, 2.x when it makes the app (streamable_http_app).
+        self.http_settings = http if SDK_MAJOR >= 2 else {}
+        super().__init__("lcrag", instructions=INSTRUCTIONS, **settings, **({} if SDK_MAJOR >= 2 else http))
         self.answering = answering
         self.questions = Questions(answering, limits, Metrics())
         self.add_tool(self.list_collections, "list_collections", structured_output=True,
@@ -101,7 +112,7 @@ class LcragMCP(FastMCP):
             self.answering.collections.files_dir(collection)
             answer = await self.questions.answer(collection, question, request.answer_options(),
                                                  history=request.conversation())
-        except (LcragError, Busy, ValidationError) as exc:
+        except (LcragError, NotFound, Busy, ValidationError) as exc:
             raise ToolError(one_line(exc)) from None
         return Answered(answer=answer.text, route=answer.route, strategy=answer.strategy,
                         cost=self.answering.cost(answer), sources=[s.to_dict() for s in answer.sources],
@@ -117,9 +128,13 @@ class LcragMCP(FastMCP):
             self.questions.check(query, {} if retriever is None else {"retriever": retriever})
             # Its own thread, not the answering pool: a search never waits behind questions queued for the reader.
             passages = await asyncio.to_thread(self.answering.search, collection, query, k, retriever)
-        except (LcragError, Busy) as exc:
+        except (LcragError, NotFound, Busy) as exc:
             raise ToolError(one_line(exc)) from None
         return Passages(collection=collection, query=query, passages=passages)
+
+    def streamable_http_app(self, **options: Any):
+        """The streamable HTTP app at /mcp, with lcrag's settings whichever SDK major makes it."""
+        return super().streamable_http_app(**{**self.http_settings, **options})
 
     # -- resources ----------------------------------------------------------------------------------------------
     def add_resource_template_for_files(self) -> None:
@@ -128,13 +143,15 @@ class LcragMCP(FastMCP):
 
     def file_text(self, name: str, file: str) -> str:
         """A collection's file as lcrag reads it; only the collection's own files, by their listed names."""
+        if SDK_MAJOR < 2:  # 1.x hands over the URI's text as it is, 2.x its decoded values
+            name, file = unquote(name), unquote(file)
         try:
-            path = self.answering.collections.file(unquote(name), unquote(file))
+            path = self.answering.collections.file(name, file)
             documents, skipped = load_files([path])
-        except LcragError as exc:
+        except (LcragError, NotFound) as exc:
             raise ResourceError(one_line(exc)) from None
         if not documents:
-            raise ResourceError(f"{unquote(file)[:60]!r} has no readable text: "
+            raise ResourceError(f"{file[:60]!r} has no readable text: "
                                 + (self.answering.collections.public(skipped[0]) if skipped else "unknown format"))
         return documents[0].text
 
