@@ -212,13 +212,19 @@ class PartOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.options, Mapping):
             raise SettingError("options", f"must be a table of NAME = VALUE, got {self.options!r}")
+        if not self.options:
+            return
+        parts = [*STRATEGIES.parts(), *RETRIEVERS.parts()]
+        # A retriever's option may be set here too (window, tree_navigation: plain retriever options, their settings
+        # are aliases); a routing setting may not: its own field is checked its own way (a router by name).
+        retrievers = {o.name for p in RETRIEVERS.parts() for o in p.options}
         for name in self.options:
-            if name in _SETTING_OF_OPTION or name in _SECTION_OF:
+            if (name in _SETTING_OF_OPTION or name in _SECTION_OF) and name not in retrievers:
                 raise SettingError("options", f"{name} has a setting of its own: set "
                                               f"{_SETTING_OF_OPTION.get(name, name)}")
         if self.options:
-            parts = [*STRATEGIES.parts(), *RETRIEVERS.parts()]
-            known = sorted({o.name for p in parts for o in p.options} - set(_SETTING_OF_OPTION) - set(_SECTION_OF))
+            known = sorted({o.name for p in parts for o in p.options} - set(_SETTING_OF_OPTION)
+                           - (set(_SECTION_OF) - retrievers))
             for name in self.options:
                 if not any(p.option(name) for p in parts):
                     raise SettingError("options", f"{name!r} is no strategy's or retriever's option; they are "

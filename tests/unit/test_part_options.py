@@ -156,3 +156,57 @@ def test_a_run_file_options_table_is_refused_in_one_line_naming_it(tmp_path):
     """))
     with pytest.raises(OptionError, match=r"run\.yaml: options.*widen must be a whole number"):
         Config.from_file(run_file)
+
+
+# A retriever and its per-question option, in one module: nothing else names the option (issue 33).
+FIRST_CHUNKS = '''
+from lcrag.registry import RETRIEVERS, Option
+from lcrag.types import ScoredChunk
+
+
+@RETRIEVERS.register("first-chunks", help="the document's first DEPTH chunks",
+                     options=(Option("depth", int, 1, "chunks returned", min=1, max=50),))
+def first_chunks(index, depth=1):
+    class First:
+        name = "first-chunks"
+
+        def run(self, query, k=None):
+            return [ScoredChunk(c, 1.0) for c in index.chunks[:depth]]
+
+    return First()
+'''
+
+
+@pytest.fixture
+def first_chunks(tmp_path, monkeypatch):
+    from lcrag.registry import RETRIEVERS
+
+    (tmp_path / "first_chunks.py").write_text(FIRST_CHUNKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("first_chunks")
+    yield tmp_path
+    RETRIEVERS.remove("first-chunks")
+    sys.modules.pop("first_chunks", None)
+
+
+def test_a_retriever_option_from_one_module_is_each_requests_own_over_http(first_chunks, tmp_path, scripted_reader):
+    """Clients of one server asking with depth 2, 5 and none read 2, 5 and 1 chunks, in any order: the first
+    client's options never fix the retriever for the others (as they did on 5281a3b)."""
+    from service_fixtures import running, wait_ready
+
+    from lcrag.service.answering import Answering
+    from lcrag.service.app import create_app
+
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", strategy="rag", retriever="first-chunks", k=20,
+                        chunking="words:5")
+    answering = Answering(settings, tmp_path / "collections",
+                          pipeline=Pipeline(settings, reader=scripted_reader(lambda m: "7781")))
+    with running(create_app(answering)) as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        httpx.post(f"{url}/v1/collections/ops/files",
+                   files={"file": ("a.txt", b"The reset code is 7781. " * 30)})
+        wait_ready(url, "ops")
+        body = {"collection": "ops", "question": "Code?"}
+        read = [len(httpx.post(f"{url}/v1/ask", json=body | ({"options": {"depth": d}} if d else {}),
+                               timeout=60).json()["chunks"]) for d in (2, 5, None, 2)]
+        assert read == [2, 5, 1, 2]

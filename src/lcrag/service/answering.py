@@ -80,7 +80,7 @@ class Answering:
             document, skipped = self._load(files_dir, progress)
             with self._reader:  # index builds use the embedder (and, for token chunking, the reader's tokenizer)
                 index = self.base.index(document)
-                index.retriever(self.settings.retriever)
+                index.retriever(self.base.retriever_spec())
         except Exception:
             self._drop(name, identity)  # the collection is in error: its previous document no longer answers
             raise
@@ -200,7 +200,8 @@ class Answering:
         the server's retriever or ``retriever``; no reader call, so it never waits in the reader's queue."""
         settings = self.base.settings_for({"retriever": retriever} if retriever else {})
         document = self.document(collection)
-        ranked = self.base.index(document, settings=settings).retriever(settings.retriever).run(query, k)
+        retriever = self.base.retriever_spec(settings)
+        ranked = self.base.index(document, settings=settings).retriever(retriever).run(query, k)
         return [self._source(document, scored.chunk, scored.score, 2000).to_dict() for scored in ranked]
 
     @staticmethod
