@@ -31,6 +31,29 @@ def _manifest(run_dir: Path) -> dict:
     return manifest
 
 
+def _run_reader(run_dir: Path, manifest: dict, llm: str | None, base_url: str | None) -> dict:
+    """The run's reader as :class:`Settings` fields, rebuilt from the spec it was loaded from: the manifest's
+    ``config.reader`` (older manifests: ``llm``), never its ``reader``, which is the reader's identity
+    (``gguf:FILE#FINGERPRINT``, ``openai:MODEL@URL``): what its answers are keyed by, not a way to load it.
+    Retrieval needs this reader (token chunking counts in its tokenizer); a run that does not record how to load it
+    (or recorded it without credentials) is read with ``--llm`` when given."""
+    config = manifest.get("config")
+    reader = config.get("reader") if isinstance(config, dict) else None
+    reader = reader if isinstance(reader, dict) else {}
+    spec = reader.get("llm") or manifest.get("llm")
+    url = base_url or reader.get("base_url")
+    if not spec or "***" in spec or (url and "***" in url):  # none recorded, or stored without its credentials
+        if not llm:
+            raise LcragError(f"{run_dir / 'manifest.json'} records the run's reader as {manifest.get('reader')!r} "
+                             f"but not how to load it{' with its credentials' if spec else ''}: pass --llm")
+        return {"llm": llm, "base_url": base_url}
+    fields = {"llm": spec, "base_url": url}
+    for name in ("context_window", "tokenizer", "threads", "timeout"):
+        if reader.get(name) is not None:
+            fields[name] = reader[name]
+    return fields
+
+
 def _check_failures_options(llm: str | None, base_url: str | None, dataset: Path | None) -> None:
     """Checked now, even when no question needs classifying."""
     from lcrag.http import check_base_url
@@ -72,8 +95,9 @@ def failures(
             raise LcragError("pass --dataset: the run's manifest names none")
         items = items_by_id(load_dataset(path).items)
         chunking = None if manifest.get("chunking") in (None, "strategy default") else manifest["chunking"]
-        settings = Settings(llm=manifest["reader"], embedder=manifest.get("embedder", "minilm"), chunking=chunking,
-                            cache=False, cache_dir=run_dir / "cache", base_url=base_url)
+        settings = Settings(**_run_reader(run_dir, manifest, llm, base_url),
+                            embedder=manifest.get("embedder") or "minilm", chunking=chunking, cache=False,
+                            cache_dir=run_dir / "cache")
         base = Pipeline(settings)
         classifier = make_reader(llm, base_url) if llm else base.reader
         cached = CachedReader(classifier, CompletionCache(out_dir / "completions.sqlite"))

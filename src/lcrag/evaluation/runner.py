@@ -15,6 +15,7 @@ import os
 import platform
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -36,13 +37,13 @@ from lcrag.evaluation.rundir import (
     repair_torn_tail,
 )
 from lcrag.pipeline import Pipeline, Settings
-from lcrag.readers import CachedReader, CompletionCache, Reader
+from lcrag.readers import CachedReader, CompletionCache, Reader, make_reader
 from lcrag.redaction import redact_spec, redact_url
 from lcrag.registry import RETRIEVERS, STRATEGIES
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.learned_router import question_terms
+from lcrag.strategies.learned_router import BUNDLED, bundled_router, question_terms
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -132,6 +133,43 @@ class RowLog:
             self.done[(row["item_id"], row["config"])] = row
 
 
+def router_sha256(router: str) -> str:
+    """sha256 of a router as :meth:`Router.load` reads it: its file, or the text of a router shipped with lcrag
+    when ``router`` names one (``lara``) and no such file exists."""
+    if router in BUNDLED and not Path(router).exists():
+        return hashlib.sha256(bundled_router(router).encode("utf-8")).hexdigest()
+    return file_hash(router)
+
+
+class _DocumentMemo:
+    """What the runner's workers keep per document text: its :class:`Document` (content hash computed once) and
+    its content words (router signals). Shared by every worker thread, so behind the runner's lock; bounded, least
+    recently used dropped first, so a long dataset does not keep every document's words."""
+
+    def __init__(self, size: int, lock: threading.Lock):
+        self.size = size
+        self._lock = lock
+        self._entries: OrderedDict[tuple[str, str], object] = OrderedDict()
+
+    def get(self, kind: str, text: str, make: Callable[[], object]) -> object:
+        key = (kind, text)  # a str caches its hash: a long text is looked up in O(1)
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        value = make()  # outside the lock: a long document's words take a while; two workers may both make them
+        with self._lock:
+            value = self._entries.setdefault(key, value)  # the first one made is the one every worker uses
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+            return value
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
 class EvalRunner:
     def __init__(
         self,
@@ -163,7 +201,10 @@ class EvalRunner:
                              f"--corpus INDEX (built with `lcrag corpus build`) for {', '.join(needs_context)}")
         self.items = items
         self.configs = configs
-        self._document_words: dict[str, set[str]] = {}  # the last documents' content words (router signals)
+        # Shared by the worker threads (--concurrency), behind one lock: the documents and their content words
+        # (bounded: a few per worker) and what this session answered or could not.
+        self._lock = threading.Lock()
+        self._documents = _DocumentMemo(max(16, 4 * concurrency), self._lock)
         self.unanswered: list[str] = []  # (question, config) pairs the reader holds no answer for, with why
         self.out = Path(out_dir)
         ensure_run_dir(self.out)
@@ -173,8 +214,9 @@ class EvalRunner:
         self.filter_closed_book = filter_closed_book or drop_closed_book
         self.drop_closed_book = drop_closed_book
         self.eval_config = eval_config  # recorded in the manifest with the settings (the run file's view)
-        self._own_reader = reader is None
-        self._reader = reader
+        self._reader = reader  # given: the caller's, never closed here
+        self.pipeline: Pipeline | None = None  # the one pipeline of a run (see _open_pipeline)
+        self._summary_reader: CachedReader | None = None
         self.rows: RowLog | None = None  # read in run(), once this process holds the run directory
 
     # -- manifest --------------------------------------------------------------------------------------------------
@@ -182,7 +224,9 @@ class EvalRunner:
         """Every setting that can change an answer; a run directory's rows all come from one identity.
 
         Needs the reader (its identity and effective context window, which sets LC truncation): call after
-        :meth:`_open_reader`. URLs are redacted and API keys never included."""
+        :meth:`_open_pipeline`. URLs are redacted and API keys never included. ``reader`` is the reader's identity
+        (``gguf:FILE#FINGERPRINT``: what its answers are keyed by, not a spec to load it); ``llm`` and the
+        manifest's ``config.reader.llm`` are the spec it was loaded from."""
         s = self.settings
         reader = self._cached_reader.inner
         return {
@@ -203,7 +247,7 @@ class EvalRunner:
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             **({"corpus_unit": s.unit} if s.unit else {}),
             **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),
-            **({"router_sha256": file_hash(s.router), "lc_share": s.lc_share} if s.router else {}),
+            **({"router_sha256": router_sha256(s.router), "lc_share": s.lc_share} if s.router else {}),
             **({"cache_aware": True} if s.cache_aware else {}),  # named only when on: an identity lists what was used
             **({"options": dict(sorted(s.options.items()))} if s.options else {}),
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
@@ -270,32 +314,37 @@ class EvalRunner:
                                 "concurrency": self.concurrency}) + "\n")
 
     # -- running ---------------------------------------------------------------------------------------------------
-    def _open_reader(self, cache: CompletionCache) -> None:
-        """The answering reader behind the run's cache (loaded first: its identity is part of the run's)."""
-        # Question vectors kept in the run's cache: each dense configuration (every k) embeds a question once.
-        self._base = Pipeline(self.settings, reader=self._reader, query_cache=True)
-        self._cached_reader = CachedReader(self._base.reader, cache, miss_log=self.out / "llm_calls.log")
-
-    def _pipeline(self, configs: list[RunConfig]) -> Pipeline:
-        """One pipeline for every configuration: one cached reader, one embedder (when any needs it) and one index
-        memory, so a document is indexed once for all of them; a configuration is a question's choices."""
-        base, reader, cache = self._base, self._cached_reader, self._cached_reader.cache
-        summary_reader = None
-        if self.settings.separate_summary_llm:
+    def _open_pipeline(self, cache: CompletionCache) -> None:
+        """The run's one pipeline, for every configuration: one reader behind the run's cache (its identity is part
+        of the run's, so it is made first; a model loads on its first call), one embedder (loaded when a
+        configuration needs it), one memory of indexes (a document is indexed once for all configurations) and one
+        opening of a corpus index. A configuration is a question's choices."""
+        s, log = self.settings, self.out / "llm_calls.log"
+        self._summary_reader = None
+        if s.separate_summary_llm:
             # Summaries by another model: one reader for every configuration, its calls cached and logged like the
             # answering reader's.
-            summary_reader = CachedReader(base.summary_reader, cache, miss_log=self.out / "llm_calls.log")
+            self._summary_reader = CachedReader(make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads,
+                                                            timeout=s.timeout), cache, miss_log=log)
+        reader = self._reader or make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads,
+                                             s.timeout)
+        self._cached_reader = CachedReader(reader, cache, miss_log=log)
+        # Question vectors kept in the run's cache: each dense configuration (every k) embeds a question once.
+        self.pipeline = Pipeline(s, reader=self._cached_reader, summary_reader=self._summary_reader,
+                                 query_cache=True)
+
+    def _close_pipeline(self) -> None:
+        if self._summary_reader is not None:
+            self._summary_reader.inner.close()
+        if self.pipeline is not None and self._reader is None:  # closes our reader (and its corpora); the
+            self.pipeline.close()                               # caller's reader stays open
+        self.pipeline = None
+
+    def _check_options(self, configs: list[RunConfig]) -> None:
         taken = {name for c in configs for name in _options_for(c, self.settings.options)}
         for name in self.settings.options:
             if name not in taken:
                 raise OptionError(f"option {name!r}: no strategy or retriever of this run takes it")
-        embedder = base.embedder if any(c.retriever != "bm25" for c in configs) else None
-        if self.corpus_dir is not None:
-            from lcrag.retrieval.corpus import CorpusIndex
-
-            self._corpus = CorpusIndex(self.corpus_dir, embedder=embedder)
-        return Pipeline(self.settings, reader=reader, embedder=embedder, summary_reader=summary_reader,
-                        memory=base.memory)
 
     def _choices(self, config: RunConfig) -> dict:
         """What a configuration chooses for each of its questions."""
@@ -337,16 +386,14 @@ class EvalRunner:
     def _question_terms(self, item: EvalItem, answer) -> dict:
         """A router's term signals: the share of the question's key terms in the document and in the chunks."""
         text = item.context
-        if text not in self._document_words:  # a str caches its hash: a long text is looked up in O(1)
-            if len(self._document_words) >= 8:
-                self._document_words.pop(next(iter(self._document_words)))
-            self._document_words[text] = content_words(text)
-        document, chunks = question_terms(item.question, self._document_words[text], text, answer.chunks)
+        words = self._documents.get("words", text, lambda: content_words(text))
+        document, chunks = question_terms(item.question, words, text, answer.chunks)
         return {"document": round(document, 4), "chunks": round(chunks, 4)}
 
     def _corpus_fields(self, item: EvalItem, config: RunConfig, answer) -> dict:
         """LongRAG's measures: refined EM, answer recall of the context the reader saw, gold-document recall."""
-        titles = {t for c in answer.chunks for t in self._corpus.unit_titles(config.unit, c.index)}
+        corpus = self.pipeline.corpus(self._corpus_source(config)).index  # the pipeline's opening of it
+        titles = {t for c in answer.chunks for t in corpus.unit_titles(config.unit, c.index)}
         gold = item.meta.get("supporting_titles") or []
         return {
             "refined_em": refined_exact_match(answer.text, item.answers),
@@ -380,38 +427,38 @@ class EvalRunner:
                                         f"{len(self.rows.done)} rows in {self.out / ROWS} are unknown; restore it "
                                         f"or start a new --out")
             cache = open_run_cache(self.out / "cache" / "completions.sqlite")
-            self._base = None
             try:
-                self._open_reader(cache)
+                self._open_pipeline(cache)
                 self._check_manifest(old)  # before the embedder and indexes load: a refusal comes at once
                 self.rows.repair()
                 closed_book = RunConfig("closed-book")
-                return self._run(self._pipeline([*self.configs, closed_book]), closed_book, progress)
+                self._check_options([*self.configs, closed_book])
+                return self._run(self.pipeline, closed_book, progress)
             finally:
-                if self._reader is None and self._base is not None:
-                    self._base.close()
+                self._close_pipeline()
                 cache.close()
 
-    def _source(self, item: EvalItem, config: RunConfig, documents: dict[str, Document]) -> Document:
+    def _source(self, item: EvalItem, config: RunConfig, corpus: CorpusSource | None) -> Document:
         """What ``config`` reads for ``item``: its own context; for a corpus-backed question, the corpus index
         (every strategy retrieves its units); closed-book never reads it, so the question stands in."""
-        if item.context is None and self.corpus_dir is not None and strategy_needs(config.strategy) != "question":
-            if "\0corpus" not in documents:  # not a text any dataset holds
-                documents["\0corpus"] = CorpusSource.open(self.corpus_dir)
-            return documents["\0corpus"]
+        if item.context is None and corpus is not None and strategy_needs(config.strategy) != "question":
+            return corpus
         text = item.context if item.context is not None else item.question
-        return documents.setdefault(text, Document(text, id=item.id))
+        # Named by the first question that reads it: the name is not part of any answer.
+        return self._documents.get("document", text, lambda: Document(text, id=item.id))
 
     def _run(self, pipeline: Pipeline, closed_book: RunConfig,
              progress: Callable[[int, int, dict], None] | None) -> list[dict]:
-        documents: dict[str, Document] = {}
+        # Opened once, before any worker starts: read-only from then on.
+        corpus = (CorpusSource.open(self.corpus_dir) if self.corpus_dir is not None
+                  and any(i.context is None for i in self.items) else None)
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
             if needs_corpus(config.strategy):  # a corpus is a source, answered by the same pipeline
                 answer = pipeline.ask(self._corpus_source(config), item.question, config.strategy, sources=False,
                                       **self._corpus_choices(item, config))
             else:
-                document = self._source(item, config, documents)
+                document = self._source(item, config, corpus)
                 prompts, max_tokens = prompts_for(item, self.settings.prompts)
                 answer = pipeline.ask(document, item.question, config.strategy, prompts=prompts,
                                       max_tokens=max_tokens, sources=False,  # rows keep no sources
@@ -438,9 +485,11 @@ class EvalRunner:
                 try:
                     row = answer_row(pair[0], pair[1], closed.get(pair[0].id))
                 except NoAnswer as error:  # counted and reported, never a row scored 0
-                    self.unanswered.append(f"{pair[0].id} ({pair[1].id}): {error}")
+                    with self._lock:
+                        self.unanswered.append(f"{pair[0].id} ({pair[1].id}): {error}")
                     return None
-                session_rows.append(row)
+                with self._lock:
+                    session_rows.append(row)
                 return row
 
             # One worker is a plain in-order loop; more send concurrent requests (HTTP readers). Rows come back in order.
@@ -450,6 +499,8 @@ class EvalRunner:
                     if progress and row is not None:
                         progress(finished, total, row)
         finally:
-            self._log_session(time.perf_counter() - started, session_rows)
+            with self._lock:
+                rows = list(session_rows)
+            self._log_session(time.perf_counter() - started, rows)
         keep = {(i.id, c.id) for i in items for c in self.configs}
         return [r for key, r in self.rows.done.items() if key in keep]

@@ -168,7 +168,7 @@ def test_resume_with_another_context_window_or_reader_is_refused(tmp_path):
 def test_resume_with_another_embedder_is_refused_before_it_loads(tmp_path, monkeypatch):
     # The identity check comes before the embedder and indexes load, so no model is needed to see the refusal.
     loaded = []
-    monkeypatch.setattr(EvalRunner, "_pipeline", lambda self, configs: loaded.append(1))
+    monkeypatch.setattr(EvalRunner, "_check_options", lambda self, configs: loaded.append(1))  # the step after
     monkeypatch.setattr(EvalRunner, "_run", lambda self, pipeline, closed_book, progress: [])
     settings = Settings(embedder="minilm")
     EvalRunner(ITEMS, expand_configs(["rag"], ["dense"], [1], []), tmp_path / "dense", settings,
