@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 
-from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, CacheDir, ContextWindow, Host, IndexMemory, Llm,
-                             MaxBody, MaxQuestion, MaxTokens, MaxWaiting, PartOptions, Port, PriceAs, Prices, Routers,
-                             RunFile, Strategies, Threads, allowed_strategies, check_bind, engine)
+from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTimeout, CacheDir, ContextWindow,
+                             HeaderTimeout, Host, IndexMemory, KeepAlive, Llm, MaxBody, MaxClientConnections,
+                             MaxConnections, MaxQuestion, MaxTokens, MaxWaiting, PartOptions, Port, PriceAs, Prices,
+                             Routers, RunFile, Strategies, Threads, allowed_strategies, check_bind, check_key,
+                             connection_limits, engine)
 from lcrag.errors import OptionError
 from lcrag.service.limits import Limits, hosts_for
 
@@ -42,6 +44,17 @@ def mcp(
     strategies: Strategies = None,
     allowed_host: AllowedHosts = None,
     option: PartOptions = None,
+    max_resource_mb: Annotated[float, typer.Option("--max-resource-mb", help="Largest resource (a file's extracted text) a read returns; larger ones are refused (use search).", min=0.001)] = 8,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", help="HTTP: MCP sessions open in all; beyond, the oldest one not yet initialized ends (503 when all are).", min=1)] = 1000,
+    max_client_sessions: Annotated[int, typer.Option("--max-client-sessions", help="HTTP: MCP sessions one address may hold (429 beyond, once its uninitialized ones are ended).", min=1)] = 32,
+    session_init_timeout: Annotated[float, typer.Option("--session-init-timeout", help="HTTP: seconds a new session has for its client to come back after initialize.", min=0.1)] = 10,
+    session_idle_timeout: Annotated[float, typer.Option("--session-idle-timeout", help="HTTP: seconds a session may go without a request before it ends.", min=1)] = 600,
+    max_connections: MaxConnections = 1024,
+    max_client_connections: MaxClientConnections = 128,
+    header_timeout: HeaderTimeout = 10,
+    body_timeout: BodyTimeout = 30,
+    body_min_rate: BodyMinRate = 1,
+    keep_alive: KeepAlive = 5,
 ) -> None:
     """Serve the collections to agents over the Model Context Protocol: tools list_collections, ask and search, and
     the collections' files as resources."""
@@ -49,33 +62,47 @@ def mcp(
         raise OptionError(f"--transport: one of {', '.join(TRANSPORTS)}, got {transport!r}")
     if transport == "http":
         check_bind(host, api_key, "serve MCP on")
+    check_key(api_key)
+    from lcrag.service.mcp_sessions import SessionLimits
+
+    sessions = SessionLimits(max_sessions=max_sessions, max_client_sessions=max_client_sessions,
+                             init_timeout=session_init_timeout, idle_timeout=session_idle_timeout)
+    connections = connection_limits(max_connections, max_client_connections, header_timeout, body_timeout,
+                                    body_min_rate, keep_alive)
     LcragMCP = mcp_server_class()
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},
                        option, price_as, prices, router, max_waiting, index_memory_mb)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
-                    allowed_hosts=hosts_for(host, allowed_host or []))
-    server = LcragMCP(answering, limits)
+                    allowed_hosts=hosts_for(host, allowed_host or []),
+                    max_resource_bytes=int(max_resource_mb * 1024 * 1024))
+    server = LcragMCP(answering, limits, sessions)
     try:
         if transport == "stdio":
             server.run("stdio")  # stdout carries the protocol alone: lcrag logs to stderr
         else:
-            _serve_http(server, api_key, limits, host, port)
+            from lcrag.service.server import run
+
+            typer.echo(f"lcrag MCP at http://{host}:{port}/mcp (collections in {answering.collections.root})",
+                       err=True)
+            run(http_app(server, api_key, limits, sessions), host, port, connections,
+                os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag mcp")
     finally:
         answering.close()
 
 
-def _serve_http(server, api_key: str | None, limits: Limits, host: str, port: int) -> None:
-    import uvicorn
-
-    from lcrag.service.guard import Guard
+def http_app(server, api_key: str | None, limits: Limits, sessions=None):
+    """The streamable HTTP app of ``server`` (an LcragMCP) as `lcrag mcp --transport http` serves it: the service's
+    guard in front (Host names against DNS rebinding, the key, no cross-site writes, JSON bodies, JSON errors), the
+    body limit as JSON, and the sessions bounded (:mod:`lcrag.service.mcp_sessions`)."""
+    from lcrag.service.guard import BodyLimits, Guard
+    from lcrag.service.mcp_sessions import Sessions
     from lcrag.service.metrics import Metrics
 
-    typer.echo(f"lcrag MCP at http://{host}:{port}/mcp (collections in {server.answering.collections.root})", err=True)
-    # The service's guard in front: Host names (DNS rebinding), the key, no cross-site writes, JSON bodies.
-    app = Guard(server.streamable_http_app(), api_key=api_key, limits=limits, metrics=Metrics())
-    uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))
+    app = Sessions(server.streamable_http_app(), sessions, "lcrag mcp")
+    app = BodyLimits(app, limits, "lcrag mcp", uploads=False)
+    return Guard(app, api_key=api_key, limits=limits, metrics=Metrics())
 
 
 def sdk_version() -> str | None:

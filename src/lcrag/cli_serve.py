@@ -59,6 +59,13 @@ Strategies = Annotated[Optional[list[str]], typer.Option("--strategies", help="A
 AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")]
 MaxBody = Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)]
 PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]
+# Connections (lcrag.service.server): what one connection, and one client address, may hold.
+MaxConnections = Annotated[int, typer.Option("--max-connections", help="Open connections in all; beyond, the one waiting longest for its request headers is closed (503 when all are busy).", min=1)]
+MaxClientConnections = Annotated[int, typer.Option("--max-client-connections", help="Open connections from one address (behind a reverse proxy, every client is the proxy's).", min=1)]
+HeaderTimeout = Annotated[float, typer.Option("--header-timeout", help="Seconds a connection has to send its request line and headers (408 after).", min=0.1)]
+BodyTimeout = Annotated[float, typer.Option("--body-timeout", help="Seconds a request body has to arrive, plus a second per --body-min-rate KB (408 after).", min=0.1)]
+BodyMinRate = Annotated[float, typer.Option("--body-min-rate", help="KB a second a request body must keep up beyond --body-timeout.", min=0.001)]
+KeepAlive = Annotated[float, typer.Option("--keep-alive", help="Seconds an idle connection is kept open between requests.", min=1)]
 
 
 def engine(config: Path | None, given: dict, option: list[str] | None, price_as: str | None, prices: Path | None,
@@ -84,8 +91,26 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
 
 
 def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:
+    check_key(api_key)
     if not is_loopback(host) and not api_key:
         raise OptionError(f"--host {host} is not a loopback address: set --api-key (or {API_KEY_ENV}) to {command} it")
+
+
+def check_key(api_key: str | None) -> None:
+    """A key a client can send: printable ASCII without spaces (HTTP header values are bytes, and clients send
+    non-ASCII ones in differing encodings, if at all)."""
+    if api_key and not all("!" <= c <= "~" for c in api_key):
+        raise OptionError(f"--api-key (or {API_KEY_ENV}): use printable ASCII characters without spaces; this key "
+                          "has others, which a client cannot send in an Authorization header")
+
+
+def connection_limits(max_connections: int, max_client_connections: int, header_timeout: float,
+                      body_timeout: float, body_min_rate: float, keep_alive: float):
+    from lcrag.service.server import ConnectionLimits
+
+    return ConnectionLimits(max_connections=max_connections, max_client_connections=max_client_connections,
+                            header_timeout=header_timeout, body_timeout=body_timeout,
+                            body_min_rate=max(1, int(body_min_rate * 1024)), keep_alive=keep_alive)
 
 
 def serve(
@@ -111,14 +136,21 @@ def serve(
     allowed_host: AllowedHosts = None,
     option: PartOptions = None,
     cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="A web origin allowed to call the API from the browser (CORS), e.g. https://app.example; repeatable. None by default.")] = None,
+    max_connections: MaxConnections = 1024,
+    max_client_connections: MaxClientConnections = 128,
+    header_timeout: HeaderTimeout = 10,
+    body_timeout: BodyTimeout = 30,
+    body_min_rate: BodyMinRate = 1,
+    keep_alive: KeepAlive = 5,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     check_bind(host, api_key)
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError:
         raise OptionError("lcrag serve needs the service's libraries: pip install 'lcrag[serve]'") from None
     from lcrag.service.app import create_app
+    from lcrag.service.server import Gate, run
 
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},
@@ -127,9 +159,12 @@ def serve(
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),
                     cors_origins=tuple(cors_origin or ()))
-    app = create_app(answering, api_key, limits)
+    connections = connection_limits(max_connections, max_client_connections, header_timeout, body_timeout,
+                                    body_min_rate, keep_alive)
+    gate = Gate(connections, "lcrag serve")
+    app = create_app(answering, api_key, limits, gate=gate)
     typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {answering.collections.root})", err=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=os.environ.get("LCRAG_SERVE_LOG", "warning"))
+        run(app, host, port, connections, os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag serve", gate)
     finally:
         answering.close()

@@ -14,12 +14,14 @@ that names files by their uploaded names, never by a path on the server."""
 
 from __future__ import annotations
 
+import errno
 import filecmp
 import json
 import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -44,6 +46,16 @@ _UNSAFE = regex.compile(r"[^\p{L}\p{M}\p{N}_.() -]+")
 # Stored names stay well under the file systems' 255-byte limit, with room for a " (NNN)" number.
 MAX_NAME_BYTES = 200
 TEMPORARY = ".upload-"
+TRASH = ".deleted-"  # a deleted collection, renamed away at once and removed (or, failing that, at the next start)
+# Absolute paths left in a message after the collections' own are cut (an index file's, a cache's): the last part
+# of each is kept. Not one that is part of a URL ("http://host/a/b").
+_PATH = re.compile(r"(?<![\w.~:/])/(?:[^\s'\"/]+/)+([^\s'\"/]*)")
+# UTS #39's "moderately restrictive" profile: a name's letters are of one script, or Latin with Han and the scripts
+# written with it, or Latin with one script whose letters do not look like Latin's (not Greek or Cyrillic).
+_SCRIPTS = {script: regex.compile(rf"\p{{Script={script}}}") for script in
+            ("Latin", "Greek", "Cyrillic", "Han", "Hiragana", "Katakana", "Hangul", "Bopomofo")}
+_NO_SCRIPT = regex.compile(r"[\p{Script=Common}\p{Script=Inherited}]")
+_WRITTEN_TOGETHER = ({"Latin", "Han", "Hiragana", "Katakana"}, {"Latin", "Han", "Bopomofo"}, {"Latin", "Han", "Hangul"})
 
 
 class NotFound(LookupError):
@@ -54,11 +66,42 @@ class TooLarge(ValueError):
     """An upload over the size limit (HTTP 413)."""
 
 
+class StorageError(RuntimeError):
+    """The server's storage failed (a full disk: HTTP 507; read-only, immutable or otherwise: 500). The message
+    says what could not be done and the system's reason, never a path on the server."""
+
+    def __init__(self, what: str, exc: OSError):
+        super().__init__(f"{what}: the server's storage failed ({exc.strerror or type(exc).__name__})")
+        self.full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _script(char: str) -> str | None:
+    """The script of a letter (None for anything else, or a character every script uses)."""
+    if not unicodedata.category(char).startswith("L") or _NO_SCRIPT.match(char):
+        return None
+    for script, pattern in _SCRIPTS.items():
+        if pattern.match(char):
+            return script
+    return unicodedata.name(char, "unknown").split(" ")[0].title()  # ARABIC LETTER ALEF: Arabic
+
+
+def mixed_scripts(text: str) -> list[str] | None:
+    """The scripts ``text`` mixes where a look-alike could hide (``pаypal`` with a Cyrillic а: Cyrillic, Latin),
+    else None."""
+    scripts = {s for s in map(_script, text) if s}
+    if len(scripts) <= 1 or any(scripts <= together for together in _WRITTEN_TOGETHER):
+        return None
+    if "Latin" in scripts and len(scripts) == 2 and not scripts & {"Greek", "Cyrillic"}:
+        return None
+    return sorted(scripts)
+
+
 def safe_filename(name: str) -> str:
     """The upload's base name, NFC-normalised, with anything but letters, marks and digits (of any script) and
     ``_.() -`` replaced: ``../../etc/passwd`` becomes ``passwd``, ``счёт.txt`` stays ``счёт.txt``. A name that is
-    empty or only dots after that, over :data:`MAX_NAME_BYTES` in UTF-8, or of a format lcrag does not read is
-    refused."""
+    empty or only dots after that, over :data:`MAX_NAME_BYTES` in UTF-8, of a format lcrag does not read, or whose
+    letters mix scripts where a look-alike could hide (:func:`mixed_scripts`: ``pаypal.txt`` with a Cyrillic а
+    beside ``paypal.txt``) is refused."""
     normal = unicodedata.normalize("NFC", name.replace("\\", "/"))
     base = _UNSAFE.sub("_", Path(normal).name).strip(" .")
     if not base:
@@ -69,6 +112,10 @@ def safe_filename(name: str) -> str:
     suffixes = {s for part in LOADERS.parts() for s in part.meta.get("suffixes", ())}
     if Path(base).suffix.lower() not in suffixes:
         raise InputError(f"{base}: not a format lcrag reads ({', '.join(sorted(suffixes))})")
+    mixed = mixed_scripts(Path(base).stem)
+    if mixed:
+        raise InputError(f"{ascii(base)[:80]}: a file name's letters must be of one script (this one mixes "
+                         f"{' and '.join(mixed)}, as a look-alike of another name would); rename it")
     return base
 
 
@@ -106,17 +153,21 @@ class Collections:
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:
-        """Remove the temporary files of uploads cut short by a crash (hidden, so never listed or indexed)."""
+        """Remove the temporary files of uploads cut short by a crash and what is left of deleted collections
+        (hidden, so never listed or indexed)."""
         for leftover in self.root.glob(f"*/files/{TEMPORARY}*"):
             leftover.unlink(missing_ok=True)
             log.info("removed %s, an upload cut short", leftover)
+        for trash in self.root.glob(f"{TRASH}*"):
+            shutil.rmtree(trash, ignore_errors=True)
 
     def public(self, message: str) -> str:
         """``message`` as a client may read it: a collection's files named by their uploaded names, nothing else
         of this server's paths."""
         root = re.escape(str(self.root))
         message = re.sub(root + r"/[^/\s'\"]+/files/", "", message)
-        return re.sub(root + r"/?", "", message)
+        message = re.sub(root + r"/?", "", message)
+        return _PATH.sub(lambda path: path.group(1) or "a directory", message)
 
     def _dir(self, name: str) -> Path:
         if not NAME.fullmatch(name):
@@ -124,22 +175,32 @@ class Collections:
         return self.root / name
 
     def files_dir(self, name: str) -> Path:
+        """A collection's folder of files; one that is (or is under) a symbolic link planted in the collections
+        directory is not a collection."""
         directory = self._dir(name) / "files"
-        if not directory.is_dir():
+        if not directory.is_dir() or directory.is_symlink() or directory.parent.is_symlink():
             raise NotFound(f"unknown collection {name!r}")
         return directory
 
     def file(self, name: str, filename: str) -> Path:
-        """The stored file a client names (as listed), else :class:`NotFound`; a hidden, nested or over-long name
-        is never looked up on disk (a name over the file system's limit would fail there with ENAMETOOLONG)."""
+        """The stored file a client names (as listed, in any Unicode normal form: names are stored NFC), else
+        :class:`NotFound`; a hidden, nested or over-long name is never looked up on disk (a name over the file
+        system's limit would fail there with ENAMETOOLONG), and only a regular file is served, never what a
+        symbolic link planted among the files points to."""
         directory = self.files_dir(name)
-        if (filename.startswith(".") or "/" in filename or "\\" in filename
+        filename = unicodedata.normalize("NFC", filename)
+        if (filename.startswith(".") or "/" in filename or "\\" in filename or "\0" in filename
                 or len(filename.encode("utf-8", "replace")) > MAX_NAME_BYTES + 16):  # 16: room for " (NNN)"
             raise NotFound(f"no file {filename[:40]!r} in {name!r}")
         path = directory / filename
-        if not path.is_file():
+        if not _regular(path):
             raise NotFound(f"no file {filename[:40]!r} in {name!r}")
         return path
+
+    def paths(self, name: str) -> list[Path]:
+        """The collection's stored files, sorted: regular files only (no hidden upload in progress, no symbolic
+        link), as every reader of a collection should list them."""
+        return sorted(f for f in self.files_dir(name).iterdir() if not f.name.startswith(".") and _regular(f))
 
     def identity(self, name: str) -> str:
         """What tells this collection from an earlier one of the same name: the id written when it was created
@@ -158,18 +219,21 @@ class Collections:
             raise InputError(f"collection names are 1-64 letters, digits, '_', '.' or '-' (starting with a letter or "
                              f"digit), not {name[:64]!r}")
         directory = self.root / name
-        (directory / "files").mkdir(parents=True, exist_ok=True)
-        if not (directory / "collection.json").is_file():
-            atomic_write_text(directory / "collection.json",
-                              json.dumps({"name": name, "id": uuid.uuid4().hex, "created": time.time()}))
+        try:
+            (directory / "files").mkdir(parents=True, exist_ok=True)
+            if not (directory / "collection.json").is_file():
+                atomic_write_text(directory / "collection.json",
+                                  json.dumps({"name": name, "id": uuid.uuid4().hex, "created": time.time()}))
+        except OSError as exc:
+            raise StorageError(f"collection {name!r} could not be created", exc) from None
         return self.describe(name)
 
     def names(self) -> list[str]:
-        return sorted(p.parent.name for p in self.root.glob("*/files") if p.is_dir() and NAME.fullmatch(p.parent.name))
+        return sorted(p.parent.name for p in self.root.glob("*/files") if NAME.fullmatch(p.parent.name)
+                      and p.is_dir() and not p.is_symlink() and not p.parent.is_symlink())
 
     def files(self, name: str) -> list[dict]:
-        return [{"name": f.name, "bytes": f.stat().st_size} for f in sorted(self.files_dir(name).iterdir())
-                if f.is_file() and not f.name.startswith(".")]
+        return [{"name": f.name, "bytes": f.stat().st_size} for f in self.paths(name)]
 
     def describe(self, name: str) -> dict:
         files = self.files(name)
@@ -178,11 +242,24 @@ class Collections:
         return {"name": name, "files": files, "status": asdict(status)}
 
     def delete(self, name: str) -> None:
+        """Delete the collection: renamed away in one step (an upload being placed meanwhile finds it gone), then
+        removed; what cannot be removed (a read-only or immutable file) is left hidden, removed at the next start."""
         directory = self._dir(name)
-        if not directory.is_dir():
+        if not directory.is_dir() or directory.is_symlink():
             raise NotFound(f"unknown collection {name!r}")
-        shutil.rmtree(directory)
+        trash = self.root / f"{TRASH}{name}-{uuid.uuid4().hex[:12]}"
+        try:
+            os.rename(directory, trash)
+        except FileNotFoundError:
+            raise NotFound(f"unknown collection {name!r}") from None
+        except OSError as exc:
+            raise StorageError(f"collection {name!r} could not be deleted", exc) from None
         self._status.pop(name, None)
+        failed: list[str] = []
+        shutil.rmtree(trash, onerror=lambda function, path, info: failed.append(str(info[1])))
+        if failed:
+            log.warning("collection %s deleted, but %d of its files could not be removed (%s); they are removed at "
+                        "the next start", name, len(failed), failed[0])
 
     def add_file(self, name: str, filename: str, chunks: Iterator[bytes], max_bytes: int) -> dict:
         """Stream an upload into the collection: a temporary file placed when complete and within ``max_bytes``
@@ -190,9 +267,10 @@ class Collections:
         ``name (N).ext``; the same content under the same name is kept once."""
         directory = self.files_dir(name)
         wanted = safe_filename(filename)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMPORARY)
+        tmp = None
         size = 0
         try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMPORARY)
             with os.fdopen(fd, "wb") as out:
                 for chunk in chunks:
                     size += len(chunk)
@@ -202,9 +280,16 @@ class Collections:
                 out.flush()
                 os.fsync(out.fileno())
             stored, new = self._place(Path(tmp), directory, wanted)
+        except OSError as exc:
+            if not directory.is_dir():  # the collection was deleted while the file came in
+                raise NotFound(f"collection {name!r} was deleted while {wanted} was being uploaded") from None
+            raise StorageError(f"{wanted} could not be stored", exc) from None
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:  # placed under its name (a hard link) or gone with its collection
+                    pass
         if new:
             self.reindex(name)
         return {"name": stored, "bytes": size}
@@ -233,32 +318,45 @@ class Collections:
         if self._index is None:
             return
         files = len(self.files(name))
-        with self._lock:
+        with self._lock:  # started before the lock is let go: a thread another run may join has always started
             status = self._status[name] = Status(state="indexing", files=files)
             previous = self._threads.get(name)
             thread = threading.Thread(target=self._run_index, args=(name, status, previous), daemon=True)
             self._threads[name] = thread
-        thread.start()
+            thread.start()
 
     def _run_index(self, name: str, status: Status, previous: threading.Thread | None) -> None:
-        if previous is not None:
-            previous.join()
-
         def progress(done: int, total: int) -> None:
             status.done, status.files, status.updated = done, total, time.time()
 
         try:
+            if previous is not None:
+                previous.join()
             status.skipped = [self.public(line) for line in self._index(name, self.files_dir(name), progress)]
             status.state, status.done = "ready", status.files
         except (InputError, NotFound) as exc:
             status.state, status.error = "error", self.public(str(exc))
+        except OSError as exc:  # the server's storage (a read-only or full cache): its reason, not its paths
+            log.warning("indexing collection %s failed: %s", name, exc)
+            status.state = "error"
+            status.error = self.public(f"indexing failed: the server's storage failed ({exc.strerror or exc}"
+                                       + (f": {Path(exc.filename).name})" if exc.filename else ")"))
         except Exception as exc:  # noqa: BLE001 - whatever failed, the collection must not stay "indexing"
             log.exception("indexing collection %s failed", name)
             status.state, status.error = "error", self.public(f"indexing failed: {type(exc).__name__}: {exc}")
         status.updated = time.time()
 
     def wait(self, name: str, timeout: float = 600) -> Status:
-        thread = self._threads.get(name)
+        with self._lock:
+            thread = self._threads.get(name)
         if thread is not None:
             thread.join(timeout)
         return self.status(name)
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (a symbolic link is not followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False

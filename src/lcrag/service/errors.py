@@ -1,7 +1,8 @@
 """How failures become responses: JSON in OpenAI's shape (``{"error": {"message", "type", "code"}}``) with the
 right status — 400 bad input or over a limit, 401 missing or wrong key, 403 a cross-site write, 404 unknown
-collection or model, 413 a body over its limit, 415 not JSON, 422 a body of the wrong shape, 429 overloaded (with
-Retry-After), 499 the client left, 502/504 a reader that failed; never a 5xx for bad input."""
+collection or model, 408 a request that did not arrive in time, 413 a body over its limit, 415 not JSON, 422 a body
+of the wrong shape, 429 overloaded (with Retry-After), 499 the client left, 502/504 a reader that failed, 503 too
+many connections, 507 the server's disk full (500 for its other storage failures); never a 5xx for bad input."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 
 from lcrag.errors import LcragError, ReaderError
 from lcrag.readers import streaming
 from lcrag.service.answering import Busy
-from lcrag.service.collections import NotFound, TooLarge
+from lcrag.service.collections import NotFound, StorageError, TooLarge
 
 # With a body refused half-read, the connection is closed: the server would otherwise read (and drop) the rest, and a
 # client that sends its whole body before reading the answer would send all of it.
@@ -26,6 +26,8 @@ _ADDRESS = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+")
 
 
 def error(status: int, message: str, kind: str, headers: dict | None = None) -> JSONResponse:
+    # A lone surrogate a client sent (JSON's "\\ud800") cannot be encoded as UTF-8: it is quoted as its escape.
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status, headers=headers)
 
 
@@ -47,17 +49,23 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return {"message": message, "type": kind, "code": status}
 
 
-def add_handlers(app: FastAPI, max_body_bytes: int) -> None:
+def add_handlers(app: FastAPI) -> None:
     """Map every failure an endpoint can meet to its JSON response."""
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, exc):
-        if exc.status_code == 413:  # Starlette's body limit: name the limit and the flag that sets it
-            flag = "--max-upload-mb" if request.url.path.endswith("/files") else "--max-body-kb"
-            limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY) or max_body_bytes
-            return error(413, f"the request body is over the {limit:,}-byte limit (lcrag serve {flag})",
-                         "invalid_request_error", CLOSE)
-        return error(exc.status_code, str(exc.detail), "invalid_request_error")
+        # A body over its limit is answered by the guard's BodyLimits, naming the limit and its flag.
+        return error(exc.status_code, str(exc.detail), "invalid_request_error",
+                     CLOSE if exc.status_code == 413 else None)
+
+    @app.exception_handler(StorageError)
+    async def storage(request, exc):
+        # The server's disk, not the request: 507 when it is full, else 500; never a path on the server.
+        return error(507 if exc.full else 500, str(exc), "storage_error")
+
+    @app.exception_handler(Exception)
+    async def internal(request, exc):  # a bug: JSON like every answer (the guard logs it)
+        return error(500, "internal error (logged on the server)", "server_error")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, exc):

@@ -4,35 +4,95 @@ BaseHTTPMiddleware would hide client disconnects from the endpoints)."""
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from urllib.parse import urlsplit
 
 from fastapi.responses import JSONResponse
-from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from lcrag.service.errors import error
+from lcrag.service.errors import CLOSE, error
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
 
 PUBLIC = ("/", "/healthz", "/app.js", "/app.css")  # the page and its parts load before a key can be typed
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 MULTIPART_SLACK = 64 << 10  # an upload's body is its file plus the multipart headers around it
+log = logging.getLogger(__name__)
 SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
 
 
-class BodyLimits:
-    """Every request body bounded as it streams in, with or without Content-Length (Starlette's body limit): an
-    upload by the upload limit, any other body by the JSON limit. FastAPI turns the overflow into a 413 that the
-    error handlers name."""
+class BodyTooLarge(StarletteHTTPException):
+    """A request body past its limit, raised where the app reads it."""
 
-    def __init__(self, app, limits: Limits):
-        self.uploads = RequestBodyLimitMiddleware(app, limits.max_upload_bytes + MULTIPART_SLACK)
-        self.bodies = RequestBodyLimitMiddleware(app, limits.max_body_bytes)
+    def __init__(self) -> None:
+        super().__init__(413, "the request body is over its limit")
+
+
+class BodyLimits:
+    """Every request body bounded, with or without Content-Length: an upload by the upload limit, any other body by
+    the JSON limit. A declared length over the limit is refused before anything is read; a body that streams past
+    it is stopped there. Either way the answer is the same JSON 413 naming the limit and its flag, with the
+    connection closed (whatever the app behind made of the interruption is dropped). Pure ASGI: in front of the
+    FastAPI app of ``lcrag serve`` and the MCP SDK's app of ``lcrag mcp`` alike."""
+
+    def __init__(self, app, limits: Limits, command: str = "lcrag serve", uploads: bool = True):
+        self.app, self.limits, self.command, self.uploads = app, limits, command, uploads
 
     async def __call__(self, scope, receive, send):
-        upload = scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith("/files")
-        await (self.uploads if upload else self.bodies)(scope, receive, send)
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        upload = self.uploads and scope["method"] == "POST" and scope["path"].endswith("/files")
+        limit, flag = ((self.limits.max_upload_bytes + MULTIPART_SLACK, "--max-upload-mb") if upload
+                       else (self.limits.max_body_bytes, "--max-body-kb"))
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            return await self._refuse(send, limit, flag)
+        state = {"read": 0, "over": False, "started": False}
+
+        async def counted():
+            message = await receive()
+            if message["type"] == "http.request":
+                state["read"] += len(message.get("body", b""))
+                if state["read"] > limit:
+                    state["over"] = not state["started"]
+                    raise BodyTooLarge()
+            return message
+
+        async def sending(message):
+            if state["over"]:  # the app's own answer to the interruption: ours replaces it
+                return
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except Exception:  # BodyTooLarge, or what the app made of it
+            if not state["over"]:
+                raise
+        if state["over"]:
+            await self._refuse(send, limit, flag)
+
+    async def _refuse(self, send, limit: int, flag: str) -> None:
+        response = error(413, f"the request body is over the {limit:,}-byte limit ({self.command} {flag})",
+                         "invalid_request_error", CLOSE)
+        await response({"type": "http"}, _nothing, send)
+
+
+async def _nothing():
+    return {"type": "http.disconnect"}
+
+
+def _content_length(scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 class Guard:
@@ -41,6 +101,8 @@ class Guard:
     security headers on every response, and request metrics."""
 
     def __init__(self, app, api_key: str | None, limits: Limits, metrics: Metrics, routes: list = ()):
+        if api_key and not all("!" <= c <= "~" for c in api_key):
+            raise ValueError("the API key must be printable ASCII without spaces (what a client can send)")
         self.app, self.api_key, self.limits, self.metrics = app, api_key, limits, metrics
         self.routes = routes  # the app's routes, to label a refused request by its route's template
 
@@ -63,7 +125,12 @@ class Guard:
         if refusal is not None:  # labelled by the route it would have reached: a client names no label
             self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
             return await refusal(scope, receive, sending)
-        await self.app(scope, receive, sending)
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:  # a bug behind: logged once, and answered as JSON if nothing was sent yet
+            log.exception("%s %s failed", scope["method"], self._template(scope))
+            if "code" not in status:
+                await error(500, "internal error (logged on the server)", "server_error")(scope, receive, sending)
         route = getattr(scope.get("route"), "path", "unmatched")
         self.metrics.requests.labels(route, status.get("code", 0)).inc()
         self.metrics.latency.labels(route).observe(time.perf_counter() - started)
@@ -91,7 +158,9 @@ class Guard:
 
     def _key_given(self, authorization: str) -> bool:
         scheme, _, key = authorization.partition(" ")  # the scheme is case-insensitive (RFC 9110)
-        return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(), self.api_key.encode())
+        # The header's bytes (Latin-1 is how they were decoded) against the key's: an ASCII key either way.
+        return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode("latin-1"),
+                                                                  self.api_key.encode("latin-1"))
 
     def _same_site(self, headers: dict[str, str]) -> bool:
         """Whether a write comes from this server's own page or from a client that is not a browser: a browser

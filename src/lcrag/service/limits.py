@@ -22,6 +22,8 @@ class Limits:
     # Sizes: an upload is a document (a book PDF is tens of MB); a JSON body is a question and its options.
     max_upload_bytes: int = 512 << 20
     max_body_bytes: int = 1 << 20
+    # An MCP resource (a file's extracted text) is answered whole, in one message: a book is ~1 MB of text.
+    max_resource_bytes: int = 8 << 20
     # Cost: a question is a sentence or a paragraph, not a document; an answer is short (a cap holds the reader,
     # which serves one question at a time, for at most so many tokens).
     max_question_chars: int = 16_000

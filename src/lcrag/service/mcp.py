@@ -11,6 +11,7 @@ goes on. Over streamable HTTP the service's guard stands in front (Host names, t
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -19,11 +20,11 @@ from mcp.types import Resource
 from pydantic import BaseModel, ValidationError
 
 try:  # the SDK 2.x: FastMCP renamed MCPServer; the HTTP settings moved to its HTTP app; template values come decoded
-    from mcp.server.mcpserver import MCPServer as SDKServer
+    from mcp.server.mcpserver import Context, MCPServer as SDKServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     SDK_MAJOR = 2
 except ImportError:  # 1.x (1.10 or newer: structured output, transport security)
-    from mcp.server.fastmcp import FastMCP as SDKServer
+    from mcp.server.fastmcp import Context, FastMCP as SDKServer
     from mcp.server.fastmcp.exceptions import ResourceError, ToolError
     SDK_MAJOR = 1
 
@@ -32,6 +33,7 @@ from lcrag.errors import LcragError
 from lcrag.service.answering import Answering, Busy
 from lcrag.service.collections import NotFound
 from lcrag.service.limits import Limits
+from lcrag.service.mcp_sessions import SessionLimits
 from lcrag.service.metrics import Metrics
 from lcrag.service.questions import Questions
 from lcrag.service.requests import AskRequest
@@ -69,16 +71,41 @@ def one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:500]
 
 
+PLAIN_TEXT = (".txt", ".md", ".markdown")  # formats whose text is about as large as the file: checked before reading
+
+
+def _utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``, without encoding it when its length alone decides (1 to 4 bytes a character)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _http_request(ctx: Any):
+    """The HTTP request a tool call came in (streamable HTTP), else None (stdio, or outside a request)."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except (AttributeError, LookupError, ValueError):
+        return None
+    return request if callable(getattr(request, "is_disconnected", None)) else None
+
+
 class LcragMCP(SDKServer):
     """The MCP server: tools over an :class:`Answering` engine, and the collections' files as resources."""
 
-    def __init__(self, answering: Answering, limits: Limits | None = None, **settings: Any):
+    def __init__(self, answering: Answering, limits: Limits | None = None, sessions: SessionLimits | None = None,
+                 **settings: Any):
         limits = limits or Limits()
+        sessions = sessions or SessionLimits()
         # Host names are checked by the service's guard in front (lcrag.service.guard), by the same rules as lcrag
         # serve's; the SDK's own check would refuse every name but loopback's. The body limit: lcrag mcp --max-body-kb.
         http = {"transport_security": settings.pop("transport_security",
                                                    TransportSecuritySettings(enable_dns_rebinding_protection=False)),
                 "max_request_body_size": settings.pop("max_request_body_size", limits.max_body_bytes)}
+        # Sessions are bounded in front of the SDK (lcrag.service.mcp_sessions); the SDK's own idle timeout and cap,
+        # where it has them, stand behind as a backstop.
+        takes = inspect.signature(SDKServer.streamable_http_app if SDK_MAJOR >= 2 else SDKServer.__init__).parameters
+        if "session_idle_timeout" in takes and "max_sessions" in takes:
+            http |= {"session_idle_timeout": sessions.idle_timeout + 60, "max_sessions": sessions.max_sessions + 64}
+        self.limits = limits
         # 1.x takes the streamable HTTP settings at construction, 2.x when it makes the app (streamable_http_app).
         self.http_settings = http if SDK_MAJOR >= 2 else {}
         super().__init__("lcrag", instructions=INSTRUCTIONS, **settings, **({} if SDK_MAJOR >= 2 else http))
@@ -105,12 +132,14 @@ class LcragMCP(SDKServer):
                   route_threshold: float | None = None, router: str | None = None, lc_share: float | None = None,
                   cache_aware: bool | None = None, max_tokens: int | None = None,
                   condense: str | None = None, options: dict[str, Any] | None = None,
-                  history: list[dict[str, Any]] | None = None) -> Answered:
-        given = {name: value for name, value in locals().items() if name != "self" and value is not None}
+                  history: list[dict[str, Any]] | None = None, ctx: Context | None = None) -> Answered:
+        given = {name: value for name, value in locals().items() if name not in ("self", "ctx") and value is not None}
         try:
             request = AskRequest.model_validate(given)
             self.answering.collections.files_dir(collection)
-            answer = await self.questions.answer(collection, question, request.answer_options(),
+            # Over HTTP, the request that carries the call: a client that leaves cancels its question, as in lcrag
+            # serve (dropped from the queue, or its generation stopped; lcrag_cancelled_total).
+            answer = await self.questions.answer(collection, question, request.answer_options(), _http_request(ctx),
                                                  history=request.conversation())
         except (LcragError, NotFound, Busy, ValidationError) as exc:
             raise ToolError(one_line(exc)) from None
@@ -125,7 +154,7 @@ class LcragMCP(SDKServer):
         try:
             if isinstance(k, bool) or not 1 <= k <= MAX_PASSAGES:
                 raise ToolError(f"k: between 1 and {MAX_PASSAGES}, got {k}")
-            self.questions.check(query, {} if retriever is None else {"retriever": retriever})
+            self.questions.check(query, {} if retriever is None else {"retriever": retriever}, field="query")
             # Its own thread, not the answering pool: a search never waits behind questions queued for the reader.
             passages = await asyncio.to_thread(self.answering.search, collection, query, k, retriever)
         except (LcragError, NotFound, Busy) as exc:
@@ -147,13 +176,23 @@ class LcragMCP(SDKServer):
             name, file = unquote(name), unquote(file)
         try:
             path = self.answering.collections.file(name, file)
+            self._resource_fits(file, path.stat().st_size if path.suffix.lower() in PLAIN_TEXT else 0)
             documents, skipped = load_files([path])
         except (LcragError, NotFound) as exc:
             raise ResourceError(one_line(exc)) from None
         if not documents:
             raise ResourceError(f"{file[:60]!r} has no readable text: "
                                 + (self.answering.collections.public(skipped[0]) if skipped else "unknown format"))
+        self._resource_fits(file, _utf8_size(documents[0].text))
         return documents[0].text
+
+    def _resource_fits(self, file: str, size: int) -> None:
+        """Refuse a resource over ``lcrag mcp --max-resource-mb``: a read is answered whole, in one message, so it
+        is bounded rather than streamed (``search`` reads a collection by parts)."""
+        if size > self.limits.max_resource_bytes:
+            raise ResourceError(f"{file[:60]!r} is {size / 1e6:,.1f} MB of text, over this server's "
+                                f"{self.limits.max_resource_bytes / 1e6:,.1f} MB per resource (lcrag mcp "
+                                "--max-resource-mb); the search tool reads it by passages")
 
     async def list_resources(self) -> list[Resource]:
         """Every collection's files, each as a resource (besides the template that names any of them)."""

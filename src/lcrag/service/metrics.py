@@ -26,3 +26,23 @@ class Metrics:
         self.routes.labels(answer.route).inc()
         if cost:
             self.cost.inc(cost)
+
+    def watch(self, gate) -> None:
+        """The HTTP server's connections (:class:`lcrag.service.server.Gate`): open now, and those refused, pushed
+        out or timed out, by reason."""
+        self.registry.register(_GateCollector(gate))
+
+
+class _GateCollector:
+    def __init__(self, gate) -> None:
+        self.gate = gate
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        yield GaugeMetricFamily("lcrag_connections", "Open HTTP connections", value=len(self.gate.open))
+        closed = CounterMetricFamily("lcrag_connections_closed", "HTTP connections refused, pushed out or timed out",
+                                     labels=["reason"])
+        for reason, n in sorted(self.gate.counts.items()):
+            closed.add_metric([reason], n)
+        yield closed

@@ -22,8 +22,12 @@ class Questions:
     def __init__(self, answering: Answering, limits: Limits, metrics: Metrics):
         self.answering, self.limits, self.metrics = answering, limits, metrics
 
-    def check(self, question: str, options: dict) -> None:
-        """Everything about a question that can be refused before any work: empty, over a limit, invalid options."""
+    def check(self, question: str, options: dict, history: list[dict] = (), field: str = "question") -> None:
+        """Everything about a question that can be refused before any work: empty, not text, over a limit, invalid
+        options. ``field``: what the request calls the question."""
+        unencodable(field, question)
+        unencodable("history", list(history))
+        unencodable("options", options)
         if not question.strip():
             raise InputError("the question is empty")
         self.limits.check(question, options)
@@ -34,7 +38,7 @@ class Questions:
         """The answer, computed in the answering pool (a question waiting for the reader never holds a thread that
         uploads need); a client that leaves (or a caller that stops waiting) cancels it: dropped from the queue, or
         its generation stopped. ``history``: the conversation the question follows."""
-        self.check(question, options)
+        self.check(question, options, history)
         listener = streaming.Listener(on_event or (lambda kind, data: None))
         watcher = asyncio.create_task(_watch(request, listener))
         try:
@@ -69,6 +73,24 @@ class Questions:
         return {"route": answer.route, "strategy": answer.strategy, "sources": [s.to_dict() for s in answer.sources],
                 "cost": self.answering.cost(answer), "timings": answer.timings,
                 "decline_probability": answer.decline_probability, "conversation": answer.conversation}
+
+
+def unencodable(field: str, value: Any) -> None:
+    """Refuse text that is not Unicode text: a lone surrogate (JSON's ``"\\ud800"``) decodes into a Python string
+    but can be neither encoded, hashed for a cache key nor sent to a reader. The message names the field."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"{field}: not valid Unicode text (a lone surrogate, {value[exc.start]!a}, at character "
+                             f"{exc.start})") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            unencodable(field, key)
+            unencodable(f"{field}.{key}", item)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            unencodable(f"{field}[{index}]", item)
 
 
 async def _watch(request: Request | None, listener: streaming.Listener) -> None:

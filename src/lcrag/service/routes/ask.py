@@ -24,7 +24,7 @@ async def ask(body: AskRequest, request: Request, asked: Questions = Depends(que
     if not body.stream:
         answer = await asked.answer(body.collection, body.question, options, request, history=body.conversation())
         return answer.to_dict() | {"cost": engine.cost(answer)}
-    asked.check(body.question, options)
+    asked.check(body.question, options, body.conversation())
     events = await asked.live(body.collection, body.question, options, request, body.conversation())
     return StreamingResponse(ask_events(events, engine), media_type="text/event-stream")
 

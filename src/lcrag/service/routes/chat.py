@@ -17,7 +17,7 @@ from lcrag.service.answering import Answering
 from lcrag.service.collections import NotFound
 from lcrag.service.errors import error_body
 from lcrag.service.deps import answering, questions
-from lcrag.service.questions import Questions
+from lcrag.service.questions import Questions, unencodable
 from lcrag.service.requests import ChatRequest
 from lcrag.service.routes.sse import sse
 from lcrag.types import Answer
@@ -36,6 +36,9 @@ async def models(engine: Answering = Depends(answering)):
 async def chat(body: ChatRequest, request: Request, asked: Questions = Depends(questions)):
     if not body.model.startswith(MODEL_PREFIX):
         raise NotFound(f"unknown model {body.model[:60]!r}: GET /v1/models lists them ({MODEL_PREFIX}COLLECTION)")
+    for index, message in enumerate(body.messages):  # text that is not Unicode: 400 naming the message
+        unencodable(f"messages[{index}].content", message.content if isinstance(message.content, str) else
+                    [part.text for part in message.content or ()])
     collection, question, options = body.model[len(MODEL_PREFIX):], body.question(), body.answer_options()
     asked.answering.collections.files_dir(collection)
     reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}

@@ -1,0 +1,370 @@
+"""The HTTP server under `lcrag serve` and `lcrag mcp --transport http`: uvicorn, with what it has no option for.
+
+uvicorn's options are used where they exist: ``timeout_keep_alive`` (an idle connection between requests is closed),
+``h11_max_incomplete_event_size`` (the request line and headers are bounded in size), ``timeout_graceful_shutdown``.
+What uvicorn lacks is added by a small subclass of its h11 protocol (:class:`GuardedProtocol`) and a connection
+:class:`Gate` it reports to:
+
+- a **header read timeout**: a connection must deliver its request line and headers within ``header_timeout``
+  seconds of connecting (or of its previous response), however it trickles them (slowloris): else 408 and closed;
+- a **body read timeout**: a request body must arrive within ``body_timeout`` seconds plus one second per
+  ``body_min_rate`` bytes received (Apache's mod_reqtimeout rule: a slow but steady upload goes on, a trickle is cut
+  off); time the server itself holds the body back (flow control) is not counted;
+- a **connection cap** and a **per-client cap** (by peer address): a connection over either pushes out the
+  connection (of that client, for the per-client cap) that has waited longest for its request headers — a
+  connection that only holds a socket open costs its holder the socket, never a client that asks something — and
+  is refused with 503 only when every connection is busy with a request;
+- uvicorn's plain-text 400 for a malformed request is JSON like every other error.
+
+``uvicorn.Config(limit_concurrency=...)`` is not used: it accepts every connection and answers 503 (in plain text)
+only once a request has arrived, so idle and trickling connections still hold their sockets.
+
+At start the process's soft limit on open files is raised to its hard limit, the caps are fitted under it, and
+``accept()`` failures for want of descriptors (EMFILE, which asyncio logs with a traceback per attempt) are logged
+once a minute with a count, as are the connections refused, pushed out and timed out (also in ``/metrics``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, replace
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("lcrag.service.server")
+
+REPORT_EVERY = 60.0  # seconds between two summary lines of refused or timed-out connections
+RESERVED_FILES = 256  # descriptors kept for everything but client connections (indexes, caches, the reader)
+BACKLOG = 1024  # the listen queue, and the most connections asyncio accepts in one go
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one connection may hold, each a flag of ``lcrag serve`` and ``lcrag mcp`` (README: Limits)."""
+
+    max_connections: int = 1024  # open connections in all
+    max_client_connections: int = 128  # open connections from one address
+    header_timeout: float = 10.0  # seconds to deliver the request line and headers
+    body_timeout: float = 30.0  # seconds to deliver a body, plus a second per body_min_rate bytes
+    body_min_rate: int = 1024  # bytes per second a body must keep up beyond body_timeout
+    keep_alive: float = 5.0  # seconds an idle connection is kept between requests (uvicorn's timeout_keep_alive)
+    max_header_bytes: int = 64 << 10  # request line and headers (h11's incomplete event size)
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_client_connections", "header_timeout", "body_timeout",
+                     "body_min_rate", "keep_alive", "max_header_bytes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+def _raw_response(status: int, reason: str, message: str, kind: str, extra: str = "") -> bytes:
+    """A whole JSON error response, written straight to a connection that is closed after it."""
+    body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+    return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            f"connection: close\r\n{extra}\r\n").encode() + body
+
+
+class Gate:
+    """Every open connection, by client address, and those waiting for their request headers, oldest first.
+
+    Runs on the server's event loop only (no locks). ``counts`` tallies connections refused, pushed out and timed
+    out by reason, for /metrics and the once-a-minute summary line."""
+
+    def __init__(self, limits: ConnectionLimits, command: str = "lcrag serve"):
+        self.limits, self.command = limits, command
+        self.open: dict[object, str] = {}
+        self.waiting: OrderedDict[object, None] = OrderedDict()
+        self.clients: dict[str, OrderedDict[object, None]] = {}
+        self.counts: Counter[str] = Counter()
+        self._since: Counter[str] = Counter()
+        self._reported = time.monotonic()
+
+    def admit(self, conn, client: str) -> bool:
+        """Take ``conn`` in, pushing out the longest-waiting connection when a cap is reached; False: refused."""
+        mine = self.clients.get(client)
+        if mine is not None and len(mine) >= self.limits.max_client_connections:
+            victim = next((c for c in mine if c in self.waiting), None)
+            if victim is None:
+                return self._refuse(conn, "client_cap", f"this address has {len(mine)} connections open, its "
+                                    f"most ({self.command} --max-client-connections)")
+            self._push_out(victim, "client_cap")
+        if len(self.open) >= self.limits.max_connections:
+            victim = next(iter(self.waiting), None)
+            if victim is None:
+                return self._refuse(conn, "server_cap", f"the server has {len(self.open)} connections open, its "
+                                    f"most ({self.command} --max-connections)")
+            self._push_out(victim, "server_cap")
+        self.open[conn] = client
+        self.clients.setdefault(client, OrderedDict())[conn] = None
+        self.waiting[conn] = None
+        return True
+
+    def wait(self, conn) -> None:
+        """``conn`` waits for a request (new, or between two): it may be pushed out."""
+        if conn in self.open:
+            self.waiting[conn] = None
+            self.waiting.move_to_end(conn)
+
+    def busy(self, conn) -> None:
+        """``conn`` has a request in progress: it is never pushed out."""
+        self.waiting.pop(conn, None)
+
+    def release(self, conn) -> None:
+        client = self.open.pop(conn, None)
+        self.waiting.pop(conn, None)
+        if client is not None:
+            mine = self.clients.get(client)
+            if mine is not None:
+                mine.pop(conn, None)
+                if not mine:
+                    del self.clients[client]
+
+    def count(self, reason: str) -> None:
+        self.counts[reason] += 1
+        self._since[reason] += 1
+        now = time.monotonic()
+        if now - self._reported >= REPORT_EVERY:
+            self.report(now)
+
+    def report(self, now: float | None = None) -> None:
+        """One line for everything refused or cut off since the last one (never a line per connection)."""
+        if self._since:
+            log.warning("connections in the last %.0f s: %s (%d open)", (now or time.monotonic()) - self._reported,
+                        ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in sorted(self._since.items())),
+                        len(self.open))
+            self._since.clear()
+        self._reported = now or time.monotonic()
+
+    def _refuse(self, conn, reason: str, message: str) -> bool:
+        self.count(f"refused_{reason}")
+        conn.transport.write(_raw_response(503, "Service Unavailable", f"too many connections: {message}",
+                                           "overloaded_error", "retry-after: 5\r\n"))
+        conn.transport.close()
+        return False
+
+    def _push_out(self, conn, reason: str) -> None:
+        self.count(f"pushed_out_{reason}")
+        self.release(conn)
+        conn.close_now()
+
+
+class GuardedProtocol(H11Protocol):
+    """uvicorn's h11 protocol with header and body read timeouts and the connection caps of its :attr:`gate`."""
+
+    gate: Gate  # set on the subclass :func:`protocol_for` makes
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self._timer: asyncio.TimerHandle | None = None
+        self._seen = None  # the request cycle whose headers were seen last
+        self._body: list[float] | None = None  # [start, bytes] while a request body is being read
+        super().connection_made(transport)
+        client = self.client[0] if self.client else "unknown"
+        if self.gate.admit(self, client):
+            self._arm(self.gate.limits.header_timeout, self._header_expired)
+
+    def connection_lost(self, exc) -> None:
+        self._cancel()
+        self.gate.release(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._body is not None:
+            self._body[1] += len(data)
+        super().data_received(data)
+        self._track()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.transport.is_closing():
+            return
+        if self.cycle is self._seen:  # no pipelined request began: wait for the next one
+            self._body = None
+            self.gate.wait(self)
+            limits = self.gate.limits
+            self._arm(limits.keep_alive + limits.header_timeout, self._header_expired)
+        else:
+            self._track()
+
+    def send_400_response(self, msg: str) -> None:
+        """A malformed request (bad syntax, headers over the size limit) gets JSON like every other error."""
+        self.gate.count("malformed")
+        self._cancel()
+        self.transport.write(_raw_response(400, "Bad Request", "the request is not valid HTTP/1.1 (or its headers "
+                                           f"are over {self.gate.limits.max_header_bytes:,} bytes)",
+                                           "invalid_request_error"))
+        self.transport.close()
+
+    def close_now(self) -> None:
+        self._cancel()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    # -- timeouts ------------------------------------------------------------------------------------------------
+    def _track(self) -> None:
+        """Note what the last bytes completed: a request's headers (the connection is busy; its body, if any, is
+        timed), or its body."""
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._seen:
+            self._seen = cycle
+            self.gate.busy(self)
+            if self.conn.their_state is h11.SEND_BODY:
+                self._body = [time.monotonic(), 0]
+                self._arm(self.gate.limits.body_timeout, self._body_check)
+            else:
+                self._body = None
+                self._cancel()
+        elif self._body is not None and self.conn.their_state is not h11.SEND_BODY:
+            self._body = None  # the body is in
+            self._cancel()
+
+    def _arm(self, seconds: float, then) -> None:
+        self._cancel()
+        self._timer = self.loop.call_later(seconds, then)
+
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _header_expired(self) -> None:
+        self._timer = None
+        if self.transport.is_closing() or self.cycle is not self._seen:
+            return
+        self._expire("header_timeout", f"the request headers did not arrive within "
+                                       f"{self.gate.limits.header_timeout:g} s ({self.gate.command} --header-timeout)")
+
+    def _body_check(self) -> None:
+        self._timer = None
+        if self._body is None or self.transport.is_closing():
+            return
+        now, limits = time.monotonic(), self.gate.limits
+        if self.flow.read_paused:  # the server holds the body back, not the client: that time is not the client's
+            self._body[0] += 1.0
+            self._arm(1.0, self._body_check)
+            return
+        deadline = self._body[0] + limits.body_timeout + self._body[1] / limits.body_min_rate
+        if now < deadline:
+            self._arm(deadline - now, self._body_check)
+            return
+        self._expire("body_timeout", f"the request body came slower than {limits.body_min_rate:,} bytes a second "
+                                     f"after {limits.body_timeout:g} s ({self.gate.command} --body-timeout, "
+                                     "--body-min-rate)")
+
+    def _expire(self, reason: str, message: str) -> None:
+        self.gate.count(reason)
+        self.gate.release(self)
+        if self.cycle is None or not self.cycle.response_started:
+            self.transport.write(_raw_response(408, "Request Timeout", message, "timeout_error"))
+        self.transport.close()
+
+
+def protocol_for(gate: Gate) -> type[GuardedProtocol]:
+    return type("GuardedProtocol", (GuardedProtocol,), {"gate": gate})
+
+
+class _QuietLogs(logging.Filter):
+    """uvicorn's one-line warnings that a hostile client can repeat at will (a malformed request), passed on at most
+    once a minute."""
+
+    FLOODS = ("Invalid HTTP request received.",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message not in self.FLOODS:
+            return True
+        now = time.monotonic()
+        if now - self._last.get(message, -REPORT_EVERY) < REPORT_EVERY:
+            return False
+        self._last[message] = now
+        return True
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """asyncio logs ``accept()`` failing for want of descriptors (EMFILE) with a traceback per attempt, thousands a
+    second under a connection flood: log it as one line a minute with a count instead."""
+    state = {"last": -REPORT_EVERY, "missed": 0}
+    previous = loop.get_exception_handler()
+
+    def handler(loop, context) -> None:
+        if context.get("message") != "socket.accept() out of system resource":
+            return previous(loop, context) if previous else loop.default_exception_handler(context)
+        state["missed"] += 1
+        now = time.monotonic()
+        if now - state["last"] >= REPORT_EVERY:
+            exc = context.get("exception")
+            log.warning("accept() failed %d time(s): %s; new connections wait (raise ulimit -n, or lower "
+                        "--max-connections)", state["missed"], getattr(exc, "strerror", None) or exc)
+            state["last"], state["missed"] = now, 0
+
+    loop.set_exception_handler(handler)
+
+
+def raise_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one; the limit now in force (0 where there is none)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return 0 if soft == resource.RLIM_INFINITY else soft
+
+
+def fitted(limits: ConnectionLimits, files: int, command: str) -> ConnectionLimits:
+    """``limits`` with the connection cap lowered, with a one-line warning, where the open-file limit cannot hold it
+    (connections, a backlog accepted at once, and the files the server itself opens)."""
+    room = files - RESERVED_FILES - 2 * BACKLOG if files else limits.max_connections
+    if room >= limits.max_connections:
+        return limits
+    lowered = max(16, room)
+    log.warning("%s --max-connections %d lowered to %d: this process may open %d files (ulimit -n)", command,
+                limits.max_connections, lowered, files)
+    return replace(limits, max_connections=lowered,
+                   max_client_connections=min(limits.max_client_connections, lowered))
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, with accept() failures logged once a minute."""
+
+    async def startup(self, sockets=None) -> None:
+        quiet_accept_errors(asyncio.get_running_loop())
+        await super().startup(sockets)
+
+
+def make_server(app, host: str, port: int, limits: ConnectionLimits | None = None, log_level: str = "warning",
+                command: str = "lcrag serve", gate: Gate | None = None) -> Server:
+    """The server for ``app`` on ``host:port`` under ``limits`` (see the module's doc)."""
+    limits = limits or ConnectionLimits()
+    gate = gate or Gate(limits, command)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_for(gate),
+                            timeout_keep_alive=max(1, round(limits.keep_alive)), backlog=BACKLOG,
+                            h11_max_incomplete_event_size=limits.max_header_bytes, timeout_graceful_shutdown=10)
+    server = Server(config)
+    server.gate = gate
+    return server
+
+
+def run(app, host: str, port: int, limits: ConnectionLimits, log_level: str = "warning",
+        command: str = "lcrag serve", gate: Gate | None = None) -> None:
+    """Serve ``app`` until interrupted: the open-file limit raised, the caps fitted under it."""
+    limits = fitted(limits, raise_file_limit(), command)
+    if gate is not None:
+        gate.limits = limits
+    server = make_server(app, host, port, limits, log_level, command, gate)
+    for name in ("uvicorn.error",):
+        logging.getLogger(name).addFilter(_QuietLogs())
+    server.run()
