@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -256,7 +257,13 @@ class Collections:
             raise StorageError(f"collection {name!r} could not be deleted", exc) from None
         self._status.pop(name, None)
         failed: list[str] = []
-        shutil.rmtree(trash, onerror=lambda function, path, info: failed.append(str(info[1])))
+        try:
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(trash, onexc=lambda function, path, exc: failed.append(str(exc)))
+            else:
+                shutil.rmtree(trash, onerror=lambda function, path, info: failed.append(str(info[1])))
+        except OSError as exc:
+            failed.append(str(exc))
         if failed:
             log.warning("collection %s deleted, but %d of its files could not be removed (%s); they are removed at "
                         "the next start", name, len(failed), failed[0])
