@@ -11,10 +11,13 @@ from typing import Annotated
 import typer
 
 from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTimeout, CacheDir, ContextWindow,
-                             HeaderTimeout, Host, IndexMemory, KeepAlive, Llm, MaxBody, MaxClientConnections,
-                             MaxConnections, MaxQuestion, MaxTokens, MaxWaiting, PartOptions, Port, PriceAs, Prices,
+                             HeaderTimeout, Host, IndexMemory, KeepAlive, Llm, MaxBody, MaxCharsPerByte,
+                             MaxClientConnections, MaxConnections, MaxDocumentChars, MaxParseMb, MaxParseSeconds,
+                             MaxQuestion, MaxTokens, MaxWaiting, ParseWorkers, PartOptions, Port, PriceAs, Prices,
                              Routers, RunFile, Strategies, Threads, allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
+from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
+                                   ParseLimits)
 from lcrag.errors import OptionError
 from lcrag.service.limits import Limits, hosts_for
 
@@ -55,6 +58,11 @@ def mcp(
     body_timeout: BodyTimeout = 30,
     body_min_rate: BodyMinRate = 1,
     keep_alive: KeepAlive = 5,
+    max_parse_seconds: MaxParseSeconds = MAX_PARSE_SECONDS,
+    max_parse_mb: MaxParseMb = MAX_PARSE_MB,
+    max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
+    max_chars_per_byte: MaxCharsPerByte = MAX_CHARS_PER_BYTE,
+    parse_workers: ParseWorkers = 2,
 ) -> None:
     """Serve the collections to agents over the Model Context Protocol: tools list_collections, ask and search, and
     the collections' files as resources."""
@@ -72,7 +80,9 @@ def mcp(
     LcragMCP = mcp_server_class()
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},
-                       option, price_as, prices, router, max_waiting, index_memory_mb)
+                       option, price_as, prices, router, max_waiting, index_memory_mb,
+                       ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
+                       parse_workers)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
                     allowed_hosts=hosts_for(host, allowed_host or []),

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
+                                   ParseLimits)
 from lcrag.errors import OptionError
 from lcrag.options import option_values
 from lcrag.service.limits import Limits, hosts_for, is_loopback
@@ -66,10 +68,18 @@ HeaderTimeout = Annotated[float, typer.Option("--header-timeout", help="Seconds 
 BodyTimeout = Annotated[float, typer.Option("--body-timeout", help="Seconds a request body has to arrive, plus a second per --body-min-rate KB (408 after).", min=0.1)]
 BodyMinRate = Annotated[float, typer.Option("--body-min-rate", help="KB a second a request body must keep up beyond --body-timeout.", min=0.001)]
 KeepAlive = Annotated[float, typer.Option("--keep-alive", help="Seconds an idle connection is kept open between requests.", min=1)]
+# Parsing uploaded files (lcrag.documents.sandbox): each in a process of its own, within these; over one, the file is
+# refused in one line naming the flag, and the collection goes on with its other files.
+MaxParseSeconds = Annotated[float, typer.Option("--max-parse-seconds", help="Seconds one file may take to parse (wall clock, and as much CPU time); over it the file is refused.", min=0.1)]
+MaxParseMb = Annotated[float, typer.Option("--max-parse-mb", help="Memory one file's parsing may take (its process's address space beyond the parsers'); over it the file is refused.", min=16)]
+MaxDocumentChars = Annotated[int, typer.Option("--max-document-chars", help="Characters of text one file may yield, counted as it is read (page by page, chapter by chapter, row by row).", min=1)]
+MaxCharsPerByte = Annotated[float, typer.Option("--max-chars-per-byte", help="Characters of text one file may yield per byte of the file, beyond its first million (a file repeating one part many times yields far more).", min=0.001)]
+ParseWorkers = Annotated[int, typer.Option("--parse-workers", help="Files parsed at once, each in its own process.", min=1)]
 
 
 def engine(config: Path | None, given: dict, option: list[str] | None, price_as: str | None, prices: Path | None,
-           router: list[str] | None, max_waiting: int, index_memory_mb: float):
+           router: list[str] | None, max_waiting: int, index_memory_mb: float, parse_limits: ParseLimits | None = None,
+           parse_workers: int = 2):
     """The answering engine over the collections under the cache directory, as `lcrag serve` and `lcrag mcp` make
     it: a collection made through one is answered by the other."""
     from lcrag.config import Config
@@ -87,7 +97,8 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
         table.require(price_as)
     root = cache_directory(settings.cache_dir) / "collections"
     return Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []),
-                     memory_bytes=int(index_memory_mb * 1024 * 1024))
+                     memory_bytes=int(index_memory_mb * 1024 * 1024), parse_limits=parse_limits,
+                     parse_workers=parse_workers)
 
 
 def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:
@@ -142,6 +153,11 @@ def serve(
     body_timeout: BodyTimeout = 30,
     body_min_rate: BodyMinRate = 1,
     keep_alive: KeepAlive = 5,
+    max_parse_seconds: MaxParseSeconds = MAX_PARSE_SECONDS,
+    max_parse_mb: MaxParseMb = MAX_PARSE_MB,
+    max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
+    max_chars_per_byte: MaxCharsPerByte = MAX_CHARS_PER_BYTE,
+    parse_workers: ParseWorkers = 2,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     check_bind(host, api_key)
@@ -154,7 +170,9 @@ def serve(
 
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},
-                       option, price_as, prices, router, max_waiting, index_memory_mb)
+                       option, price_as, prices, router, max_waiting, index_memory_mb,
+                       ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
+                       parse_workers)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),

@@ -8,7 +8,7 @@ compressed part is inflated once here, in bounded steps, and refused when it yie
 do the directory's sizes bound every read that follows.
 
 Limits are the module's ``MAX_*`` values, read at each call, or keywords of :func:`open_archive` and
-:func:`check_text`."""
+:func:`check_text` (the characters a document may yield: :mod:`lcrag.documents.limits`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from lcrag.documents.limits import MAX_DOCUMENT_CHARS, check_chars
 from lcrag.errors import InputError
 
 # What one document may expand to in all (text, markup and media together: python-docx holds every part in memory),
@@ -28,8 +29,7 @@ MAX_EXPANDED_BYTES = 256 << 20
 MAX_RATIO = 100
 RATIO_FLOOR_BYTES = 1 << 20  # parts smaller than this are never a bomb, whatever their ratio
 MAX_PARTS = 10_000
-# Text a document may yield (characters): tens of books; beyond it, it is a corpus (`lcrag corpus build`).
-MAX_TEXT_CHARS = 50_000_000
+MAX_TEXT_CHARS = MAX_DOCUMENT_CHARS  # the characters a document may yield: lcrag.documents.limits
 
 _CENTRAL_ENTRY = b"PK\x01\x02"  # starts each part's entry in the zip's directory
 _LOCAL_HEADER = b"PK\x03\x04"
@@ -117,14 +117,6 @@ def _inflated_size(raw: memoryview, most: int) -> int:
         if not out and not feed:  # input used up and nothing left inside the inflater
             break
     return total
-
-
-def check_chars(count: int, path: Path, max_chars: int | None = None) -> None:
-    """Refuse a document whose text has reached ``count`` characters when that is over the limit."""
-    limit = MAX_TEXT_CHARS if max_chars is None else max_chars
-    if count > limit:
-        raise InputError(f"{path.name}: {count:,} characters of text, over the {limit:,} limit for one document "
-                         "(split it, or index it as a corpus with `lcrag corpus build`)")
 
 
 def check_text(text: str, path: Path, max_chars: int | None = None) -> str:

@@ -12,8 +12,9 @@ from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 
-from lcrag.documents.archives import check_chars, check_text, open_archive
+from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
+from lcrag.documents.limits import TextBudget
 from lcrag.errors import InputError
 from lcrag.provenance import PHYSICAL, TextBuilder
 from lcrag.registry import LOADERS
@@ -79,11 +80,27 @@ def _page_breaks(element) -> int:
     return rendered or explicit
 
 
-def _rows(table) -> str:
-    lines = []
-    for row in table.rows:
-        cells = list(dict.fromkeys(" ".join(cell.text.split()) for cell in row.cells))  # merged cells repeat
-        lines.append(" | ".join(cells))
+def _rows(table, budget: TextBudget) -> str:
+    """The table as lines of cells separated by ' | ', each ``<w:tc>`` read once: python-docx's ``row.cells`` lists a
+    cell once per grid column it spans (``<w:gridSpan w:val="300000000"/>`` makes 300 million) and finds a vertically
+    merged cell's text by walking up the rows (quadratic in a long merge). A merged cell's text is shown in each row
+    it covers, as Word shows it; a row's repeated cells once. Counted against ``budget`` row by row."""
+    from docx.table import _Cell
+
+    lines, above = [], {}  # above: the text of the cell starting at each grid column of the row before
+    for tr in table._tbl.tr_lst:
+        column, here, cells = tr.grid_before, {}, []
+        for tc in tr.tc_lst:
+            if tc.vMerge == "continue":
+                text = above.get(column, "")
+            else:
+                text = " ".join(_Cell(tc, table).text.split())
+            here[column] = text
+            cells.append(text)
+            column += max(1, tc.grid_span)
+        above = here
+        lines.append(" | ".join(dict.fromkeys(cells)))
+        budget.add(len(lines[-1]) + 1)
     return "\n".join(lines)
 
 
@@ -94,22 +111,21 @@ def docx_document(path: Path) -> Document:
     data = read_regular_file(path)
     doc = _open(path, data)
     paged = _has_page_breaks(data, doc.part.partname.membername)  # the body the package names, not a fixed path
-    builder, stack, page, levels, chars = TextBuilder(), [], 1, _heading_levels(doc), 0
+    builder, stack, page, levels, budget = TextBuilder(), [], 1, _heading_levels(doc), TextBudget(path, len(data))
     for block in doc.iter_inner_content():
         section = tuple(title for _, title in stack)
         if isinstance(block, Paragraph):
             level = _heading_level(block, levels)
             text = block.text
+            budget.add(len(text))  # as it grows: the walk of a huge body is the slow part
             if level is not None and text.strip():
                 stack = [(lv, t) for lv, t in stack if lv < level] + [(level, " ".join(text.split()))]
                 section = tuple(title for _, title in stack)
         elif isinstance(block, Table):
-            text = _rows(block)
+            text = _rows(block, budget)  # counted row by row as it is read
         else:
             continue
         builder.add(text, page=str(page), section=section)
-        chars += len(text)
-        check_chars(chars, path)  # as it grows: the walk of a huge body is the slow part
         page += _page_breaks(block._element) if paged else 0
     if not check_text(builder.text, path):
         raise InputError(f"{path}: the Word document holds no text")

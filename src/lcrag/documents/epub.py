@@ -12,6 +12,7 @@ from urllib.parse import unquote
 from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.html import add_main_text, extractor_version
+from lcrag.documents.limits import TextBudget
 from lcrag.errors import InputError
 from lcrag.provenance import TextBuilder
 from lcrag.registry import LOADERS
@@ -36,8 +37,11 @@ def _package(book: zipfile.ZipFile) -> tuple[str, list[str], dict[str, str]]:
     base = posixpath.dirname(opf_path)
     items = {item.get("id"): item for item in opf.iterfind(".//opf:manifest/opf:item", _NS)}
     paths = {i: posixpath.normpath(posixpath.join(base, unquote(item.get("href")))) for i, item in items.items()}
-    spine = [paths[ref.get("idref")] for ref in opf.iterfind(".//opf:spine/opf:itemref", _NS)
-             if ref.get("idref") in paths and ref.get("linear", "yes") != "no"]
+    # Each chapter once, where the spine first lists it: a spine may list one chapter hundreds of times (by one id,
+    # or by many manifest items naming one file), which epubcheck calls an error (OPF-034, OPF-074) and would be read
+    # that many times over.
+    spine = list(dict.fromkeys(paths[ref.get("idref")] for ref in opf.iterfind(".//opf:spine/opf:itemref", _NS)
+                               if ref.get("idref") in paths and ref.get("linear", "yes") != "no"))
     toc = next((paths[i] for i, item in items.items() if "nav" in (item.get("properties") or "").split()), None)
     toc = toc or next((paths[i] for i, item in items.items() if item.get("media-type") == "application/x-dtbncx+xml"),
                       None)
@@ -68,10 +72,10 @@ def epub_document(path: Path) -> Document:
             raise InputError(f"{path}: the e-book is encrypted (DRM); lcrag reads only unencrypted EPUB files")
         toc, spine, _ = _package(book)
         titles = _toc_titles(book, toc)
-        builder = TextBuilder()
+        builder, budget = TextBuilder(), TextBudget(path, len(data))
         for chapter in spine:
             title = titles.get(chapter)
-            add_main_text(builder, book.read(chapter), outer=(title,) if title else ())
+            add_main_text(builder, book.read(chapter), outer=(title,) if title else (), budget=budget)
     except (zipfile.BadZipFile, KeyError, AttributeError, etree.XMLSyntaxError) as exc:
         raise InputError(f"{path}: not a valid EPUB ({exc.__class__.__name__}: {exc}); re-save it, e.g. with Calibre's "
                          "ebook-convert") from None

@@ -13,6 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lcrag.documents.files import decode_text, read_regular_file
+from lcrag.documents.limits import TextBudget
 from lcrag.provenance import TextBuilder
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
@@ -63,9 +64,10 @@ def extract_main(markup: str | bytes) -> str | None:
     return trafilatura.extract(markup, config=_config(), **EXTRACT_OPTIONS)
 
 
-def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = ()) -> bool:
+def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = (),
+                  budget: TextBudget | None = None) -> bool:
     """Append the page's main text to ``builder``, each block under its heading path (below ``outer``, e.g. an
-    EPUB chapter); False when the page has no main text."""
+    EPUB chapter), counting each block against ``budget`` as it is added; False when the page has no main text."""
     from lxml import etree
 
     extracted = extract_main(markup)
@@ -78,6 +80,8 @@ def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = ()
         if block.tag == "head":
             title = _flat(block).rstrip(_PERMALINK).strip()
             level = int((block.get("rend") or "h2").lstrip("h") or 2)
+            if budget is not None:
+                budget.add(len(title) + 2)
             if outer and title.lower() == outer[-1].lower():  # the chapter's own title, already its section
                 builder.add(title, section=outer)
                 continue
@@ -85,6 +89,8 @@ def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = ()
             builder.add(title, section=outer + tuple(t for _, t in stack))
             continue
         text = _block_text(block)
+        if budget is not None:
+            budget.add(len(text) + 2)
         if text.strip():
             builder.add(text, section=outer + tuple(t for _, t in stack))
             added = True
@@ -92,9 +98,10 @@ def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = ()
 
 
 def html_document(path: Path) -> Document:
-    markup = decode_text(path, read_regular_file(path))
+    data = read_regular_file(path)
+    markup = decode_text(path, data)
     builder = TextBuilder()
-    if not add_main_text(builder, markup):
+    if not add_main_text(builder, markup, budget=TextBudget(path, len(data))):
         raise InputError(f"{path}: no main text found in the HTML page (only navigation, scripts or markup); save "
                          "the article itself, or convert it to text")
     return Document(text=builder.text, id=path.stem, title=path.stem, source=str(path),

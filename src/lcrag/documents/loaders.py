@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 from lcrag.documents.files import decode_text, read_regular_file
+from lcrag.documents.limits import TextBudget
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS, Part, spoken_list
 from lcrag.types import Document
@@ -36,6 +37,7 @@ def load_text_file(path: Path) -> list[Document]:
         raise
     if not text.strip():
         raise InputError(f"{path} is empty")
+    TextBudget(path).add(len(text))
     return [Document(text=text, id=path.stem, title=path.stem, source=str(path))]
 
 
@@ -43,6 +45,7 @@ def load_text_file(path: Path) -> list[Document]:
                   suffixes=(".jsonl", ".ndjson"), forms=(".jsonl",))
 def load_jsonl(path: Path) -> list[Document]:
     text = read_text(path)
+    budget = TextBudget(path)
     docs: list[Document] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -57,6 +60,7 @@ def load_jsonl(path: Path) -> list[Document]:
             raise InputError(f"{path}:{lineno}: each record needs a string field 'text'")
         if not record["text"].strip():
             raise InputError(f"{path}:{lineno}: 'text' is empty")
+        budget.add(len(record["text"]))
         docs.append(
             Document(
                 text=record["text"],

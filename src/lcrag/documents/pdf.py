@@ -13,12 +13,17 @@ from pathlib import Path
 
 from lcrag.documents.cleaning import clean_pages
 from lcrag.documents.files import read_regular_file
+from lcrag.documents.limits import TextBudget
 from lcrag.provenance import PHYSICAL, PRINTED, TextBuilder
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
 from lcrag.types import Document
 
 CLEANING_VERSION = 1  # bump when the cleaning rules change what text a PDF gives
+# A page is an object of its own in the file (a page dictionary, and a content stream for one with text): tens of
+# bytes at the least, compressed. A PDF of more pages than one per MIN_PAGE_BYTES lists pages repeatedly.
+MIN_PAGE_BYTES = 16
+MIN_PAGES_ALLOWED = 1000
 
 
 @dataclass(frozen=True)
@@ -52,8 +57,20 @@ def _outline(pdf) -> list[Heading]:
     return headings
 
 
-def _page_texts(pdf) -> list[str]:
-    texts = []
+def _check_page_count(path: Path, pages: int, file_bytes: int) -> None:
+    """Refuse a page tree that lists pages far more often than the file could hold them: every page is an object of
+    its own, tens of bytes at the least, but a tree may list one page object a million times (PDFium counts each)."""
+    most = max(MIN_PAGES_ALLOWED, file_bytes // MIN_PAGE_BYTES)
+    if pages > most:
+        raise InputError(f"{path.name}: {pages:,} pages in a file of {file_bytes:,} bytes, more than such a file can "
+                         f"hold (at most one page per {MIN_PAGE_BYTES} bytes beyond the first {MIN_PAGES_ALLOWED:,}): "
+                         "its page tree lists pages many times over (an amplification); repair it, e.g. qpdf in.pdf "
+                         "out.pdf")
+
+
+def _page_texts(pdf, budget: TextBudget) -> tuple[list[str], list[str]]:
+    """Each page's text and label, counted against ``budget`` page by page (a page's label is read with it)."""
+    texts, labels = [], []
     for i in range(len(pdf)):
         page = pdf[i]
         textpage = page.get_textpage()
@@ -62,7 +79,9 @@ def _page_texts(pdf) -> list[str]:
         finally:
             textpage.close()
             page.close()
-    return texts
+        labels.append(pdf.get_page_label(i))
+        budget.add(len(texts[-1]) + 1)  # a page costs its text, and a page without text still costs a little
+    return texts, labels
 
 
 def _title_pattern(title: str) -> re.Pattern:
@@ -84,10 +103,11 @@ def _split_at_headings(text: str, headings: list[Heading]) -> list[tuple[int, He
 def pdf_document(path: Path) -> Document:
     import pypdfium2 as pdfium
 
-    pdf = _open(path, read_regular_file(path))
+    data = read_regular_file(path)
+    pdf = _open(path, data)
     try:
-        raw = _page_texts(pdf)
-        labels = [pdf.get_page_label(i) for i in range(len(pdf))]
+        _check_page_count(path, len(pdf), len(data))
+        raw, labels = _page_texts(pdf, TextBudget(path, len(data)))
         outline = _outline(pdf)
     except pdfium.PdfiumError as exc:
         raise InputError(f"{path}: a damaged PDF ({exc}); re-save it or repair it, e.g. qpdf in.pdf out.pdf") from None
@@ -100,10 +120,11 @@ def pdf_document(path: Path) -> Document:
     names = [label or str(i + 1) for i, label in enumerate(labels)] if numbering == PRINTED else \
         [str(i + 1) for i in range(len(raw))]
     pages = clean_pages(raw, labels if numbering == PRINTED else None)
-    builder, stack = TextBuilder(), []
+    builder, stack, by_page = TextBuilder(), [], {}
+    for heading in outline:  # grouped once: a long outline is not searched again for every page
+        by_page.setdefault(heading.page, []).append(heading)
     for number, text in enumerate(pages):
-        here = [h for h in outline if h.page == number]
-        cuts = _split_at_headings(text, here)
+        cuts = _split_at_headings(text, by_page.get(number, []))
         for (start, heading), (end, _) in zip(cuts, cuts[1:] + [(len(text), None)]):
             if heading is not None:
                 stack = [h for h in stack if h.level < heading.level] + [heading]

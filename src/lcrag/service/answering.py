@@ -1,17 +1,25 @@
 """What the service answers with: one Pipeline for every request (its reader, embedder and kept indexes; a request's
 options, such as strategy, retriever, k, budget and routing, are that question's choices), the collections'
 documents kept loaded, and a bounded queue in front of the reader (one generation at a time; more waiting than
-``max_waiting`` is refused with 429)."""
+``max_waiting`` is refused with 429).
+
+Uploaded files are untrusted: they are parsed in a sandbox (:mod:`lcrag.documents.sandbox`: confined processes, each
+file once per content, the outcome kept on disk beside the collections). A question costs nothing before its place
+in the queue: a collection in error answers its error at once, and waiting for a collection's indexing, or reading
+its files, happens only in a place in the queue (429 beyond it)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lcrag.documents.loaders import join_documents, load_files
+from lcrag.documents.limits import ParseLimits
+from lcrag.documents.loaders import join_documents
+from lcrag.documents.sandbox import Sandbox
 from lcrag.errors import InputError
 from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
@@ -21,6 +29,8 @@ from lcrag.service.collections import Collections, NotFound
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.types import Answer, Document
 
+# The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
+INDEXING_WAIT = 600.0
 # Request fields that choose how a question is answered (they map to Settings fields of the same name).
 ANSWER_OPTIONS = ("strategy", "retriever", "k", "budget", "order", "route_threshold", "router", "lc_share",
                   "cache_aware", "max_tokens", "options", "condense")
@@ -43,7 +53,8 @@ class _Loaded:
 class Answering:
     def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
-                 routers: dict[str, str] | None = None, memory_bytes: int | None = None):
+                 routers: dict[str, str] | None = None, memory_bytes: int | None = None,
+                 parse_limits: ParseLimits | None = None, parse_workers: int = 2):
         self.settings = settings
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
@@ -52,6 +63,10 @@ class Answering:
         self.base = pipeline or Pipeline(settings, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
         self.prices, self.price_as = prices or PriceTable(), price_as
         self.collections = Collections(collections_root, self._index)
+        # Uploaded files are parsed in confined processes, at most parse_workers at a time, each once per content
+        # (the outcomes kept beside the collections, for lcrag serve and lcrag mcp alike, across restarts).
+        self.parser = Sandbox(parse_limits, self.collections.root.parent / "parsed", parse_workers)
+        self.parser.start()
         self._documents = _Loaded()
         self._reader = threading.Lock()
         self._waiting = 0
@@ -64,7 +79,7 @@ class Answering:
     # -- documents ---------------------------------------------------------------------------------------------
     def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
         files = sorted(f for f in files_dir.iterdir() if f.is_file() and not f.name.startswith("."))
-        docs, skipped = load_files(files, progress)
+        docs, skipped = self.parser.load_files(files, progress)
         # Sources and messages name a collection's files as clients know them (the name they were uploaded under,
         # which GET /v1/collections/NAME/files/FILE serves), never a path on the server.
         skipped = [self.collections.public(line) for line in skipped]
@@ -87,11 +102,27 @@ class Answering:
         self._keep(name, identity, document)
         return skipped
 
-    def document(self, name: str) -> Document:
+    def check_answerable(self, name: str) -> None:
+        """Refuse at once, before any work, a question to an unknown collection (404) or to one in error: its
+        error (400), as indexing found it; nothing is read again for it until a change re-indexes it."""
+        status = self.collections.status(name)
+        if status.state == "error":
+            raise InputError(status.error or f"collection {name!r} could not be indexed")
+
+    def document(self, name: str, cancelled: threading.Event | None = None) -> Document:
+        """The collection's document: kept, else read (each file parsed once per content, in the sandbox). A
+        collection being indexed is waited for (at most :data:`INDEXING_WAIT`, then 429; until ``cancelled``)."""
         files_dir = self.collections.files_dir(name)
         status = self.collections.status(name)
-        if status.state == "indexing":
-            self.collections.wait(name)
+        give_up = time.monotonic() + INDEXING_WAIT
+        while status.state == "indexing":
+            if cancelled is not None and cancelled.is_set():
+                raise streaming.Cancelled("the client left while its collection was being indexed")
+            if time.monotonic() > give_up:
+                raise Busy(f"collection {name!r} is still being indexed ({status.done} of {status.files} files)")
+            status = self.collections.wait(name, 0.2)
+        if status.state == "error":
+            raise InputError(status.error or f"collection {name!r} could not be indexed")
         identity = self.collections.identity(name)
         with self._documents.lock:
             kept = self._documents.entries.get(name)
@@ -175,12 +206,13 @@ class Answering:
         generation. ``history``: the conversation the question follows (role and content, oldest first)."""
         listener = listener or streaming.Listener()
         choices = self.choices(options)
-        document = self.document(collection)
-        with self._count:
+        self.check_answerable(collection)
+        with self._count:  # before any parsing or waiting: beyond the queue, a question costs nothing
             if self._waiting >= self.max_waiting:
                 raise Busy(f"{self._waiting} requests are already waiting for the reader")
             self._waiting += 1
         try:
+            document = self.document(collection, listener.cancelled)
             while not self._reader.acquire(timeout=0.1):
                 if listener.cancelled.is_set():
                     raise streaming.Cancelled("the client left while its question waited")
@@ -226,4 +258,5 @@ class Answering:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.parser.close()
         self.base.close()

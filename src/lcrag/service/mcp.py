@@ -28,7 +28,6 @@ except ImportError:  # 1.x (1.10 or newer: structured output, transport security
     from mcp.server.fastmcp.exceptions import ResourceError, ToolError
     SDK_MAJOR = 1
 
-from lcrag.documents.loaders import load_files
 from lcrag.errors import LcragError
 from lcrag.service.answering import Answering, Busy
 from lcrag.service.collections import NotFound
@@ -170,14 +169,16 @@ class LcragMCP(SDKServer):
         self.resource(FILE_URI, name="collection file", mime_type="text/plain",
                       description="The text lcrag extracted from one file of a collection")(self.file_text)
 
-    def file_text(self, name: str, file: str) -> str:
-        """A collection's file as lcrag reads it; only the collection's own files, by their listed names."""
+    async def file_text(self, name: str, file: str) -> str:
+        """A collection's file as lcrag reads it; only the collection's own files, by their listed names. Parsed in
+        the service's sandbox, off the event loop (other clients go on meanwhile), once per content: a file a
+        question or an indexing run already read is not parsed again."""
         if SDK_MAJOR < 2:  # 1.x hands over the URI's text as it is, 2.x its decoded values
             name, file = unquote(name), unquote(file)
         try:
             path = self.answering.collections.file(name, file)
             self._resource_fits(file, path.stat().st_size if path.suffix.lower() in PLAIN_TEXT else 0)
-            documents, skipped = load_files([path])
+            documents, skipped = await asyncio.to_thread(self.answering.parser.load_files, [path])
         except (LcragError, NotFound) as exc:
             raise ResourceError(one_line(exc)) from None
         if not documents:

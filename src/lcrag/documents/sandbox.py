@@ -1,0 +1,419 @@
+"""Reading untrusted files in a sandbox: each file is parsed in a process of its own, forked from a server process
+that has the parsers loaded (multiprocessing's ``forkserver``), under a CPU-time and an address-space limit
+(``resource.setrlimit``) and a wall-clock deadline, at most ``workers`` at a time. A parse over a limit is killed and
+the file refused in one line naming the limit; the service, and every other file, go on.
+
+What a parse gives (the documents, text and layout, or the one-line refusal) is kept by the file's content: on disk
+under the cache directory (:class:`ParseCache`, shared by ``lcrag serve`` and ``lcrag mcp`` and kept across
+restarts), and the latest few in memory. A file is parsed once, however many questions, indexing runs and MCP
+resource reads ask for it, and however many ask at once. The documents cross from the parsing process as JSON, never
+pickles: whatever a hostile file makes of a parser, what comes back is data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from lcrag.documents.files import check_regular_file
+from lcrag.documents.limits import ParseLimits, applied
+from lcrag.errors import InputError
+from lcrag.lru import SizedLRU
+from lcrag.provenance import Layout, Segment
+from lcrag.storage import atomic_write_bytes, set_aside
+from lcrag.types import Document
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # of a cached parse and of what a parsing process sends back; bump when either changes
+# The libraries whose versions can change what a file parses to: part of every cache key.
+LIBRARIES = ("lcrag", "pypdfium2", "python-docx", "trafilatura", "lxml", "markdown-it-py", "charset-normalizer")
+# Loaded once in the fork server, so each parsing process starts with them (a fork, not an import).
+PRELOAD = ["__main__", "lcrag.documents", "lcrag.documents.sandbox", "pypdfium2", "docx", "trafilatura",
+           "markdown_it", "lxml.etree", "charset_normalizer"]
+MAX_CACHE_MB = 2048  # the parse cache on disk (LCRAG_PARSE_CACHE_MB); the least recently used go first
+RECENT_BYTES = 64 << 20  # parses kept in memory besides the disk (the one just used always stays)
+KILL_GRACE = 5.0  # seconds to reap a killed parsing process
+
+
+# -- documents as data --------------------------------------------------------------------------------------------
+def _document_data(doc: Document) -> dict[str, Any]:
+    layout = doc.layout
+    return {"text": doc.text, "id": doc.id, "title": doc.title, "source": doc.source,
+            "parts": [[offset, _document_data(part)] for offset, part in doc.parts],
+            "layout": None if layout is None else {
+                "segments": [[s.start, s.end, s.page, list(s.section)] for s in layout.segments],
+                "page_numbering": layout.page_numbering, "extractor": layout.extractor, "verbatim": layout.verbatim}}
+
+
+def _document(data: dict[str, Any], rebase) -> Document:
+    layout = data["layout"]
+    if layout is not None:
+        layout = Layout(tuple(Segment(int(start), int(end), page, tuple(section))
+                              for start, end, page, section in layout["segments"]),
+                        layout["page_numbering"], layout["extractor"], bool(layout["verbatim"]))
+    return Document(text=data["text"], id=data["id"], title=data["title"], source=rebase(data["source"]),
+                    parts=tuple((int(offset), _document(part, rebase)) for offset, part in data["parts"]),
+                    layout=layout)
+
+
+def encode(outcome: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(outcome, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate a parser let through: escaped, it comes back as it was
+        return json.dumps(outcome, separators=(",", ":")).encode("ascii")
+
+
+def outcome_of(documents: list[Document] | None, path: Path, error: str | None = None) -> dict[str, Any]:
+    """What a parse of ``path`` gave, as data: its documents, or the line that refused it."""
+    return {"format": FORMAT, "path": str(path), "error": error,
+            "documents": [_document_data(d) for d in documents or ()]}
+
+
+def documents_of(outcome: dict[str, Any], path: Path) -> list[Document]:
+    """The documents of ``outcome`` (a parse of the same content, perhaps at another path, named as ``path``), or
+    its refusal as an :class:`InputError`."""
+    parsed_as, here = outcome["path"], str(path)
+
+    def rebase(text: str) -> str:  # "/a/x.pdf", "/a/x.pdf:12" (a JSONL record) and messages quoting the path
+        return text.replace(parsed_as, here) if parsed_as != here else text
+
+    if outcome["error"] is not None:
+        raise InputError(rebase(outcome["error"]))
+    return [_document(d, rebase) for d in outcome["documents"]]
+
+
+def _checked(outcome: Any) -> dict[str, Any]:
+    """``outcome`` when it has the shape of a parse's, else a ValueError (a damaged cache file)."""
+    if (not isinstance(outcome, dict) or outcome.get("format") != FORMAT or not isinstance(outcome.get("path"), str)
+            or not isinstance(outcome.get("documents"), list) or not isinstance(outcome.get("error"), (str, type(None)))):
+        raise ValueError("not a parse of this version")
+    documents_of(outcome, Path(outcome["path"]))  # every field as a Document needs it (raises on a refusal: fine)
+    return outcome
+
+
+def _shape_checked(outcome: Any) -> dict[str, Any]:
+    try:
+        return _checked(outcome)
+    except InputError:
+        return outcome
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"not a parse ({type(exc).__name__})") from None
+
+
+# -- the cache ----------------------------------------------------------------------------------------------------
+def _versions() -> str:
+    found = []
+    for name in LIBRARIES:
+        try:
+            found.append(f"{name}={version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name}=none")
+    return ";".join(found)
+
+
+def cache_size_limit() -> int:
+    value = os.environ.get("LCRAG_PARSE_CACHE_MB")
+    try:
+        mb = float(value) if value else MAX_CACHE_MB
+    except ValueError:
+        raise InputError(f"LCRAG_PARSE_CACHE_MB must be a number of megabytes, not {value!r}") from None
+    return int(mb * (1 << 20))
+
+
+class ParseCache:
+    """Parses on disk, one compressed JSON file each under ``directory``, by key; written atomically, a damaged one
+    set aside and parsed again; at most ``max_bytes`` in all (the least recently used removed first)."""
+
+    def __init__(self, directory: Path, max_bytes: int | None = None):
+        self.directory = Path(directory)
+        self.max_bytes = cache_size_limit() if max_bytes is None else max_bytes
+        self._lock = threading.Lock()
+
+    def _file(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json.z"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self._file(key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("cannot read the cached parse %s (%s); parsing again", path.name, exc.strerror or exc)
+            return None
+        try:
+            outcome = _shape_checked(json.loads(zlib.decompress(raw)))
+        except (zlib.error, ValueError, UnicodeDecodeError, RecursionError) as exc:
+            set_aside(path, str(exc)[:200])
+            return None
+        try:
+            os.utime(path)  # recently used: removed last
+        except OSError:
+            pass
+        return outcome
+
+    def put(self, key: str, outcome: dict[str, Any]) -> None:
+        try:
+            atomic_write_bytes(self._file(key), zlib.compress(encode(outcome), 1))
+        except OSError as exc:  # a full or read-only cache: the parse still answers, it is only not kept
+            log.warning("cannot keep a parse in %s (%s)", self.directory, exc.strerror or exc)
+            return
+        self._trim()
+
+    def _trim(self) -> None:
+        with self._lock:
+            entries = []
+            for path in self.directory.glob("*/*.json.z"):
+                try:
+                    info = path.stat()
+                except OSError:
+                    continue
+                entries.append((info.st_mtime, info.st_size, path))
+            total = sum(size for _, size, _ in entries)
+            for _, size, path in sorted(entries, key=lambda entry: entry[0]):
+                if total <= self.max_bytes:
+                    break
+                path.unlink(missing_ok=True)
+                total -= size
+
+
+# -- the parsing process ------------------------------------------------------------------------------------------
+def _address_space() -> int | None:
+    """This process's virtual memory size in bytes (Linux), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _confine(limits: ParseLimits) -> None:
+    """Limit this (parsing) process: its CPU time, its address space beyond what it already maps, no core file,
+    and a lower priority than the service it works for."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    cpu = math.ceil(limits.seconds) + 1  # SIGXCPU, then SIGKILL a second later
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    mapped = _address_space()
+    if mapped is not None:
+        most = mapped + int(limits.memory_mb * (1 << 20))
+        resource.setrlimit(resource.RLIMIT_AS, (most, most))
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+
+
+def _parse_here(path: Path, limits: ParseLimits) -> dict[str, Any]:
+    """Parse ``path`` in this process, within ``limits``: its documents, or the line that refuses it."""
+    from lcrag.documents.loaders import load_documents
+
+    try:
+        with applied(limits):
+            return outcome_of(load_documents(path), path)
+    except InputError as exc:
+        return outcome_of(None, path, str(exc))
+    except MemoryError:
+        return outcome_of(None, path, _over_memory(path, limits))
+    except RecursionError:
+        return outcome_of(None, path, f"{path}: nested too deeply to read (a damaged or hostile file)")
+    except Exception as exc:  # noqa: BLE001 - any parser's own failure on one damaged file
+        return outcome_of(None, path, f"{path}: could not be read ({type(exc).__name__}: "
+                                      f"{' '.join(str(exc).split())[:200]})")
+
+
+def _over_memory(path: Path, limits: ParseLimits) -> str:
+    return (f"{path}: reading it needs more than the {limits.memory_mb:,g} MB of memory one file may take "
+            "(--max-parse-mb)")
+
+
+def _child(connection, path: str, limits: ParseLimits) -> None:
+    """The parsing process: confined, it parses and sends the outcome back as JSON, then exits."""
+    _confine(limits)
+    outcome = _parse_here(Path(path), limits)
+    try:
+        payload = encode(outcome)
+    except MemoryError:
+        outcome = None
+        payload = encode(outcome_of(None, Path(path), _over_memory(Path(path), limits)))
+    except Exception as exc:  # noqa: BLE001 - a text the encoder refuses: one line, never a traceback
+        payload = encode(outcome_of(None, Path(path), f"{path}: could not be read ({type(exc).__name__})"))
+    connection.send_bytes(payload)
+    connection.close()
+
+
+# -- the sandbox --------------------------------------------------------------------------------------------------
+class Sandbox:
+    """Parses files in confined processes, at most ``workers`` at a time, each outcome kept by the file's content
+    under ``cache_dir`` (None: in memory only). :meth:`load` is :func:`lcrag.documents.load_documents` for one
+    file; :meth:`load_files` is :func:`lcrag.documents.loaders.load_files`. Thread-safe."""
+
+    def __init__(self, limits: ParseLimits | None = None, cache_dir: Path | None = None, workers: int = 2):
+        if workers < 1:
+            raise InputError(f"parse workers: at least 1, got {workers}")
+        self.limits = limits or ParseLimits()
+        self.cache = ParseCache(cache_dir) if cache_dir is not None else None
+        self._slots = threading.BoundedSemaphore(workers)
+        # Parses just made or read (refusals by the deadline only here: a busy machine may pass it next time).
+        self._recent: SizedLRU[str, dict[str, Any]] = SizedLRU(RECENT_BYTES, _outcome_size)
+        self._hashes: OrderedDict[tuple, str] = OrderedDict()
+        self._hash_lock = threading.Lock()
+        self._versions = _versions()
+        self.parses = 0  # parsing processes started: what the cache saves is what this does not count
+        self._running: set = set()  # the parsing processes now running (killed by close)
+        self._closed = False
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(PRELOAD)
+
+    # -- keys
+    def _content_hash(self, path: Path) -> str:
+        """The file's SHA-256, streamed; remembered while the file is unchanged (device, inode, size, times)."""
+        info = path.stat()
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        with self._hash_lock:
+            if key in self._hashes:
+                self._hashes.move_to_end(key)
+                return self._hashes[key]
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        with self._hash_lock:
+            self._hashes[key] = digest
+            while len(self._hashes) > 4096:
+                self._hashes.popitem(last=False)
+        return digest
+
+    def key(self, path: Path) -> str:
+        """What a parse of ``path`` depends on: its content, its name (documents are named after it), the limits
+        and the parsers' versions."""
+        content = self._content_hash(path)
+        return hashlib.sha256("\0".join((content, path.name, self.limits.key(), self._versions, str(FORMAT)))
+                              .encode("utf-8", "surrogateescape")).hexdigest()
+
+    # -- parsing
+    def load(self, path: str | Path) -> list[Document]:
+        """The documents of the file ``path``, parsed once per content; a file that cannot be read, or is over a
+        limit, is an :class:`InputError` naming it and the limit."""
+        path = Path(path)
+        check_regular_file(path)
+        try:
+            key = self.key(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return documents_of(self._recent.get_or_put(key, lambda: self._stored_or_parsed(path, key)), path)
+
+    def _stored_or_parsed(self, path: Path, key: str) -> dict[str, Any]:
+        stored = self.cache.get(key) if self.cache is not None else None
+        if stored is not None:
+            return stored
+        outcome, lasting = self._parse(path)
+        if lasting and self.cache is not None:
+            self.cache.put(key, outcome)
+        return outcome
+
+    def _parse(self, path: Path) -> tuple[dict[str, Any], bool]:
+        """The outcome of parsing ``path`` in a confined process, and whether it would be the same next time (a
+        refusal for the wall-clock deadline may not be, on a less busy machine)."""
+        limits = self.limits
+        with self._slots:
+            if self._closed:
+                raise InputError(f"{path}: not read: the service is stopping")
+            self.parses += 1
+            receiving, sending = self._context.Pipe(duplex=False)
+            process = self._context.Process(target=_child, args=(sending, str(path), limits), daemon=True,
+                                            name=f"lcrag-parse {path.name[:40]}")
+            started = time.monotonic()
+            try:
+                process.start()
+            except OSError as exc:  # no process to be had (a process or memory limit of the server's own)
+                receiving.close()
+                raise InputError(f"{path}: could not start a process to read it ({exc.strerror or exc}); try "
+                                 "again") from None
+            finally:
+                sending.close()  # the child's end: the parent keeps none, so a child's death reads as the end
+            self._running.add(process)
+            payload = None
+            try:
+                if receiving.poll(limits.seconds):
+                    try:
+                        payload = receiving.recv_bytes()
+                    except EOFError:  # the process ended without a word: killed by a limit, or crashed
+                        payload = None
+                elapsed = time.monotonic() - started
+            finally:
+                if process.is_alive():
+                    process.kill()
+                process.join(KILL_GRACE)
+                self._running.discard(process)
+                receiving.close()
+        if payload is None and self._closed:  # killed by close: nothing to say about the file
+            raise InputError(f"{path}: not read: the service is stopping")
+        if payload is not None:
+            try:
+                return _shape_checked(json.loads(payload)), True
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                return outcome_of(None, path, f"{path}: could not be read (the parser sent {exc})"), True
+        return self._stopped(path, process.exitcode, elapsed)
+
+    def _stopped(self, path: Path, exitcode: int | None, elapsed: float) -> tuple[dict[str, Any], bool]:
+        limits = self.limits
+        if exitcode in (None, -signal.SIGKILL) and elapsed >= limits.seconds:
+            return outcome_of(None, path, f"{path}: reading it takes more than the {limits.seconds:g} s one file may "
+                                          "take (--max-parse-seconds); the file was refused"), False
+        if exitcode == -signal.SIGXCPU or (exitcode == -signal.SIGKILL and elapsed >= limits.seconds - 1):
+            return outcome_of(None, path, f"{path}: reading it takes more than the {limits.seconds:g} s of CPU time "
+                                          "one file may take (--max-parse-seconds); the file was refused"), True
+        name = signal.Signals(-exitcode).name if exitcode and exitcode < 0 and -exitcode in signal.valid_signals() \
+            else f"exit code {exitcode}"
+        return outcome_of(None, path, f"{path}: the parser stopped ({name}) on it: a damaged file, or one needing "
+                                      f"more than the {limits.memory_mb:,g} MB of memory one file may take "
+                                      "(--max-parse-mb)"), True
+
+    def load_files(self, files: list[Path], progress=None) -> tuple[list[Document], list[str]]:
+        """As :func:`lcrag.documents.loaders.load_files`: the documents of ``files`` and one line for each file that
+        could not be read; ``progress(done, total)`` after each."""
+        docs: list[Document] = []
+        failed: list[str] = []
+        for i, f in enumerate(files):
+            try:
+                docs.extend(self.load(f))
+            except InputError as exc:
+                failed.append(str(exc))
+                log.warning("skipped %s", exc)
+            if progress:
+                progress(i + 1, len(files))
+        return docs, failed
+
+    def start(self) -> None:
+        """Start the fork server now (it loads the parsers), so the first upload does not wait for it."""
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+    def close(self) -> None:
+        """Refuse further parses and kill those running (their callers get a refusal)."""
+        self._closed = True
+        for process in list(self._running):
+            if process.is_alive():
+                process.kill()
+
+
+def _outcome_size(outcome: dict[str, Any]) -> int:
+    """About the bytes an outcome holds in memory: its texts and a little per segment."""
+    def size(doc: dict[str, Any]) -> int:
+        segments = doc["layout"]["segments"] if doc["layout"] else ()
+        return len(doc["text"]) + 100 * len(segments) + sum(size(part) for _, part in doc["parts"])
+
+    return 1000 + sum(size(doc) for doc in outcome["documents"])
