@@ -47,7 +47,7 @@ app.command("mcp")(mcp)
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 
 # Choices and their help come from the registries (built-ins and plugins, which are named without being imported).
-Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {STRATEGIES.describe(document_strategies())}.")]
+Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {STRATEGIES.describe()}.")]
 RetrieverOpt = Annotated[str, typer.Option("--retriever", "-r", help=f"One of: {RETRIEVERS.describe()}.")]
 CHUNKING_HELP = f"UNIT:SIZE (e.g. words:300, tokens:128) or UNIT:SIZE:OVERLAP (sentence-splitter:600:100), UNIT one of: {CHUNKERS.describe()}"
 _READER_FORMS = reader_forms()

@@ -111,12 +111,12 @@ def ask(
     context_window: Annotated[Optional[int], typer.Option("--context-window")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer, long answer, units, tokens and timings as JSON.")] = False,
 ) -> None:
-    """Answer QUESTION from the corpus: retrieve long units, read them, extract a short answer (two turns)."""
-    from lcrag.readers import make_reader
-    from lcrag.retrieval.corpus import CorpusIndex
-    from lcrag.retrieval.embedders import make_embedder
+    """Answer QUESTION from the corpus: retrieve long units, read them, extract a short answer (two turns). The same
+    LongRAG as `lcrag ask INDEX_DIR -s longrag`, through the pipeline (streamed, cached, with its call context)."""
+    from lcrag.documents.indexed_corpus import CorpusSource
     from lcrag.options import at_least, one_of
-    from lcrag.strategies.longrag import LongRAG
+    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.retrieval.corpus import CorpusIndex
 
     at_least("k", k, 1)
     # Names checked against longrag's registered options before the index is opened or a model loads.
@@ -130,24 +130,25 @@ def ask(
     probe.close()
     if not kinds:
         raise LcragError(f"{index_dir} has no retrieval units yet; finish it with `lcrag corpus build`")
+    if scorer == "dense" and not spec:
+        raise LcragError(f"{index_dir} was built without an embedder; use --scorer bm25")
     unit = unit or ("grouped" if "grouped" in kinds else kinds[0])
-    embedder = None
-    if scorer == "dense":
-        if not spec:
-            raise LcragError(f"{index_dir} was built without an embedder; use --scorer bm25")
-        embedder = make_embedder(spec)
-    index = CorpusIndex(index_dir, embedder=embedder)
-    reader = make_reader(llm, base_url=base_url, context_window=context_window, tokenizer=tokenizer)
+    settings = Settings(llm=llm, base_url=base_url, tokenizer=tokenizer, context_window=context_window,
+                        strategy="longrag", k=k, budget=context_tokens, unit=unit,
+                        options={"scorer": scorer, "task": prompt, "faiss": faiss},
+                        **({"embedder": spec} if scorer == "dense" else {}))
+    pipeline = Pipeline(settings)
     try:
-        strategy = LongRAG(index, reader, unit=unit, scorer=scorer, k=k, context_tokens=context_tokens, task=prompt,
-                           faiss=faiss)
+        source = CorpusSource.open(index_dir, unit)
         with spinner("retrieving and reading…"):
-            answer = strategy.run(question)
+            answer = pipeline.ask(source, question, sources=False)
+        index = pipeline.corpus(source).index
+        titles = [index.unit_titles(unit, c.index) for c in answer.chunks]
     finally:
-        reader.close()
+        pipeline.close()
     if as_json:
         data = answer.to_dict()
-        data["titles"] = [index.unit_titles(unit, c.index) for c in answer.chunks]
+        data["titles"] = titles
         typer.echo(json.dumps(data, ensure_ascii=False, indent=1))
         return
     units = ", ".join(f"#{c.index} ({c.tokens} tok, {c.score:.3f})" for c in answer.chunks)

@@ -30,7 +30,7 @@ from lcrag.redaction import redact_spec, redact_url
 from lcrag.registry import READERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.tree_index import NAVIGATIONS
-from lcrag.strategies import PromptSet, document_strategies, needs_corpus
+from lcrag.strategies import PromptSet, needs_corpus
 from lcrag.strategies.conversation import CONDENSE_MODES
 
 
@@ -163,7 +163,7 @@ class StrategyConfig:
     history_turns: int = 6  # the latest messages of a conversation read to make a follow-up stand alone
 
     def __post_init__(self) -> None:
-        one_of("strategy", self.strategy, document_strategies())
+        one_of("strategy", self.strategy, STRATEGIES.names())  # one that cannot read the source is refused then
         one_of("condense", self.condense, CONDENSE_MODES)
         at_least("history_turns", self.history_turns, 0)
         if not isinstance(self.cache_aware, bool):

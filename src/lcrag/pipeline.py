@@ -34,12 +34,12 @@ from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory
-from lcrag.strategies import PromptSet, QueryContext, Strategy, make_strategy
+from lcrag.strategies import PromptSet, QueryContext, Strategy, check_reads, make_strategy
 from lcrag.strategies.citations import cite
 from lcrag.strategies.conversation import Turn, standalone
 from lcrag.strategies.learned_router import Router, router_file_identity
 from lcrag.specs import QuestionSpec, RetrieverSpec, frozen, resolve
-from lcrag.types import Answer, Document
+from lcrag.types import CORPUS, Answer, Document, QuestionSource
 
 if TYPE_CHECKING:
     from lcrag.retrieval.corpus.source import CorpusUnits
@@ -56,10 +56,11 @@ _CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set 
 _STRATEGIES_KEPT = 128  # strategies kept per pipeline, one per strategy spec (a router in them is shared)
 
 
-def as_document(document: Document | str | Path) -> Document:
-    """``document`` itself, a corpus index (a directory written by ``lcrag corpus build``: every strategy then reads
-    its retrieval units), or the document loaded from a file or directory."""
-    if isinstance(document, Document):
+def as_document(document: QuestionSource | str | Path) -> QuestionSource:
+    """``document`` itself (a document, a corpus source), a corpus index (a directory written by ``lcrag corpus
+    build``: the strategies that read a corpus then read its retrieval units), or the document loaded from a file
+    or directory."""
+    if not isinstance(document, (str, Path)):
         return document
     if is_corpus_index(document):
         return CorpusSource.open(document)
@@ -189,6 +190,8 @@ class Pipeline:
         held meanwhile). Its retrievers are built per :class:`~lcrag.specs.RetrieverSpec` (``index.retriever``)."""
         s = settings or self.settings
         document = as_document(document)
+        if document.kind == CORPUS:
+            raise InputError(f"{document.source} is a corpus index: its units were made by `lcrag corpus build`")
         chunking = chunking or s.chunking_for(s.strategy)
         key = ("index", document.content_hash, chunking, self.cache_dir)
         return self.memory.get_or_put(key, lambda: DocumentIndex(
@@ -216,13 +219,13 @@ class Pipeline:
                 self._corpora[key] = CorpusUnits.open(source, lambda: self.embedder)
             return self._corpora[key]
 
-    def context(self, document: Document, strategy: str, settings: Settings | None = None,
+    def context(self, document: QuestionSource, strategy: str, settings: Settings | None = None,
                 spec: QuestionSpec | None = None) -> QueryContext:
         """What a strategy answers with over ``document`` (its index, retriever, assembler, prompts), kept per
         document and per :attr:`QuestionSpec.context_key` (the choices that shape it)."""
         s = settings or self.settings
         spec = spec or resolve(s, strategy)
-        if isinstance(document, CorpusSource):
+        if document.kind == CORPUS:
             return self._corpus_context(document, s, spec)
         key = ("context", document.content_hash, self._number, spec.context_key)
         return self.memory.get_or_put(key, lambda: self._query_context(
@@ -247,7 +250,7 @@ class Pipeline:
 
         return self.memory.get_or_put(key, make)
 
-    def _query_context(self, spec: QuestionSpec, document: Document, index, long_text=None,
+    def _query_context(self, spec: QuestionSpec, document: QuestionSource, index, long_text=None,
                        retriever: str | RetrieverSpec | None = None) -> QueryContext:
         return QueryContext(document=document, reader=self.reader, index=index, retriever=retriever or spec.retriever,
                             assembler=spec.assembler, prompts=spec.prompts,
@@ -278,7 +281,7 @@ class Pipeline:
 
     def ask(
         self,
-        document: Document | str | Path,
+        document: QuestionSource | str | Path,
         question: str,
         strategy: str | None = None,
         prompts: PromptSet | None = None,
@@ -300,8 +303,10 @@ class Pipeline:
         s = self.settings_for(choices)
         strategy = strategy or s.strategy
         spec = resolve(s, strategy)  # every choice, once: the strategy and the context are found by it
+        source = as_document(document)
+        check_reads(strategy, source)  # a corpus index with a strategy that reads one text: refused in one line
         runner = self.strategy(strategy, s, spec)
-        ctx = self.context(as_document(document), strategy, s, spec)
+        ctx = self.context(source, strategy, s, spec)
         if prompts is not None or max_tokens is not None:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
@@ -341,7 +346,7 @@ def _memory_bytes(value: DocumentIndex | QueryContext) -> int:
     the truncated texts LC sent."""
     if isinstance(value, DocumentIndex):
         return value.memory_bytes()
-    return sys.getsizeof(value.document.text) + value.memo_bytes()
+    return sys.getsizeof(getattr(value.document, "text", "")) + value.memo_bytes()  # a corpus keeps no text
 
 
 def _settings(**settings) -> Settings:

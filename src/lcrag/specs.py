@@ -28,7 +28,9 @@ StrategySpec = PartSpec  # kind "strategy"
 RetrieverSpec = PartSpec  # kind "retriever"
 # Options parts declare under another name than the setting that gives them.
 OPTION_ALIASES = {"threshold": "route_threshold"}
-_SETTING_NAMES = frozenset(f.name for f in fields(Settings))
+# The settings a part's option may alias, with their defaults (not the choice of part itself, nor the options table).
+_SETTING_DEFAULTS = {f.name: getattr(Settings(), f.name) for f in fields(Settings)
+                     if f.name not in ("options", "strategy", "retriever")}
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,14 @@ class QuestionSpec:
 
 def part_choices(settings: Settings, part: Part) -> dict[str, Any]:
     """The options ``part`` declares, as the settings give them: ``options`` first, then the setting of the same
-    name (or its alias)."""
+    name (or its alias) when it was set (a setting left at its default leaves the option at the part's own: LongRAG's
+    ``k`` of None means "as many units as fit the budget" when a budget is set)."""
     given: dict[str, Any] = {}
     for option in part.options:
         setting = OPTION_ALIASES.get(option.name, option.name)
         if option.name in settings.options:
             given[option.name] = settings.options[option.name]
-        elif setting in _SETTING_NAMES and setting not in ("options", "strategy", "retriever"):
+        elif setting in _SETTING_DEFAULTS and getattr(settings, setting) != _SETTING_DEFAULTS[setting]:
             given[option.name] = getattr(settings, setting)
     return given
 

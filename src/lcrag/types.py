@@ -5,16 +5,35 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from lcrag.provenance import Layout, Source
+
+
+class QuestionSource(Protocol):
+    """What questions are asked over: a :class:`Document` (one text), or a corpus index read unit by unit
+    (:class:`lcrag.documents.indexed_corpus.CorpusSource`, which has no text of its own). A strategy declares the
+    kinds it reads (its registered ``reads``); asked over another kind, it is refused in one line."""
+
+    kind: ClassVar[str]  # "document" or "corpus"
+    id: str
+    source: str
+
+    @property
+    def content_hash(self) -> str: ...
+
+
+# Source kinds, and what a strategy reads unless it says otherwise (its text: ``ctx.document.text``).
+DOCUMENT, CORPUS = "document", "corpus"
+READS_DEFAULT = (DOCUMENT,)
 
 
 @dataclass(frozen=True)
 class Document:
     """A text to ask questions about."""
 
+    kind: ClassVar[str] = DOCUMENT
     text: str
     id: str = ""
     title: str = ""
@@ -104,6 +123,8 @@ class Answer:
     raw_route_answer: str | None = None
     long_answer: str | None = None  # LongRAG's turn-1 answer, before short-answer extraction
     context_tokens: int | None = None  # reader tokens of the retrieved context, when a strategy measures it
+    # How a corpus index was searched (LongRAG): {"unit": "passage", "scorer": "bm25"}; the route stays the route.
+    retrieval: dict[str, str] | None = None
     # One-off cost of building the retriever's index for this document (RAPTOR / tree-index summaries): a dict with
     # calls, prompt_tokens, completion_tokens, seconds, document. Not part of the per-question ``calls``.
     index_cost: dict[str, Any] | None = None

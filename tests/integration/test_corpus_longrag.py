@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -110,9 +111,9 @@ def test_the_whole_turn1_prompt_fits_the_window_by_the_readers_count(built, read
     assert prompt + strategy.long_params.max_tokens > window - 40  # one unit cut to fit: the window is filled
 
 
-def lcrag(*args, cwd=None):
+def lcrag(*args, cwd=None, env=None):
     return subprocess.run([sys.executable, "-m", "lcrag.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
+                          cwd=cwd, timeout=600, env={**os.environ, **(env or {})})
 
 
 def test_cli_build_ask_and_eval(corpus_file, tmp_path):
@@ -163,6 +164,24 @@ def test_every_strategy_answers_over_a_corpus_index(built, tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr
     rows = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
     assert {r["strategy"] for r in rows} >= {"rag", "self-route"} and all(r["prediction"] for r in rows)
+
+
+def test_lcrag_ask_and_corpus_ask_are_one_longrag_through_the_pipeline(built, tmp_path):
+    """`lcrag ask INDEX -s longrag` (refused by the settings on 5281a3b) and `lcrag corpus ask` (its own reader call,
+    no streaming) read the same units and give the same answer: both are the pipeline's LongRAG."""
+    passkey = FACTS[-1]
+    cache = ["--cache-dir", tmp_path / "cache"]
+    asked = lcrag("ask", built.dir, passkey.question, "-s", "longrag", "--unit", "passage", "-k", "2", "-r", "bm25",
+                  "--json", *cache)
+    assert asked.returncode == 0, asked.stderr
+    corpus = lcrag("corpus", "ask", built.dir, passkey.question, "--unit", "passage", "-k", "2", "--scorer", "bm25",
+                   "--json", env={"LCRAG_CACHE_DIR": str(tmp_path / "cache")})
+    assert corpus.returncode == 0, corpus.stderr
+    a, b = json.loads(asked.stdout), json.loads(corpus.stdout)
+    assert a["route"] == b["route"] == "longrag" and a["retrieval"] == b["retrieval"] == {"unit": "passage",
+                                                                                         "scorer": "bm25"}
+    assert [c["index"] for c in a["chunks"]] == [c["index"] for c in b["chunks"]] and a["text"] == b["text"]
+    assert [c["stage"] for c in b["calls"]] == ["long_answer", "short_answer"] and b["titles"]
 
 
 @pytest.mark.parametrize("args,message", [

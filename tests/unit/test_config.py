@@ -90,7 +90,7 @@ def test_the_examples_parse_and_validate():
     ("strategy:\n  strategy: nope\n", "strategy.strategy: must be one of"),
     # names checked against the registries in the file, not later by the CLI without the file's name
     ("retrieval:\n  retriever: grep\n", "retrieval.retriever: must be one of bm25, dense"),
-    ("strategy:\n  strategy: longrag\n", "strategy.strategy: must be one of closed-book"),  # reads a corpus
+    ("strategy:\n  strategy: map-reduce\n", "strategy.strategy: must be one of closed-book"),  # not installed
     ("eval:\n  retrievers: [bm25, grep]\n", "eval.retrievers: unknown retriever 'grep'; choose one of bm25"),
     ("eval:\n  strategies: [longrag]\n  retrievers: [hybrid]\n",
      "eval.retrievers: unknown retriever 'hybrid'; choose one of dense, bm25 (the corpus index's scorers"),

@@ -33,7 +33,7 @@ def pipeline(scripted_reader, **settings):
 def test_a_corpus_index_directory_is_a_source(corpus_dir, tmp_path):
     source = as_document(corpus_dir)
     assert isinstance(source, CorpusSource) and is_corpus_index(corpus_dir)
-    assert source.text == "" and source.content_hash.startswith("corpus:")
+    assert source.kind == "corpus" and not hasattr(source, "text") and source.content_hash.startswith("corpus:")
     assert not is_corpus_index(tmp_path)
     with pytest.raises(InputError, match="not a corpus index"):
         CorpusSource.open(tmp_path)
@@ -120,3 +120,34 @@ def test_the_unit_kind_is_a_setting(corpus_dir, scripted_reader):
     assert "Zorblax Vault\nThe secret code" in reader.calls[0][-1]["content"]  # a document unit: title, then text
     with pytest.raises(LcragError, match="unit"):
         Settings(unit="chapter")
+
+
+def test_a_strategy_that_reads_one_text_is_refused_over_a_corpus_in_one_line(corpus_dir, scripted_reader):
+    """A plugin that says nothing reads a document's text: over a corpus index it is refused before it runs (on
+    5281a3b a map-reduce plugin "answered" reading 0 characters, and one reading ``ctx.index().chunks`` ended in an
+    AttributeError traceback)."""
+    from lcrag.registry import STRATEGIES
+    from lcrag.strategies.base import Strategy
+    from lcrag.types import Answer
+
+    read = []
+
+    @STRATEGIES.register("whole-text", help="reads the document's text")
+    class WholeText(Strategy):
+        name = route = "whole-text"
+
+        def run(self, ctx, question):
+            read.append(len(ctx.document.text) + len(ctx.index().chunks))
+            return Answer("?", question, self.name, route=self.route)
+
+    try:
+        p, reader = pipeline(scripted_reader, strategy="whole-text")
+        with pytest.raises(InputError) as refused:
+            p.ask(corpus_dir, "code?")
+        message = str(refused.value)
+        assert "strategy 'whole-text' reads one document's text" in message and "is a corpus index" in message
+        assert "lc, rag, op-rag, self-route" in message and "\n" not in message
+        assert read == [] and reader.calls == []
+    finally:
+        STRATEGIES.remove("whole-text")
+

@@ -104,7 +104,8 @@ def test_pipeline_ask_answers_over_a_corpus_with_longrag_and_refuses_one_documen
     reader = scripted_reader(replies("Answer: the vault code is 3", "Answer: 3"))
     settings = Settings(retriever="bm25", k=2, cache=False, cache_dir=tmp_path, unit="document")
     answer = Pipeline(settings, reader=reader).ask(index.dir, "vault code 3", strategy="longrag")
-    assert answer.text == "3" and answer.route == "document:bm25" and len(answer.chunks) == 2
+    assert answer.text == "3" and answer.route == "longrag" and len(answer.chunks) == 2
+    assert answer.retrieval == {"unit": "document", "scorer": "bm25"}
     assert answer.chunks[0].index == 3  # the unit of document 3, found by BM25
     wider = Pipeline(replace(settings, k=3), reader=reader).ask(index.dir, "vault code 3", strategy="longrag")
     assert len(wider.chunks) == 3  # k from the settings, as for every strategy

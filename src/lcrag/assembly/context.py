@@ -92,7 +92,7 @@ class ContextAssembler:
     def run(
         self,
         ranked: list[ScoredChunk],
-        document_text: str,
+        document_text: str | None,
         token_counts: Callable[[list[Chunk]], list[int]] | None = None,
     ) -> AssembledContext:
         chosen = self.select(ranked, token_counts)
@@ -105,7 +105,8 @@ class ContextAssembler:
             label = self.document_label
         else:
             label = self.score_label
-        pieces = [texts.get((c.index, c.layer), document_text[c.start : c.end]) for c in chosen]
+        pieces = [texts[c.index, c.layer] if (c.index, c.layer) in texts else document_text[c.start : c.end]
+                  for c in chosen]
         if self.chunk_format:
             text = "".join(self.chunk_format.format(text=piece, rank=rank, index=c.index)
                            for rank, (c, piece) in enumerate(zip(chosen, pieces)))

@@ -8,9 +8,10 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 from lcrag.errors import InputError
-from lcrag.types import Document
+from lcrag.types import CORPUS
 
 
 def is_corpus_index(path: str | Path) -> bool:
@@ -20,12 +21,17 @@ def is_corpus_index(path: str | Path) -> bool:
 
 
 @dataclass(frozen=True)
-class CorpusSource(Document):
-    """A corpus index standing where a document stands. Its ``text`` is empty (the corpus is read unit by unit);
-    its ``content_hash`` is the corpus content's (sha256 of the source, and the piece size), so caches key on it."""
+class CorpusSource:
+    """A corpus index standing where a document stands (a :class:`~lcrag.types.QuestionSource` of kind "corpus").
+    It has no text: the corpus is read unit by unit, by the strategies that declare they read a corpus. Its
+    ``content_hash`` is the corpus content's (sha256 of the source, and the piece size), so caches key on it."""
 
-    directory: str = ""
+    kind: ClassVar[str] = CORPUS
+    id: str
+    source: str
+    directory: str
     unit: str | None = None  # the units to retrieve; None: the smallest built (passage, then document, then grouped)
+    title: str = ""
 
     @classmethod
     def open(cls, path: str | Path, unit: str | None = None) -> CorpusSource:
@@ -33,7 +39,7 @@ class CorpusSource(Document):
         if not is_corpus_index(path):
             raise InputError(f"{path} is not a corpus index (no meta.json and corpus.sqlite); build one with "
                              "`lcrag corpus build`")
-        return cls("", id=path.name, source=str(path), directory=str(path.resolve()), unit=unit)
+        return cls(id=path.name, source=str(path), directory=str(path.resolve()), unit=unit)
 
     @cached_property
     def content_hash(self) -> str:

@@ -1,4 +1,6 @@
+from lcrag.errors import InputError
 from lcrag.registry import STRATEGIES
+from lcrag.types import CORPUS, READS_DEFAULT, QuestionSource
 from lcrag.strategies.base import QueryContext, Strategy
 from lcrag.strategies.prompts import PromptSet
 from lcrag.strategies.routing import Condition, Declined, Routed
@@ -27,6 +29,8 @@ __all__ = [
     "make_strategy",
     "needs_corpus",
     "strategy_needs",
+    "strategy_reads",
+    "check_reads",
 ]
 
 
@@ -40,6 +44,27 @@ def strategy_needs(name: str) -> str:
 def needs_corpus(name: str) -> bool:
     """Whether the strategy ``name`` reads a corpus index (LongRAG) instead of the document's own index."""
     return strategy_needs(name) == "corpus"
+
+
+def strategy_reads(name: str) -> tuple[str, ...]:
+    """The kinds of source the strategy ``name`` answers over (its registered meta ``reads``): "document" (its
+    text), "corpus" (a corpus index's units); a strategy that says nothing reads a document's text."""
+    return tuple(STRATEGIES.get(name).meta.get("reads", READS_DEFAULT))
+
+
+def check_reads(name: str, source: QuestionSource) -> None:
+    """Refuse, in one line, to run the strategy ``name`` over a source of a kind it does not read."""
+    reads = strategy_reads(name)
+    if source.kind in reads:
+        return
+    where = source.source or source.id or "this"
+    if source.kind == CORPUS:
+        able = [n for n in STRATEGIES.names() if n in STRATEGIES and CORPUS in strategy_reads(n)]
+        raise InputError(f"strategy {name!r} reads one document's text, and {where} is a corpus index (`lcrag corpus "
+                         f"build`): ask it with {', '.join(able)} (a strategy reads a corpus when it registers "
+                         f"reads=(\"document\", \"corpus\"))")
+    raise InputError(f"{name} reads a corpus index (`lcrag corpus build`), and {where} is one document: ask it with "
+                     "rag, op-rag or self-route")
 
 
 def document_strategies() -> tuple[str, ...]:

@@ -22,14 +22,14 @@ from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.base import RetrievalIndex
 from lcrag.strategies.prompts import PromptSet
 from lcrag.tokenization import Tokenizer
-from lcrag.types import Answer, Document, LLMCall
+from lcrag.types import Answer, LLMCall, QuestionSource
 
 
 @dataclass
 class QueryContext:
     """Everything a strategy needs to answer questions over one document."""
 
-    document: Document
+    document: QuestionSource  # a document, or a corpus index (no text: read through ``index`` and ``long_text``)
     reader: Reader
     # Built on first use (LC and closed-book never need it): a document's index, or a corpus index's units.
     index: Callable[[], RetrievalIndex]
@@ -126,7 +126,8 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
         else:
             ranked = retriever.run(ctx.query or question, depth)
     with timer.stage("assembly"):
-        context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+        text = getattr(ctx.document, "text", None)  # a corpus index has none: its units carry their own
+        context = assembler.run(ranked, text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
     known = all(c.tokens is not None for c in context.chunks)  # top-k selection does not count them
     streaming.emit("retrieved", tokens=context.chunk_tokens if known else None, chunks=context.chunks)
     cost = getattr(retriever, "build_cost", None)

@@ -7,11 +7,12 @@ from __future__ import annotations
 from lcrag.registry import STRATEGIES, Option
 from lcrag.strategies.base import Strategy
 from lcrag.strategies.routing import DECLINE, Declined, Routed
-from lcrag.strategies.lc_and_rag import RAG, LongContext, order_option
+from lcrag.strategies.lc_and_rag import EVERY_SOURCE, RAG, LongContext, order_option
 
 
 @STRATEGIES.register(
     "cascade", help="RAG, then RAG over WIDEN times the chunks, then LC, each when the step before declines",
+    reads=EVERY_SOURCE,
     options=(order_option("score"),
              Option("threshold", float, None, "take the next step when P(decline) >= this (None: the written answer "
                     "decides)", min=0.0, max=1.0),

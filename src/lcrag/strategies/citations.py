@@ -11,7 +11,7 @@ import functools
 from lcrag.provenance import Source, locate, snippet
 from lcrag.strategies.base import QueryContext
 from lcrag.text import content_words
-from lcrag.types import Answer, ChunkUsed
+from lcrag.types import CORPUS, Answer, ChunkUsed
 
 LOCATED = 2  # chunks cited for an LC answer
 _NO_SOURCES = ("closed-book",)
@@ -62,9 +62,7 @@ def cite(ctx: QueryContext, answer: Answer, question: str | None = None) -> list
     """The answer's sources; none for a closed-book answer or a source that is not one text (a corpus index).
     ``question``: the question as it stands alone, when it differs from the one asked (a follow-up: "What date?"
     says nothing of where the date is; the conversation it was made to stand alone with does)."""
-    from lcrag.documents.indexed_corpus import CorpusSource
-
-    if answer.route in _NO_SOURCES or isinstance(ctx.document, CorpusSource) or not answer.text.strip():
+    if answer.route in _NO_SOURCES or ctx.document.kind == CORPUS or not answer.text.strip():
         return []
     query = f"{question or answer.question} {answer.text}"
     read = answer.answer_chunks if answer.answer_chunks is not None else answer.chunks

@@ -19,15 +19,17 @@ from lcrag.strategies.base import (
 from lcrag.strategies.cache_aware import CacheAware
 from lcrag.strategies.learned_router import Router, RouterCondition
 from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
-from lcrag.types import Answer, LLMCall
+from lcrag.types import CORPUS, DOCUMENT, Answer, LLMCall
 
+EVERY_SOURCE = (DOCUMENT, CORPUS)  # a strategy that reads a document or a corpus index
 # Candidates per position asked for when a decline is measured (OpenAI allows at most 20).
 TOP_LOGPROBS = 20
 
 __all__ = ["RAG", "ClosedBook", "LongContext", "SelfRoute", "is_unanswerable", "make_strategy"]
 
 
-@STRATEGIES.register("closed-book", help="the question only (the reader's own knowledge)", needs="question")
+@STRATEGIES.register("closed-book", help="the question only (the reader's own knowledge)", needs="question",
+                     reads=EVERY_SOURCE)
 class ClosedBook(Strategy):
     """No context: what the reader knows on its own (the LC-vs-RAG study's question filter)."""
 
@@ -47,7 +49,9 @@ def prefix_key(ctx: QueryContext, kept_tokens: int) -> str:
     return hashlib.sha256(prefix.encode("utf-8")).hexdigest()[:32]
 
 
-@STRATEGIES.register("lc", help="the whole document, cut in the middle when it exceeds the window", needs="document")
+# Over a corpus index, LC reads the best units that fit (the pipeline's ``long_text``), RAG its units.
+@STRATEGIES.register("lc", help="the whole document, cut in the middle when it exceeds the window", needs="document",
+                     reads=EVERY_SOURCE)
 class LongContext(Strategy):
     """The whole document in the prompt, cut in the middle by reader tokens when it exceeds the window."""
 
@@ -121,18 +125,18 @@ def order_option(default: str) -> Option:
     return Option("order", str, default, "chunks in score or document order", choices=ORDERS)
 
 
-@STRATEGIES.register("rag", help="top-k chunks ordered by score", options=(order_option("score"),))
+@STRATEGIES.register("rag", help="top-k chunks ordered by score", options=(order_option("score"),), reads=EVERY_SOURCE)
 def rag(order: str = "score") -> Strategy:
     return RAG(order=order, name="rag")
 
 
 @STRATEGIES.register("op-rag", help="top-k chunks kept in document order (OP-RAG)", options=(order_option("document"),),
-                     chunking="tokens:128")  # the paper's own chunking, used when the user names none
+                     chunking="tokens:128", reads=EVERY_SOURCE)  # the paper's chunking, when the user names none
 def op_rag(order: str = "document") -> Strategy:
     return RAG(order=order, name="op-rag")
 
 
-@STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC",
+@STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC", reads=EVERY_SOURCE,
                      options=(order_option("score"),
                               Option("threshold", float, None, "go to LC when P(decline) >= this (None: the written "
                                      "answer decides); with a router, when P(LC better) >= this", min=0.0, max=1.0),

@@ -242,6 +242,11 @@ def bundled_router(name: str) -> str:
     return files("lcrag.strategies").joinpath("routers", f"{name}.json").read_text(encoding="utf-8")
 
 
+def document_text(ctx: QueryContext) -> str:
+    """The text the router measures: the document's; a corpus index has none (as in rows without a document)."""
+    return getattr(ctx.document, "text", "")
+
+
 class RouterCondition:
     """Self-Route's condition from a learned router: LC when P(LC better | features) >= ``threshold``."""
 
@@ -252,16 +257,16 @@ class RouterCondition:
     def document(ctx: QueryContext) -> tuple[int, set[str]]:
         """The document's length in reader tokens and its content words, computed once per answering context (kept
         with it, so every router and threshold asked about the document shares them, and they go when it goes)."""
-        tokenizer = ctx.reader.tokenizer
+        tokenizer, text = ctx.reader.tokenizer, document_text(ctx)
         return ctx.memo(("router-document", ctx.document.content_hash, tokenizer.name), lambda: (
-            count_tokens(tokenizer, ctx.document.text), content_words(ctx.document.text)))
+            count_tokens(tokenizer, text), content_words(text)))
 
     def signals(self, answer: Answer, ctx: QueryContext | None) -> RouteSignals:
         route_call = answer.calls[-1] if answer.calls else None
         tokens, shares = 0, (1.0, 1.0)  # no document: every term counts as found, as in rows without them
         if ctx is not None:
             tokens, words = self.document(ctx)
-            shares = question_terms(answer.question, words, ctx.document.text, answer.chunks)
+            shares = question_terms(answer.question, words, document_text(ctx), answer.chunks)
         return RouteSignals(answer.question, [c.score for c in answer.chunks], answer.text,
                             answer.decline_probability, tokens, route_call.prompt_tokens if route_call else 0,
                             *shares)

@@ -8,17 +8,19 @@ turn-2 examples are our own eight, because the paper's come from a dataset hub t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from lcrag.assembly import truncate_middle
 from lcrag.chunking.units import UNIT_KINDS
 from lcrag.errors import InputError
-from lcrag.readers.base import GenerationParams, Reader
+from lcrag.readers.base import Completion, GenerationParams, Reader
+from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.corpus import CorpusIndex, UnitHit
 from lcrag.registry import STRATEGIES, Option
 from lcrag.retrieval.corpus import SCORERS
-from lcrag.strategies.base import QueryContext, Strategy, Timer
-from lcrag.types import Answer, ChunkUsed, LLMCall
+from lcrag.strategies.base import QueryContext, Strategy, Timer, read_completion
+from lcrag.types import CORPUS, Answer, ChunkUsed, LLMCall
 
 TURN1 = {
     "nq": (
@@ -105,6 +107,10 @@ class Context:
     truncated_tokens: int = 0
 
 
+# Makes one reader call: (stage, messages, generation parameters, timer) -> the completion.
+Complete = Callable[[str, list[dict[str, str]], GenerationParams, Timer], Completion]
+
+
 @dataclass
 class LongRAG:
     """Answer questions over a corpus index with a long reader."""
@@ -126,6 +132,11 @@ class LongRAG:
             raise InputError(f"unknown LongRAG prompt {self.task!r}; choose one of {', '.join(TURN1)}")
         if self.k <= 0:
             raise InputError("k must be positive")
+
+    def _complete(self, stage: str, messages: list[dict[str, str]], params: GenerationParams,
+                  timer: Timer) -> Completion:
+        with timer.stage(f"llm:{stage}"):
+            return self.reader.complete(messages, params)
 
     def retrieve(self, question: str) -> list[UnitHit]:
         return self.index.search(question, self.unit, self.scorer, self.k, faiss=self.faiss)
@@ -189,22 +200,23 @@ class LongRAG:
         return Context(text, all_titles, [ChunkUsed(h.unit, 0, 0, h.score, int(sizes[h.unit])) for h in chosen],
                        n_tokens, full_tokens - n_tokens)
 
-    def run(self, question: str, query: str | None = None) -> Answer:
-        """The answer to ``question``, from the units retrieved for ``query`` (default: the question)."""
+    def run(self, question: str, query: str | None = None, complete: Complete | None = None) -> Answer:
+        """The answer to ``question``, from the units retrieved for ``query`` (default: the question). ``complete``
+        makes each reader call (the strategy's: streamed, with its call context); default: the reader, directly."""
+        complete = complete or self._complete
         timer = Timer()
         with timer.stage("retrieval"):
             hits = self.retrieve(query or question)
         with timer.stage("assembly"):
             ctx = self.assemble(question, hits)
-        with timer.stage("llm:long_answer"):
-            first = self.reader.complete(self.turn1_messages(question, ctx.titles, ctx.text), self.long_params)
+        first = complete("long_answer", self.turn1_messages(question, ctx.titles, ctx.text), self.long_params, timer)
         long_answer = long_answer_of(first.text)
-        with timer.stage("llm:short_answer"):
-            second = self.reader.complete([{"role": "user", "content": turn2_prompt(question, long_answer)}],
-                                          self.short_params)
+        second = complete("short_answer", [{"role": "user", "content": turn2_prompt(question, long_answer)}],
+                          self.short_params, timer)
         short = short_answer(second.text, long_answer)
         return Answer(
-            text=short, question=question, strategy=self.name, route=f"{self.unit}:{self.scorer}",
+            text=short, question=question, strategy=self.name, route=self.name,
+            retrieval={"unit": self.unit, "scorer": self.scorer},
             calls=[LLMCall.from_completion("long_answer", first), LLMCall.from_completion("short_answer", second)],
             chunks=ctx.units, timings=timer.timings, truncated_tokens=ctx.truncated_tokens, long_answer=long_answer,
             context_tokens=ctx.tokens, context=ctx.text,
@@ -217,8 +229,11 @@ class LongRAG:
     options=(Option("unit", str, None, "retrieval unit", choices=UNIT_KINDS),
              Option("scorer", str, None, "how units are scored", choices=SCORERS),
              Option("k", int, None, "units retrieved", min=1),
-             Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1))),
+             Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1)),
+             Option("faiss", str, None, "search the corpus's faiss index of this kind instead of exact MaxP",
+                    choices=FAISS_KINDS)),
     needs="corpus",  # reads a corpus index, not the question's own document: the eval runner and CLI ask this
+    reads=(CORPUS,),  # asked over one document, the pipeline refuses it in one line
 )
 class LongRAGStrategy(Strategy):
     """LongRAG under the strategy contract: ``Pipeline.ask(corpus_index, question, strategy="longrag")``. What the
@@ -227,20 +242,20 @@ class LongRAGStrategy(Strategy):
 
     name = route = "longrag"
 
-    def __init__(self, unit: str | None = None, scorer: str | None = None, k: int | None = None, task: str = "nq"):
-        self.unit, self.scorer, self.k, self.task = unit, scorer, k, task
+    def __init__(self, unit: str | None = None, scorer: str | None = None, k: int | None = None, task: str = "nq",
+                 faiss: str | None = None):
+        self.unit, self.scorer, self.k, self.task, self.faiss = unit, scorer, k, task, faiss
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
-        from lcrag.documents.indexed_corpus import CorpusSource
-
-        if not isinstance(ctx.document, CorpusSource):
-            raise InputError(f"longrag reads a corpus index (`lcrag corpus build`), and {ctx.document.source or 'this'}"
-                             " is one document: ask it with rag, op-rag or self-route")
         units = ctx.index()
         budget = ctx.assembler.budget
         scorer = self.scorer or (ctx.retriever if ctx.retriever in SCORERS else "dense")
         units.retriever(scorer)  # readies the index to score this way (dense: gives it the embedder)
         reader = LongRAG(units.index, ctx.reader, unit=self.unit or units.kind, scorer=scorer,
                          k=self.k or (ctx.assembler.k if budget is None else 200), context_tokens=budget,
-                         task=self.task)
-        return reader.run(question, ctx.query)
+                         task=self.task, faiss=self.faiss)
+
+        def complete(stage: str, messages: list[dict[str, str]], params: GenerationParams, timer: Timer):
+            return read_completion(replace(ctx, params=params), stage, messages, timer, route=self.route)[2]
+
+        return reader.run(question, ctx.query, complete)
