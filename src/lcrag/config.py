@@ -62,7 +62,7 @@ class ReaderConfig:
     threads: int | None = None
     # Seconds one HTTP call to a reader or embedder server may take, retries included (a silent server fails then).
     timeout: float = DEFAULT_TIMEOUT
-    max_tokens: int = 64
+    max_tokens: int = field(default=64, metadata={"per_question": True})  # how long this answer may be
 
     def __post_init__(self) -> None:
         at_least("context_window", self.context_window, 1, optional=True)
@@ -124,7 +124,7 @@ class RetrievalConfig:
     tree_navigation: str = "embedding"  # tree retriever: embedding | llm
     # Who writes RAPTOR and tree-index summaries; None: the answering reader. As in the RAPTOR paper (one summarizer,
     # many readers), a tree built once serves readers of any size.
-    summary_llm: str | None = None
+    summary_llm: str | None = field(default=None, metadata={"per_question": False})  # the pipeline's second reader
     unit: str | None = None  # over a corpus index: passage | document | grouped; None: the smallest built
 
     def __post_init__(self) -> None:
@@ -293,6 +293,12 @@ SETTINGS_SECTIONS = ("strategy", "retrieval", "chunking", "reader", "embedder", 
 _FREE_SECTIONS = {"options": "options"}
 _SECTION_OF = {f.name: name for name, cls in SECTIONS.items() for f in fields(cls)}
 CONFIG_FIELDS = frozenset(_SECTION_OF)  # every field's name (the CLI's parameters with these names override them)
+# The sections whose fields say how one question is answered; a field's metadata ``per_question`` says otherwise.
+QUESTION_SECTIONS = ("strategy", "retrieval", "chunking", "options")
+# The settings one question may choose (lcrag.specs resolves them); the others (reader, embedder, caches) are the
+# pipeline's own, shared by every question it answers. Adding a field to a question's section adds it here.
+PER_QUESTION = tuple(f.name for name in SETTINGS_SECTIONS for f in fields(SECTIONS[name])
+                     if f.metadata.get("per_question", name in QUESTION_SECTIONS) and f.metadata.get("in_file", True))
 
 
 def _plain(section: object) -> dict:

@@ -15,7 +15,7 @@ from lcrag.assembly import ContextAssembler, TruncatedText
 from lcrag.assembly.truncation import fill_with_chunks
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
-from lcrag.config import ChunkingConfig, Settings
+from lcrag.config import PER_QUESTION, ChunkingConfig, Settings
 from lcrag.documents import load_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.errors import InputError, OptionError
@@ -48,10 +48,6 @@ if TYPE_CHECKING:
 # otherwise: dozens of books, and a bound, so that a long-running service does not grow with every document it sees.
 DEFAULT_MEMORY_BYTES = 512 << 20
 _PIPELINE_NUMBERS = itertools.count()
-# The settings one question may choose (how it is answered); the others (reader, embedder, caches) are the
-# pipeline's own, shared by every question it answers.
-PER_QUESTION = ("strategy", "retriever", "k", "budget", "order", "chunking", "window", "tree_navigation", "unit",
-                "max_tokens", "prompts", "route_threshold", "router", "lc_share", "cache_aware", "options", "condense")
 _CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set of per-question choices
 _STRATEGIES_KEPT = 128  # strategies kept per pipeline, one per strategy spec (a router in them is shared)
 

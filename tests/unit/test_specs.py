@@ -163,3 +163,21 @@ def test_a_follow_ups_quote_is_picked_by_the_question_as_it_stands_alone(scripte
                           history=[{"role": "user", "content": "Tell me about the annual lantern festival of Dunmoor."},
                                    {"role": "assistant", "content": "It is a festival of lanterns."}])
     assert "ninth of October" in answer.sources[0].snippet
+
+
+def test_the_per_question_lists_come_from_one_place():
+    """PER_QUESTION is the question sections' fields (plus max_tokens); the HTTP request's choices are its request
+    model's fields, each a per-question setting; the MCP ask tool takes exactly the request's fields."""
+    import inspect
+
+    from lcrag.config import PER_QUESTION
+    from lcrag.service.answering import ANSWER_OPTIONS
+    from lcrag.service.mcp import LcragMCP
+    from lcrag.service.requests import AskRequest
+
+    assert {"strategy", "retriever", "k", "budget", "window", "route_threshold", "options", "max_tokens"} <= set(
+        PER_QUESTION)
+    assert not {"llm", "embedder", "cache_dir", "summary_llm"} & set(PER_QUESTION)
+    assert set(ANSWER_OPTIONS) <= set(PER_QUESTION)
+    tool = set(inspect.signature(LcragMCP.ask).parameters) - {"self", "ctx"}
+    assert tool == set(AskRequest.model_fields) - {"stream"}
