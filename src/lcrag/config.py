@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -407,8 +407,13 @@ def _in_settings(f) -> bool:
     return f.metadata.get("in_file", True)
 
 
-class _SettingsMethods:
-    """What :class:`Settings` adds to the fields it takes from the sections."""
+@dataclass(frozen=True)
+class Settings(StrategyConfig, RetrievalConfig, ChunkingConfig, ReaderConfig, EmbedderConfig, CacheConfig,
+               PartOptions):
+    """What a Pipeline answers with: every field of the strategy, retrieval, chunking, reader, embedder, cache and
+    options sections, flat (``Settings(strategy='rag', k=3)``), checked by those sections. Its fields are the
+    sections' own, inherited (ColBERT's way: one config made of per-concern parts), so they are written once and
+    type checkers and IDEs see them all."""
 
     def __post_init__(self) -> None:
         """Every value is checked once, before any model loads, by the section that owns it: the CLI, the Python
@@ -425,20 +430,9 @@ class _SettingsMethods:
         """``summary_llm`` when it names a model other than the answering reader's, else None."""
         return self.summary_llm if self.summary_llm not in (None, self.llm) else None
 
-
-def _settings_class() -> type:
-    """:class:`Settings`: one flat dataclass of the Pipeline's sections' fields — their names, defaults and types
-    written once, in the sections (ColBERT's way: one config made of per-concern parts)."""
-    specs = [(f.name, f.type, field(default=f.default, default_factory=f.default_factory, repr=f.repr))
-             for name in SETTINGS_SECTIONS for f in fields(SECTIONS[name]) if _in_settings(f)]
-    cls = make_dataclass("Settings", specs, bases=(_SettingsMethods,))
-    cls.__module__ = __name__
-    cls.__doc__ = ("What a Pipeline answers with: every field of the reader, embedder, chunking, retrieval, strategy, "
-                   "cache and options sections, flat (``Settings(strategy='rag', k=3)``), checked by those sections.")
-    return cls
-
-
-Settings = _settings_class()
+    def to_dict(self) -> dict:
+        """``{section: {key: value}}`` of the sections it is made of (what :meth:`Config.to_dict` gives for them)."""
+        return {name: section.to_dict() for name, section in settings_sections(self).items()}
 
 
 @contextmanager
