@@ -25,7 +25,7 @@ from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, option_values, reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
-from lcrag.http import DEFAULT_TIMEOUT
+from lcrag.http_client import DEFAULT_TIMEOUT
 from lcrag.registry import CHUNKERS, DATASET_FORMATS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.storage import ensure_directory

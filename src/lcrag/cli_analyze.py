@@ -56,7 +56,7 @@ def _run_reader(run_dir: Path, manifest: dict, llm: str | None, base_url: str | 
 
 def _check_failures_options(llm: str | None, base_url: str | None, dataset: Path | None) -> None:
     """Checked now, even when no question needs classifying."""
-    from lcrag.http import check_base_url
+    from lcrag.http_client import check_base_url
     from lcrag.readers import parse_reader_spec
 
     if llm:

@@ -25,7 +25,7 @@ from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import EvalOptions, SettingError, at_least, in_range, longrag_choices, one_of
 from lcrag.readers import parse_reader_spec
-from lcrag.http import DEFAULT_TIMEOUT, check_base_url
+from lcrag.http_client import DEFAULT_TIMEOUT, check_base_url
 from lcrag.redaction import redact_spec, redact_url
 from lcrag.registry import READERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval.embedders import parse_embedder_spec

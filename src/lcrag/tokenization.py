@@ -69,7 +69,7 @@ class LlamaServerTokenizer:
     def _post(self, path: str, payload: dict) -> dict:
         import httpx
 
-        from lcrag.http import DeadlineExceeded, per_operation_timeout, run_within
+        from lcrag.http_client import DeadlineExceeded, per_operation_timeout, run_within
 
         try:
             response = run_within(self.timeout, lambda: self._client.post(

@@ -57,7 +57,7 @@ def test_token_spans_tile_the_text(reader):
 
 
 def test_hf_tokenizer_json_spans_and_counts():
-    from lcrag import models
+    from lcrag import bundled_models as models
     from lcrag.chunking import TokenChunker
     from lcrag.tokenization import HFTokenizer
     from lcrag.types import Document

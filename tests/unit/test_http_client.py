@@ -8,7 +8,7 @@ import pytest
 
 from lcrag.errors import ReaderError
 from lcrag.readers import GenerationParams, OpenAIChatReader, complete_many
-from lcrag.http import HttpClient
+from lcrag.http_client import HttpClient
 
 
 class Script:

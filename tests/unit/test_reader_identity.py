@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lcrag import models
+from lcrag import bundled_models as models
 from lcrag.readers import CachedReader, CompletionCache, GenerationParams, OpenAIChatReader
 from lcrag.retrieval.summaries import Summarizer
 

@@ -49,7 +49,7 @@ def make_reader(
     - ``replay:SOURCE``: recorded answers replayed, no model call (:mod:`lcrag.readers.replay`; ``tokenizer``: the
       tokenizer standing in for the recorded reader's).
     ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
-    one HTTP call may take, retries included (default :data:`lcrag.http.DEFAULT_TIMEOUT`).
+    one HTTP call may take, retries included (default :data:`lcrag.http_client.DEFAULT_TIMEOUT`).
     """
     part, model, url = _reader_part(spec)
     return part.create(model, url, base_url=base_url, api_key=api_key, context_window=context_window,

@@ -44,7 +44,7 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         if importlib.util.find_spec("xllamacpp") is None:  # checked now, imported (~50 ms) only when started
             raise ModelNotFoundError("the embedded reader needs xllamacpp: pip install xllamacpp")
-        from lcrag import models
+        from lcrag import bundled_models as models
 
         path = Path(model_path) if model_path else models.smollm2_gguf()
         if not path.is_file():

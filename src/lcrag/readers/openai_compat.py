@@ -7,7 +7,7 @@ import threading
 import time
 
 from lcrag.errors import InputError, ReaderError
-from lcrag.http import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
+from lcrag.http_client import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.redaction import redact_url

@@ -62,7 +62,7 @@ class OnnxMiniLMEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        from lcrag import models
+        from lcrag import bundled_models as models
 
         model_path = Path(model_path) if model_path else models.minilm_onnx()
         tokenizer_path = Path(tokenizer_path) if tokenizer_path else models.minilm_tokenizer()
@@ -122,7 +122,7 @@ class SentenceTransformerEmbedder:
             raise ModelNotFoundError(
                 "sentence-transformers is not installed: pip install torch==2.13.0 'lcrag[st]'"
             ) from None
-        from lcrag import models
+        from lcrag import bundled_models as models
 
         model = model or str(models.minilm_sentence_transformers_dir())
         self._model = SentenceTransformer(model, device=device)
@@ -138,7 +138,7 @@ class SentenceTransformerEmbedder:
 
 
 def st_name(model: str | None) -> str:
-    from lcrag import models
+    from lcrag import bundled_models as models
 
     return f"st:{model or models.minilm_sentence_transformers_dir()}"
 
@@ -155,7 +155,7 @@ class OpenAIEmbedder:
         timeout: float | None = None,
         max_retries: int = 5,
     ):
-        from lcrag.http import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
+        from lcrag.http_client import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
 
         base_url, api_key = resolve_endpoint(base_url, api_key, "embedder")
         self._http = HttpClient(base_url, api_key=api_key, timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
@@ -184,7 +184,7 @@ class OpenAIEmbedder:
 
 def openai_name(model: str, base_url: str | None = None, api_key: str | None = None, **_endpoint: object) -> str:
     """An OpenAI-compatible embedder's identity (its name), known without a connection."""
-    from lcrag.http import resolve_endpoint
+    from lcrag.http_client import resolve_endpoint
     from lcrag.redaction import redact_url
 
     return f"openai:{model}@{redact_url(resolve_endpoint(base_url, api_key, 'embedder')[0])}"
