@@ -270,14 +270,14 @@ def test_bad_tree_settings_are_input_errors():
 def test_raptor_over_a_directory_builds_one_tree_per_file(tmp_path, scripted_reader, whitespace_tokenizer):
     from lcrag.chunking import WordChunker
     from lcrag.documents import load_document
-    from lcrag.retrieval.index import DocumentIndex, RetrieverOptions
+    from lcrag.retrieval.index import DocumentIndex, SummaryIndexConfig
 
     reader = summary_reader(scripted_reader)
     folder = tmp_path / "docs"
     folder.mkdir()
     for i in range(2):
         (folder / f"f{i}.txt").write_text(topic_document(seed=i).text)
-    options = RetrieverOptions(raptor=RaptorConfig(leaf_tokens=30, reduction_dim=4))
+    options = SummaryIndexConfig(raptor=RaptorConfig(leaf_tokens=30, reduction_dim=4))
 
     def open_index():
         return DocumentIndex(load_document(folder), WordChunker(50), tmp_path / "cache", lambda: BagOfWords(),

@@ -35,7 +35,7 @@ class IndexView(Protocol):
     dir: Path
     cache_dir: Path
     store: Any  # lcrag.retrieval.integrity.ArtifactStore: checked files, set aside and rebuilt when damaged
-    options: Any  # lcrag.retrieval.index.RetrieverOptions: how summary structures are built
+    options: Any  # lcrag.retrieval.index.SummaryIndexConfig: how summary structures are built
 
     @property
     def embedder(self) -> Any: ...

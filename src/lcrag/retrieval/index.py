@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RetrieverOptions:
+class SummaryIndexConfig:
     """How an index builds its summary structures (the same for every question over it). What a question chooses
     of a retriever (``window``, ``tree_navigation``, a plugin's option) is in its :class:`RetrieverSpec`."""
 
@@ -76,7 +76,7 @@ class DocumentIndex:
         embedder_factory: Callable[[], Embedder] | None = None,
         progress: ProgressFactory | None = None,
         reader_factory: Callable[[], Reader] | None = None,
-        options: RetrieverOptions | None = None,
+        options: SummaryIndexConfig | None = None,
         summary_reader_factory: Callable[[], Reader] | None = None,
         config: dict | None = None,
     ):
@@ -85,7 +85,7 @@ class DocumentIndex:
         self.cache_dir = Path(cache_dir)
         self._reader_factory = reader_factory
         self._summary_reader_factory = summary_reader_factory
-        self.options = options or RetrieverOptions()
+        self.options = options or SummaryIndexConfig()
         self.chunker = chunker
         self.key = _sha(f"{document.content_hash}\n{chunker.key}")
         self.dir = Path(cache_dir) / "indexes" / self.key

@@ -26,14 +26,14 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.collections import Collections, NotFound
-from lcrag.service.requests import AnswerOptions
+from lcrag.service.requests import QuestionChoices
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.types import Answer, Document
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
 # Request fields that choose how a question is answered: the request model's, each a Settings field of the same name.
-ANSWER_OPTIONS = tuple(AnswerOptions.model_fields)
+ANSWER_OPTIONS = tuple(QuestionChoices.model_fields)
 
 
 class Busy(RuntimeError):

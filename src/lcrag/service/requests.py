@@ -20,7 +20,7 @@ Short = Annotated[str, Field(min_length=1, max_length=200)]
 OptionValue = Annotated[str, Field(max_length=1000)] | int | float | bool | None
 
 
-class AnswerOptions(BaseModel):
+class QuestionChoices(BaseModel):
     """How a question is answered: the fields of ``lcrag.pipeline.Settings`` a client may choose."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -42,10 +42,10 @@ class AnswerOptions(BaseModel):
 
     def answer_options(self) -> dict[str, Any]:
         """The options the client gave, by Settings field name."""
-        return self.model_dump(include=set(AnswerOptions.model_fields), exclude_none=True)
+        return self.model_dump(include=set(QuestionChoices.model_fields), exclude_none=True)
 
 
-class AskRequest(AnswerOptions):
+class AskRequest(QuestionChoices):
     collection: Name
     question: str
     stream: bool = False
@@ -102,7 +102,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class ChatRequest(AnswerOptions):
+class ChatRequest(QuestionChoices):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     model: Short
