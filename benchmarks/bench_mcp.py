@@ -59,7 +59,8 @@ async def timed_mcp(cache: Path, answering, calls: int) -> dict[str, list[float]
             started = time.perf_counter()
             result = await session.call_tool("ask", ask_args)
             times["mcp ask"].append(time.perf_counter() - started)
-            assert not result.isError and result.structuredContent["from_cache"], result.content
+            wire = result.model_dump(mode="json", by_alias=True)  # the protocol's names, with a 1.x or 2.x client
+            assert not wire["isError"] and wire["structuredContent"]["from_cache"], result.content
             times["direct search"].append(_clock(lambda: answering.search("book", QUESTION, 5)))
             started = time.perf_counter()
             await session.call_tool("search", search_args)
