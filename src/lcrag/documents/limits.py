@@ -28,7 +28,7 @@ MAX_CHARS_PER_BYTE = 100
 RATIO_FLOOR_CHARS = 1_000_000
 # The separate process a service parses an uploaded file in: wall-clock time (and as much CPU time), and memory.
 MAX_PARSE_SECONDS = 60.0
-MAX_PARSE_MB = 2048.0
+MAX_PARSE_MB = 1024.0
 
 
 @dataclass(frozen=True)
