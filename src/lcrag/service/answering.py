@@ -78,7 +78,8 @@ class Answering:
 
     # -- documents ---------------------------------------------------------------------------------------------
     def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
-        files = sorted(f for f in files_dir.iterdir() if f.is_file() and not f.name.startswith("."))
+        # Regular files only, as Collections.paths lists them: a symbolic link planted among them is never read.
+        files = self.collections.paths(files_dir.parent.name)
         docs, skipped = self.parser.load_files(files, progress)
         # Sources and messages name a collection's files as clients know them (the name they were uploaded under,
         # which GET /v1/collections/NAME/files/FILE serves), never a path on the server.
