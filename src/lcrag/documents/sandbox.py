@@ -18,10 +18,14 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 import threading
+import types
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -40,8 +44,8 @@ FORMAT = 1  # of a cached parse and of what a parsing process sends back; bump w
 # The libraries whose versions can change what a file parses to: part of every cache key.
 LIBRARIES = ("lcrag", "pypdfium2", "python-docx", "trafilatura", "lxml", "markdown-it-py", "charset-normalizer")
 # Loaded once in the fork server, so each parsing process starts with them (a fork, not an import).
-PRELOAD = ["__main__", "lcrag.documents", "lcrag.documents.sandbox", "pypdfium2", "docx", "trafilatura",
-           "markdown_it", "lxml.etree", "charset_normalizer"]
+PRELOAD = ["lcrag.documents", "lcrag.documents.sandbox", "pypdfium2", "docx", "trafilatura", "markdown_it",
+           "lxml.etree", "charset_normalizer"]
 MAX_CACHE_MB = 2048  # the parse cache on disk (LCRAG_PARSE_CACHE_MB); the least recently used go first
 RECENT_BYTES = 64 << 20  # parses kept in memory besides the disk (the one just used always stays)
 KILL_GRACE = 5.0  # seconds to reap a killed parsing process
@@ -256,6 +260,24 @@ def _child(connection, path: str, limits: ParseLimits) -> None:
 
 
 # -- the sandbox --------------------------------------------------------------------------------------------------
+_MAIN = threading.Lock()
+
+
+@contextmanager
+def _main_hidden() -> Iterator[None]:
+    """The program's ``__main__`` module hidden while a parsing process starts. multiprocessing makes each new
+    process run the parent's main module again (``lcrag``'s script, importing the CLI and everything it imports:
+    150-250 ms a process, measured, where the fork itself takes 2); the parsing process needs none of it (its
+    function is :func:`_child`, imported by name), so it is started as if there were no main module to copy."""
+    with _MAIN:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
+
+
 class Sandbox:
     """Parses files in confined processes, at most ``workers`` at a time, each outcome kept by the file's content
     under ``cache_dir`` (None: in memory only). :meth:`load` is :func:`lcrag.documents.load_documents` for one
@@ -336,7 +358,8 @@ class Sandbox:
                                             name=f"lcrag-parse {path.name[:40]}")
             started = time.monotonic()
             try:
-                process.start()
+                with _main_hidden():
+                    process.start()
             except OSError as exc:  # no process to be had (a process or memory limit of the server's own)
                 receiving.close()
                 raise InputError(f"{path}: could not start a process to read it ({exc.strerror or exc}); try "
