@@ -47,8 +47,14 @@ class ParseLimits:
                 raise InputError(f"parse limit {name}: a number > 0, got {value!r}")
 
     def key(self) -> str:
-        """What a parse result depends on among the limits (a cached refusal holds only under the same ones)."""
-        return f"s{self.seconds:g}-m{self.memory_mb:g}-c{self.chars}-r{self.chars_per_byte:g}"
+        """What a parse's outcome depends on among the limits: the text the loaders may yield. (A refusal for the
+        parsing process's time or memory holds under those limits only: :mod:`lcrag.documents.sandbox` keeps them
+        with it.)"""
+        return f"c{self.chars}-r{self.chars_per_byte:g}"
+
+    def process_bounds(self) -> dict[str, float]:
+        """The limits of the process a file is parsed in."""
+        return {"seconds": float(self.seconds), "memory_mb": float(self.memory_mb)}
 
 
 _LIMITS: contextvars.ContextVar[ParseLimits] = contextvars.ContextVar("lcrag_parse_limits", default=ParseLimits())

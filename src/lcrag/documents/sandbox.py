@@ -40,7 +40,7 @@ from lcrag.types import Document
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # of a cached parse and of what a parsing process sends back; bump when either changes
+FORMAT = 2  # of a cached parse and of what a parsing process sends back; bump when either changes
 # The libraries whose versions can change what a file parses to: part of every cache key.
 LIBRARIES = ("lcrag", "pypdfium2", "python-docx", "trafilatura", "lxml", "markdown-it-py", "charset-normalizer")
 # Loaded once in the fork server, so each parsing process starts with them (a fork, not an import).
@@ -79,9 +79,11 @@ def encode(outcome: dict[str, Any]) -> bytes:
         return json.dumps(outcome, separators=(",", ":")).encode("ascii")
 
 
-def outcome_of(documents: list[Document] | None, path: Path, error: str | None = None) -> dict[str, Any]:
-    """What a parse of ``path`` gave, as data: its documents, or the line that refused it."""
-    return {"format": FORMAT, "path": str(path), "error": error,
+def outcome_of(documents: list[Document] | None, path: Path, error: str | None = None,
+               bounds: dict[str, float] | None = None) -> dict[str, Any]:
+    """What a parse of ``path`` gave, as data: its documents, or the line that refused it; ``bounds``: the parsing
+    process's limits, for a refusal that holds under them only (its time or memory ran out, or it crashed)."""
+    return {"format": FORMAT, "path": str(path), "error": error, "bounds": bounds,
             "documents": [_document_data(d) for d in documents or ()]}
 
 
@@ -101,7 +103,8 @@ def documents_of(outcome: dict[str, Any], path: Path) -> list[Document]:
 def _checked(outcome: Any) -> dict[str, Any]:
     """``outcome`` when it has the shape of a parse's, else a ValueError (a damaged cache file)."""
     if (not isinstance(outcome, dict) or outcome.get("format") != FORMAT or not isinstance(outcome.get("path"), str)
-            or not isinstance(outcome.get("documents"), list) or not isinstance(outcome.get("error"), (str, type(None)))):
+            or not isinstance(outcome.get("documents"), list) or not isinstance(outcome.get("error"), (str, type(None)))
+            or not isinstance(outcome.get("bounds"), (dict, type(None)))):
         raise ValueError("not a parse of this version")
     documents_of(outcome, Path(outcome["path"]))  # every field as a Document needs it (raises on a refusal: fine)
     return outcome
@@ -231,7 +234,7 @@ def _parse_here(path: Path, limits: ParseLimits) -> dict[str, Any]:
     except InputError as exc:
         return outcome_of(None, path, str(exc))
     except MemoryError:
-        return outcome_of(None, path, _over_memory(path, limits))
+        return outcome_of(None, path, _over_memory(path, limits), limits.process_bounds())
     except RecursionError:
         return outcome_of(None, path, f"{path}: nested too deeply to read (a damaged or hostile file)")
     except Exception as exc:  # noqa: BLE001 - any parser's own failure on one damaged file
@@ -252,7 +255,7 @@ def _child(connection, path: str, limits: ParseLimits) -> None:
         payload = encode(outcome)
     except MemoryError:
         outcome = None
-        payload = encode(outcome_of(None, Path(path), _over_memory(Path(path), limits)))
+        payload = encode(outcome_of(None, Path(path), _over_memory(Path(path), limits), limits.process_bounds()))
     except Exception as exc:  # noqa: BLE001 - a text the encoder refuses: one line, never a traceback
         payload = encode(outcome_of(None, Path(path), f"{path}: could not be read ({type(exc).__name__})"))
     connection.send_bytes(payload)
@@ -338,8 +341,8 @@ class Sandbox:
 
     def _stored_or_parsed(self, path: Path, key: str) -> dict[str, Any]:
         stored = self.cache.get(key) if self.cache is not None else None
-        if stored is not None:
-            return stored
+        if stored is not None and stored["bounds"] in (None, self.limits.process_bounds()):
+            return stored  # (a refusal for time or memory under other limits: parsed again under these)
         outcome, lasting = self._parse(path)
         if lasting and self.cache is not None:
             self.cache.put(key, outcome)
@@ -391,18 +394,18 @@ class Sandbox:
         return self._stopped(path, process.exitcode, elapsed)
 
     def _stopped(self, path: Path, exitcode: int | None, elapsed: float) -> tuple[dict[str, Any], bool]:
-        limits = self.limits
+        limits, bounds = self.limits, self.limits.process_bounds()
         if exitcode in (None, -signal.SIGKILL) and elapsed >= limits.seconds:
             return outcome_of(None, path, f"{path}: reading it takes more than the {limits.seconds:g} s one file may "
-                                          "take (--max-parse-seconds); the file was refused"), False
+                                          "take (--max-parse-seconds); the file was refused", bounds), False
         if exitcode == -signal.SIGXCPU or (exitcode == -signal.SIGKILL and elapsed >= limits.seconds - 1):
             return outcome_of(None, path, f"{path}: reading it takes more than the {limits.seconds:g} s of CPU time "
-                                          "one file may take (--max-parse-seconds); the file was refused"), True
+                                          "one file may take (--max-parse-seconds); the file was refused", bounds), True
         name = signal.Signals(-exitcode).name if exitcode and exitcode < 0 and -exitcode in signal.valid_signals() \
             else f"exit code {exitcode}"
         return outcome_of(None, path, f"{path}: the parser stopped ({name}) on it: a damaged file, or one needing "
                                       f"more than the {limits.memory_mb:,g} MB of memory one file may take "
-                                      "(--max-parse-mb)"), True
+                                      "(--max-parse-mb)", bounds), True
 
     def load_files(self, files: list[Path], progress=None) -> tuple[list[Document], list[str]]:
         """As :func:`lcrag.documents.loaders.load_files`: the documents of ``files`` and one line for each file that

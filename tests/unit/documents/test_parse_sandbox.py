@@ -89,6 +89,8 @@ def test_a_parse_over_the_memory_limit_is_refused_naming_the_flag(tmp_path):
     assert "200 MB of memory one file may take (--max-parse-mb)" in str(outcome)
     restarted = Sandbox(ParseLimits(seconds=30, memory_mb=200), cache_dir=tmp_path / "parsed")
     assert str(load(restarted, path)[0]) == str(outcome) and restarted.parses == 0  # kept: memory is no accident
+    roomier = Sandbox(ParseLimits(seconds=30, memory_mb=300), cache_dir=tmp_path / "parsed")
+    assert "300 MB of memory" in str(load(roomier, path)[0]) and roomier.parses == 1  # other limits: parsed again
 
 
 def test_a_file_is_parsed_once_per_content_across_processes_and_names_its_own_path(tmp_path):
@@ -100,7 +102,8 @@ def test_a_file_is_parsed_once_per_content_across_processes_and_names_its_own_pa
     first = box.load(path)
     assert CRANE_FACT in first[0].text and first[0].source == str(path) and box.parses == 1
     assert box.load(path)[0].text == first[0].text and box.parses == 1
-    restarted = Sandbox(cache_dir=tmp_path / "parsed")  # another process, or the service started again
+    restarted = Sandbox(ParseLimits(seconds=20, memory_mb=500), cache_dir=tmp_path / "parsed")  # another process,
+    # or the service started again, with other limits for the parsing process: what a parse gave still holds
     kept = restarted.load(path)[0]
     assert restarted.parses == 0 and kept.text == first[0].text and kept.layout.segments == first[0].layout.segments
     copy = tmp_path / "b" / path.name  # the same content under the same name elsewhere (another collection)
