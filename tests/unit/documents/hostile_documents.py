@@ -3,7 +3,7 @@ is a few to a hundred kilobytes and, read naively, costs minutes of CPU and giga
 
 from __future__ import annotations
 
-import io
+import copy
 import random
 import zipfile
 import zlib
@@ -64,8 +64,7 @@ def page_tree_pdf(path: Path, fan_out: int = 1000, depth: int = 2, line_chars: i
 
 def blank_page_tree_pdf(path: Path, fan_out: int = 1000, depth: int = 2) -> Path:
     """A page tree as :func:`page_tree_pdf`'s, of pages without text: no character limit ever trips."""
-    path = page_tree_pdf(path, fan_out, depth, lines=0)
-    return path
+    return page_tree_pdf(path, fan_out, depth, lines=0)
 
 
 def spanned_docx(path: Path, span: int = 300_000_000) -> Path:
@@ -93,8 +92,6 @@ def merged_docx(path: Path, rows: int = 20_000) -> Path:
     table.cell(0, 1).text = "row 0"
     table.rows[0]._tr.tc_lst[0].vMerge = "restart"
     template = table.rows[0]._tr
-    import copy
-
     for i in range(1, rows):
         tr = copy.deepcopy(template)
         first, second = tr.tc_lst
@@ -140,14 +137,6 @@ def emphasis_markdown(path: Path, repeats: int = 1_500_000) -> Path:
     delimiter and balances them, ~375 times the input in memory."""
     path.write_text("# Title\n\n" + "*a_" * repeats + "\n", encoding="utf-8")
     return path
-
-
-def zipped(files: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 def form_bomb_pdf(path: Path, fan_out: int = 200, depth: int = 3) -> Path:

@@ -6,7 +6,6 @@ document's limits, so a file over one is refused at the limit, never after."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,8 @@ from lcrag.documents import load_document, load_documents
 from lcrag.documents.limits import ParseLimits, TextBudget, applied
 from lcrag.errors import InputError
 
-from .hostile_documents import emphasis_markdown, merged_docx, page_tree_pdf, prose, spanned_docx, spine_epub
+from .hostile_documents import (blank_page_tree_pdf, emphasis_markdown, merged_docx, page_tree_pdf, prose,
+                                spanned_docx, spine_epub)
 
 QUICK = 5.0  # seconds: each of these files is read (or refused) in well under one
 
@@ -51,6 +51,9 @@ def test_a_pdf_page_tree_listing_one_page_many_times_is_refused_at_once(tmp_path
     assert str(refused).startswith("tree.pdf: 10,000 pages in a file of ") and "amplification" in str(refused)
     big = page_tree_pdf(tmp_path / "million.pdf")  # 1,000,000 pages in 16 KB; 5281a3b: half an hour, gigabytes
     refused, took = timed(load_documents, big)
+    assert isinstance(refused, InputError) and "1,000,000 pages" in str(refused) and took < QUICK
+    blank = blank_page_tree_pdf(tmp_path / "blank.pdf")  # no text to count; 5281a3b: 20 s, then "no text layer"
+    refused, took = timed(load_documents, blank)
     assert isinstance(refused, InputError) and "1,000,000 pages" in str(refused) and took < QUICK
 
 
