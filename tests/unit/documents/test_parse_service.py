@@ -115,7 +115,7 @@ def test_parses_are_kept_across_a_restart(tmp_path, scripted_reader):
 
 
 def test_a_hostile_file_is_refused_naming_its_limit_while_the_service_answers(tmp_path, scripted_reader):
-    answering = engine(tmp_path, scripted_reader(lambda m: "7781"), parse_limits=ParseLimits(seconds=3))
+    answering = engine(tmp_path, scripted_reader(lambda m: "7781"), parse_limits=ParseLimits(seconds=3, memory_mb=8192))
     bomb = form_bomb_pdf(tmp_path / "forms.pdf", fan_out=100, depth=3)  # 87 s and 14 GB in process
     with serve(answering) as url:
         httpx.post(f"{url}/v1/collections", json={"name": "ops"})
@@ -141,7 +141,7 @@ def test_an_mcp_resource_read_parses_off_the_event_loop_through_the_cache(tmp_pa
     pytest.importorskip("mcp")
     from lcrag.service.mcp import LcragMCP
 
-    answering = engine(tmp_path, scripted_reader(lambda m: "7781"), parse_limits=ParseLimits(seconds=2))
+    answering = engine(tmp_path, scripted_reader(lambda m: "7781"), parse_limits=ParseLimits(seconds=2, memory_mb=8192))
     answering.collections.create("ops")
     manual = crane_manual(tmp_path)
     answering.collections.add_file("ops", manual.name, iter([manual.read_bytes()]), 1 << 30)
