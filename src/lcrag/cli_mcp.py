@@ -14,7 +14,8 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              HeaderTimeout, Host, IndexMemory, KeepAlive, Llm, MaxBody, MaxCharsPerByte,
                              MaxClientConnections, MaxConnections, MaxDocumentChars, MaxParseMb, MaxParseSeconds,
                              MaxQuestion, MaxTokens, MaxWaiting, ParseWorkers, PartOptions, Port, PriceAs, Prices,
-                             Routers, RunFile, Strategies, Threads, allowed_strategies, check_bind, check_key,
+                             Retrievers, Routers, RunFile, Strategies, Threads, allowed_retrievers,
+                             allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
 from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
                                    ParseLimits)
@@ -45,6 +46,7 @@ def mcp(
     max_question_chars: MaxQuestion = Limits.max_question_chars,
     max_tokens: MaxTokens = Limits.max_tokens,
     strategies: Strategies = None,
+    retrievers: Retrievers = None,
     allowed_host: AllowedHosts = None,
     option: PartOptions = None,
     max_resource_mb: Annotated[float, typer.Option("--max-resource-mb", help="Largest resource (a file's extracted text) a read returns; larger ones are refused (use search).", min=0.001)] = 8,
@@ -85,6 +87,7 @@ def mcp(
                        parse_workers)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
+                    retrievers=allowed_retrievers(retrievers, answering.settings.retriever),
                     allowed_hosts=hosts_for(host, allowed_host or []),
                     max_resource_bytes=int(max_resource_mb * 1024 * 1024))
     server = LcragMCP(answering, limits, sessions)

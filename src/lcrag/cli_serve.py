@@ -40,6 +40,21 @@ def allowed_strategies(names: list[str] | None) -> tuple[str, ...] | None:
     return tuple(names) if names else None
 
 
+def allowed_retrievers(names: list[str] | None, own: str) -> tuple[str, ...]:
+    """The retrievers clients may choose: those named, or every registered one that makes no reader call (tree and
+    raptor write summaries with the reader: minutes of generation a client would order for free), and the server's
+    own retriever."""
+    from lcrag.registry import RETRIEVERS
+
+    for name in names or ():
+        if name not in RETRIEVERS.names():
+            raise OptionError(f"--retrievers {name!r}: not a retriever ({', '.join(RETRIEVERS.names())})")
+    if names:
+        return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys([n for n in RETRIEVERS.names() if not RETRIEVERS.get(n).meta.get("calls_reader")]
+                               + [own]))
+
+
 # The options `lcrag serve` and `lcrag mcp` share: the same reader, collections, limits and rules for whom they answer.
 Host = Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --api-key.")]
 Port = Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65535)]
@@ -58,6 +73,7 @@ IndexMemory = Annotated[float, typer.Option("--index-memory-mb", help="Memory fo
 MaxQuestion = Annotated[int, typer.Option("--max-question-chars", help="Longest question accepted (400 above).", min=1)]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)]
 Strategies = Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")]
+Retrievers = Annotated[Optional[list[str]], typer.Option("--retrievers", help="A retriever clients may choose; repeatable (default: every one that makes no reader call, and the server's own: tree and raptor write summaries with the reader).")]
 AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")]
 MaxBody = Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)]
 PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]
@@ -144,6 +160,7 @@ def serve(
     max_question_chars: MaxQuestion = Limits.max_question_chars,
     max_tokens: MaxTokens = Limits.max_tokens,
     strategies: Strategies = None,
+    retrievers: Retrievers = None,
     allowed_host: AllowedHosts = None,
     option: PartOptions = None,
     cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="A web origin allowed to call the API from the browser (CORS), e.g. https://app.example; repeatable. None by default.")] = None,
@@ -176,6 +193,7 @@ def serve(
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),
+                    retrievers=allowed_retrievers(retrievers, answering.settings.retriever),
                     cors_origins=tuple(cors_origin or ()))
     connections = connection_limits(max_connections, max_client_connections, header_timeout, body_timeout,
                                     body_min_rate, keep_alive)

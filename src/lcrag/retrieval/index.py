@@ -94,6 +94,7 @@ class DocumentIndex:
         self._embedder: Embedder | None = None
         self._progress = progress
         self._retrievers: dict[RetrieverSpec, Retriever] = {}
+        self._unbilled: set[RetrieverSpec] = set()  # retrievers built here whose reader calls no question paid yet
         self._token_counts: dict[str, dict[int, int]] = {}
         self._lock = threading.RLock()
         self.embedded_chunks = 0  # chunks embedded by this object: 0 when the index was already on disk
@@ -183,8 +184,20 @@ class DocumentIndex:
             spec = RETRIEVERS.get(spec).spec()  # unknown: an OptionError listing the registered ones
         with self._lock:
             if spec not in self._retrievers:
-                self._retrievers[spec] = RETRIEVERS.get(spec.name).create(self, **spec.kwargs)
+                retriever = self._retrievers[spec] = RETRIEVERS.get(spec.name).create(self, **spec.kwargs)
+                if getattr(retriever, "built_now", False):  # it spent reader calls on its summaries just now
+                    self._unbilled.add(spec)
             return self._retrievers[spec]
+
+    def take_build_cost(self, spec: str | RetrieverSpec) -> bool:
+        """Whether the retriever ``spec`` was built by this process and its build not yet billed to a question:
+        true once, for the question that caused it."""
+        if isinstance(spec, str):
+            spec = RETRIEVERS.get(spec).spec()
+        with self._lock:
+            taken = spec in self._unbilled
+            self._unbilled.discard(spec)
+            return taken
 
     # -- token counts for budgets -----------------------------------------------------------------------------
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]:

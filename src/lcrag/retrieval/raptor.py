@@ -287,7 +287,8 @@ class CollapsedTreeRetriever:
         return [ScoredChunk(self.nodes[i], float(scores[i])) for i in order]
 
 
-@RETRIEVERS.register("raptor", help="a RAPTOR tree of clustered summaries, searched flat (collapsed tree)")
+@RETRIEVERS.register("raptor", help="a RAPTOR tree of clustered summaries, searched flat (collapsed tree)",
+                     calls_reader=True)  # its summaries are written by the reader, when a document is first read
 def raptor_retriever(index: IndexView) -> CollapsedTreeRetriever:
     # RAPTOR has its own leaves (100-token sentence groups, counted by the summarizer so that one tree serves any
     # reader), so its trees live outside this chunking's folder.

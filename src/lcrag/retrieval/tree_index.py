@@ -174,6 +174,7 @@ class TreeIndexRetriever:
 
 @RETRIEVERS.register(
     "tree", help="a summary tree over the chunks, walked from the root (LlamaIndex's tree index)",
+    calls_reader=True,  # its summaries are written by the reader (and, navigated by llm, each question calls it)
     options=(Option("tree_navigation", str, "embedding", "how a branch is picked", choices=NAVIGATIONS),))
 def tree_retriever(index: IndexView, tree_navigation: str = "embedding") -> TreeIndexRetriever:
     o = index.options

@@ -28,12 +28,27 @@ from lcrag.readers import streaming
 from lcrag.service.collections import Collections, NotFound
 from lcrag.service.requests import QuestionChoices
 from lcrag.strategies.learned_router import BUNDLED
-from lcrag.types import Answer, Document
+from lcrag.registry import RETRIEVERS
+from lcrag.types import Answer, Document, LLMCall
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
 # Request fields that choose how a question is answered: the request model's, each a Settings field of the same name.
 ANSWER_OPTIONS = tuple(QuestionChoices.model_fields)
+
+
+def billed(answer: Answer) -> Answer:
+    """``answer`` with the reader calls its retriever made to build its index for it (RAPTOR or tree summaries,
+    written when the document was first read with it) among its calls: the request that caused them pays for them
+    in its usage, cost and metrics, like any other call."""
+    cost = answer.index_cost
+    if not cost or not cost.get("billed_here") or not cost.get("calls"):
+        return answer
+    model = answer.calls[-1].model if answer.calls else ""
+    build = LLMCall(model, cost["prompt_tokens"], cost["completion_tokens"], seconds=cost.get("seconds", 0.0),
+                    stage=f"index:{cost.get('retriever', 'summaries')}")
+    answer.calls = [build, *answer.calls]
+    return answer
 
 
 class Busy(RuntimeError):
@@ -221,7 +236,7 @@ class Answering:
                 with streaming.listening(self._describing(listener, document)):
                     streaming.check_cancelled()
                     listener.on_event("started", {"collection": collection})
-                    return self.base.ask(document, question, history=history, **choices)
+                    return billed(self.base.ask(document, question, history=history, **choices))
             finally:
                 self._reader.release()
         finally:
@@ -230,8 +245,12 @@ class Answering:
 
     def search(self, collection: str, query: str, k: int, retriever: str | None = None) -> list[dict[str, Any]]:
         """The ``k`` passages of the collection that best match ``query`` (file, pages, section, a quote, score), by
-        the server's retriever or ``retriever``; no reader call, so it never waits in the reader's queue."""
+        the server's retriever or ``retriever``; no reader call, so it never waits in the reader's queue (a retriever
+        that calls the reader is refused: ask with it instead, queued and billed)."""
         settings = self.base.settings_for({"retriever": retriever} if retriever else {})
+        if RETRIEVERS.get(settings.retriever).meta.get("calls_reader"):
+            raise InputError(f"retriever: {settings.retriever} writes summaries with the reader; search makes no "
+                             "model call (ask with it: the question is queued and its calls billed)")
         document = self.document(collection)
         retriever = self.base.retriever_spec(settings)
         ranked = self.base.index(document, settings=settings).retriever(retriever).run(query, k)

@@ -29,6 +29,9 @@ class Limits:
     max_question_chars: int = 16_000
     max_tokens: int = 4096
     strategies: tuple[str, ...] | None = None  # those a client may choose; None: every registered strategy
+    # The retrievers a client may choose; None: every registered one. lcrag serve's default leaves out those that
+    # call the reader to build their summaries (tree, raptor: minutes of generation on a book).
+    retrievers: tuple[str, ...] | None = None
     # Whom: the Host names answered (DNS rebinding: a page on attacker.example resolving to 127.0.0.1 sends
     # Host: attacker.example); "*" answers any. Origins allowed to write cross-site (CORS), none by default.
     allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES
@@ -46,6 +49,10 @@ class Limits:
         if strategy is not None and self.strategies is not None and strategy not in self.strategies:
             raise OverLimit(f"strategy {strategy[:40]!r} is not offered here; allowed: {', '.join(self.strategies)} "
                             "(its --strategies flag)")
+        retriever = options.get("retriever")
+        if retriever is not None and self.retrievers is not None and retriever not in self.retrievers:
+            raise OverLimit(f"retriever {retriever[:40]!r} is not offered here; allowed: {', '.join(self.retrievers)} "
+                            "(its --retrievers flag)")
 
     def host_allowed(self, host_header: str) -> bool:
         """Whether a request's Host header (``name[:port]``, ``[v6]:port``) names this server."""

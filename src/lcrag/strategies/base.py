@@ -135,7 +135,9 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
         context.index_cost = cost.to_dict() | {
             "retriever": retriever.name, "document": ctx.document.content_hash,
             "build_seconds": round(getattr(retriever, "build_seconds", 0.0), 3),
-            "built_now": bool(getattr(retriever, "built_now", False))}
+            "built_now": bool(getattr(retriever, "built_now", False)),
+            # This question caused the build (its reader calls are billed to it once: lcrag serve's usage).
+            "billed_here": bool(getattr(index, "take_build_cost", lambda spec: False)(ctx.retriever))}
     return context
 
 

@@ -1,0 +1,51 @@
+"""Issue 34 item 12: model calls a client orders are paid for. A retriever that writes summaries with the reader (tree,
+raptor) is offered only when the operator lists it (`--retrievers`); when it is, the summarising calls a request
+causes are among that request's calls (usage, cost, metrics), and `search`, which makes no model call, refuses it."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from service_fixtures import running, wait_ready
+from test_corpus import HashingEmbedder
+
+from lcrag.cli_serve import allowed_retrievers
+from lcrag.errors import InputError, OptionError
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.service.answering import Answering
+from lcrag.service.app import create_app
+from lcrag.service.limits import Limits
+
+TEXT = " ".join(f"Section {i}. The valve {i} opens at {10 + i} bar and closes at {5 + i} bar." for i in range(60))
+
+
+def test_by_default_a_client_chooses_only_retrievers_that_make_no_reader_call():
+    offered = allowed_retrievers(None, "bm25")
+    assert {"bm25", "dense", "hybrid", "sentence-window"} <= set(offered) and not {"tree", "raptor"} & set(offered)
+    assert "tree" in allowed_retrievers(None, "tree")  # the server's own retriever is always offered
+    assert allowed_retrievers(["bm25", "tree"], "bm25") == ("bm25", "tree")
+    with pytest.raises(OptionError, match="--retrievers 'treee': not a retriever"):
+        allowed_retrievers(["treee"], "bm25")
+
+
+def test_summaries_a_request_causes_are_in_its_usage_and_search_refuses_them(tmp_path, scripted_reader):
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:30", k=2, strategy="rag")
+    reader = scripted_reader(lambda m: "A summary of the valves." if "ummar" in m[-1]["content"] else "12 bar")
+    pipeline = Pipeline(settings, reader=reader, embedder=HashingEmbedder())
+    answering = Answering(settings, tmp_path / "collections", pipeline=pipeline)
+    limits = Limits(retrievers=("bm25", "tree"))
+    with running(create_app(answering, None, limits)) as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "valves"})
+        httpx.post(f"{url}/v1/collections/valves/files", files={"file": ("valves.txt", TEXT.encode())})
+        wait_ready(url, "valves")
+        body = {"collection": "valves", "question": "When does valve 7 open?"}
+        first = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "tree"}, timeout=120).json()
+        built = [c for c in first["calls"] if c["stage"] == "index:tree"]
+        assert len(built) == 1 and built[0]["prompt_tokens"] == first["index_cost"]["prompt_tokens"] > 0
+        assert first["prompt_tokens"] == sum(c["prompt_tokens"] for c in first["calls"])  # the build is billed
+        again = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "tree"}, timeout=120).json()
+        assert [c["stage"] for c in again["calls"]] == ["answer"]  # built once: the next question pays nothing
+        refused = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "raptor"}, timeout=60)
+        assert refused.status_code == 400 and "--retrievers" in refused.json()["error"]["message"]
+    with pytest.raises(InputError, match="search makes no model call"):
+        answering.search("valves", "valve 7", 3, "tree")
