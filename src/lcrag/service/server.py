@@ -10,10 +10,11 @@ What uvicorn lacks is added by a small subclass of its h11 protocol (:class:`Gua
 - a **body read timeout**: a request body must arrive within ``body_timeout`` seconds plus one second per
   ``body_min_rate`` bytes received (Apache's mod_reqtimeout rule: a slow but steady upload goes on, a trickle is cut
   off); time the server itself holds the body back (flow control) is not counted;
-- a **connection cap** and a **per-client cap** (by peer address): a connection over either pushes out the
-  connection (of that client, for the per-client cap) that has waited longest for its request headers — a
-  connection that only holds a socket open costs its holder the socket, never a client that asks something — and
-  is refused with 503 only when every connection is busy with a request;
+- a **connection cap** and a **per-client cap** (by peer address): a connection over either pushes out another
+  (of that client, for the per-client cap) that is waiting for its request headers — first the longest-stalled of
+  those that sent part of their headers and stopped, else the longest idle of those idle for over 0.25 s — so
+  that a connection that only holds a socket open costs its holder the socket, never a client that asks something
+  (whose headers come at once); the new connection is refused with 503 when no other can go;
 - uvicorn's plain-text 400 for a malformed request is JSON like every other error.
 
 ``uvicorn.Config(limit_concurrency=...)`` is not used: it accepts every connection and answers 503 (in plain text)
@@ -26,6 +27,7 @@ once a minute with a count, as are the connections refused, pushed out and timed
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import time
@@ -41,6 +43,7 @@ log = logging.getLogger("lcrag.service.server")
 REPORT_EVERY = 60.0  # seconds between two summary lines of refused or timed-out connections
 RESERVED_FILES = 256  # descriptors kept for everything but client connections (indexes, caches, the reader)
 BACKLOG = 1024  # the listen queue, and the most connections asyncio accepts in one go
+IDLE_GRACE = 0.25  # seconds a new (or newly idle) connection is not pushed out: its request may be on its way
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ def _raw_response(status: int, reason: str, message: str, kind: str, extra: str 
 
 
 class Gate:
-    """Every open connection, by client address, and those waiting for their request headers, oldest first.
+    """Every open connection, by client address, and those waiting for their request headers, oldest first: idle
+    (nothing received since they opened or since their last response) and stalled (part of the headers received).
 
     Runs on the server's event loop only (no locks). ``counts`` tallies connections refused, pushed out and timed
     out by reason, for /metrics and the once-a-minute summary line."""
@@ -78,45 +82,59 @@ class Gate:
     def __init__(self, limits: ConnectionLimits, command: str = "lcrag serve"):
         self.limits, self.command = limits, command
         self.open: dict[object, str] = {}
-        self.waiting: OrderedDict[object, None] = OrderedDict()
+        self.waiting: OrderedDict[object, float] = OrderedDict()  # idle, with when they began to be
+        self.stalled: OrderedDict[object, None] = OrderedDict()  # part of their headers in, the rest not
         self.clients: dict[str, OrderedDict[object, None]] = {}
         self.counts: Counter[str] = Counter()
         self._since: Counter[str] = Counter()
         self._reported = time.monotonic()
 
     def admit(self, conn, client: str) -> bool:
-        """Take ``conn`` in, pushing out the longest-waiting connection when a cap is reached; False: refused."""
+        """Take ``conn`` in, pushing out a waiting connection when a cap is reached; False: refused."""
         mine = self.clients.get(client)
+        idle_since = time.monotonic() - IDLE_GRACE  # a newer idle connection may be one whose request is on its way
         if mine is not None and len(mine) >= self.limits.max_client_connections:
-            victim = next((c for c in mine if c in self.waiting), None)
+            victim = next((c for c in mine if c in self.stalled), None) or \
+                next((c for c in mine if self.waiting.get(c, idle_since) < idle_since), None)
             if victim is None:
                 return self._refuse(conn, "client_cap", f"this address has {len(mine)} connections open, its "
                                     f"most ({self.command} --max-client-connections)")
             self._push_out(victim, "client_cap")
         if len(self.open) >= self.limits.max_connections:
-            victim = next(iter(self.waiting), None)
+            victim = next(iter(self.stalled), None)
+            if victim is None:
+                oldest = next(iter(self.waiting.items()), None)
+                victim = oldest[0] if oldest is not None and oldest[1] < idle_since else None
             if victim is None:
                 return self._refuse(conn, "server_cap", f"the server has {len(self.open)} connections open, its "
                                     f"most ({self.command} --max-connections)")
             self._push_out(victim, "server_cap")
         self.open[conn] = client
         self.clients.setdefault(client, OrderedDict())[conn] = None
-        self.waiting[conn] = None
+        self.waiting[conn] = time.monotonic()
         return True
 
     def wait(self, conn) -> None:
         """``conn`` waits for a request (new, or between two): it may be pushed out."""
         if conn in self.open:
-            self.waiting[conn] = None
-            self.waiting.move_to_end(conn)
+            self.stalled.pop(conn, None)
+            self.waiting.pop(conn, None)
+            self.waiting[conn] = time.monotonic()
+
+    def stall(self, conn) -> None:
+        """``conn`` sent part of its request headers and not the rest: the first to be pushed out."""
+        if self.waiting.pop(conn, None) is not None:
+            self.stalled[conn] = None
 
     def busy(self, conn) -> None:
         """``conn`` has a request in progress: it is never pushed out."""
         self.waiting.pop(conn, None)
+        self.stalled.pop(conn, None)
 
     def release(self, conn) -> None:
         client = self.open.pop(conn, None)
         self.waiting.pop(conn, None)
+        self.stalled.pop(conn, None)
         if client is not None:
             mine = self.clients.get(client)
             if mine is not None:
@@ -209,7 +227,9 @@ class GuardedProtocol(H11Protocol):
         """Note what the last bytes completed: a request's headers (the connection is busy; its body, if any, is
         timed), or its body."""
         cycle = self.cycle
-        if cycle is not None and cycle is not self._seen:
+        if cycle is self._seen and self._body is None and not self.transport.is_closing():
+            self.gate.stall(self)  # bytes came, and still no whole request line and headers
+        elif cycle is not None and cycle is not self._seen:
             self._seen = cycle
             self.gate.busy(self)
             if self.conn.their_state is h11.SEND_BODY:
@@ -338,11 +358,16 @@ def fitted(limits: ConnectionLimits, files: int, command: str) -> ConnectionLimi
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, with accept() failures logged once a minute."""
+    """uvicorn's server, with accept() failures logged once a minute and what start-up made frozen for the
+    collector."""
 
     async def startup(self, sockets=None) -> None:
         quiet_accept_errors(asyncio.get_running_loop())
         await super().startup(sockets)
+        # What start-up made (the app, its models and libraries) lives as long as the server: out of the cyclic
+        # collector's scans, whose full passes otherwise grow with it and pause every connection.
+        gc.collect()
+        gc.freeze()
 
 
 def make_server(app, host: str, port: int, limits: ConnectionLimits | None = None, log_level: str = "warning",

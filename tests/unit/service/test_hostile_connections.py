@@ -140,13 +140,13 @@ def test_idle_connections_over_the_caps_make_room_and_healthz_keeps_answering(se
         host, port = url.removeprefix("http://").split(":")
         idle = [socket.create_connection((host, int(port))) for _ in range(300)]  # never send a byte
         try:
-            time.sleep(0.3)
+            time.sleep(0.5)  # idle for longer than a request takes to come (lcrag.service.server.IDLE_GRACE)
             for _ in range(5):
                 started = time.monotonic()
                 assert httpx.get(f"{url}/healthz", headers={"Connection": "close"}).status_code == 200
                 assert time.monotonic() - started < 0.5
-            assert len(gate.open) <= 25  # the client's cap: the longest-waiting connections were pushed out
-            assert gate.counts["pushed_out_client_cap"] >= 275
+            assert len(gate.open) <= 25  # the client's cap: new ones refused, or idle ones pushed out
+            assert gate.counts["refused_client_cap"] + gate.counts["pushed_out_client_cap"] >= 275
         finally:
             for sock in idle:
                 sock.close()
