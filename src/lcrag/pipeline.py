@@ -99,6 +99,7 @@ class Pipeline:
         # another for the lazily made reader and embedder, so each is made once however many threads ask first.
         self._lock = threading.Lock()
         self._parts_lock = threading.RLock()
+        self._corpus_lock = threading.Lock()
 
     @property
     def reader(self) -> Reader:
@@ -206,8 +207,9 @@ class Pipeline:
         return self.memory.drop(lambda key: key[1] == content_hash)
 
     def corpus(self, source: CorpusSource) -> CorpusUnits:
-        """The corpus index's units, opened once (the embedder only loads if dense search is used)."""
-        with self._lock:
+        """The corpus index's units, opened once (the embedder only loads if dense search is used); under a lock of
+        their own, so that opening one never holds up another question's settings or strategy."""
+        with self._corpus_lock:
             key = f"{source.directory}:{source.unit}"
             if key not in self._corpora:
                 from lcrag.retrieval.corpus.source import CorpusUnits  # imported when a corpus is read
