@@ -49,8 +49,10 @@ LCRAG = str(Path(sys.executable).with_name("lcrag"))
 TRICKLE_EVERY = 10.0
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
 HEADER_TIMEOUT = 10.0  # lcrag's default --header-timeout
+FD_BUDGET = 1024 + 2 * 1024 + 256  # --max-connections, twice the backlog, the server's own (lcrag.service.server)
 HELLO = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "audit", "version": "0"}}}
+LOAD: list[float] = []
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -332,7 +334,8 @@ def render(loris: list[dict], sessions: list[dict], command: str, elapsed: float
     out = ["# Connections and sessions held for free (issue 34, items 7 and 8)", "",
            f"Command: `{command}`", "", f"Machine: {machine()}; `ulimit -n` {resource.getrlimit(resource.RLIMIT_NOFILE)}"
            " (soft, hard) for the client processes, which raise their soft limit to the hard one. Run time "
-           f"{elapsed:.0f} s.", "",
+           f"{elapsed:.0f} s. Load average (1 min) at start and end: {LOAD[0]:.1f}, {os.getloadavg()[0]:.1f} (the "
+           "machine is shared: other jobs ran meanwhile).", "",
            "Servers: `lcrag serve` and `lcrag mcp --transport http` with their default flags (`--max-connections "
            "1024 --max-client-connections 128 --header-timeout 10 --body-timeout 30 --keep-alive 5`; for MCP also "
            "`--max-sessions 1000 --max-client-sessions 32 --session-init-timeout 10`).", "",
@@ -375,6 +378,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=45.0, help="length of each slow-connection phase")
     parser.add_argument("--skip", default="", help="comma-separated: serve, mcp, sessions")
     args = parser.parse_args()
+    LOAD.append(os.getloadavg()[0])
     hard = raise_file_limit()
     if args.connections / args.workers > hard - 200:
         raise SystemExit(f"{args.connections:,} connections over {args.workers} processes do not fit the open-file "
@@ -412,8 +416,9 @@ def main() -> None:
         where = f"{r['server']}, {r['connections']:,} slow connections from {r['from']}"
         checks += [(f"{where}: /healthz p99 under 100 ms, no probe failed", r["p99_ms"] < 100
                     and r["probe_failures"] == 0),
-                   (f"{where}: no slow connection held past {HEADER_TIMEOUT + 10:.0f} s",
-                    r["longest_held_s"] <= HEADER_TIMEOUT + 10 and r["held_at_end"] <= 1024),
+                   (f"{where}: no slow connection held past {HEADER_TIMEOUT + 10:.0f} s, the server's descriptors "
+                    f"within its budget ({FD_BUDGET:,})",
+                    r["longest_held_s"] <= HEADER_TIMEOUT + 10 and r["max_fds"] <= FD_BUDGET),
                    (f"{where}: the server's log grew by at most 100 lines, and it is still up",
                     r["log_lines"] <= 100 and r["server_alive"])]
     for s in sessions:

@@ -234,7 +234,13 @@ class Collections:
                       and p.is_dir() and not p.is_symlink() and not p.parent.is_symlink())
 
     def files(self, name: str) -> list[dict]:
-        return [{"name": f.name, "bytes": f.stat().st_size} for f in self.paths(name)]
+        listed = []
+        for path in self.paths(name):
+            try:
+                listed.append({"name": path.name, "bytes": path.stat().st_size})
+            except FileNotFoundError:  # removed meanwhile (its collection deleted)
+                pass
+        return listed
 
     def describe(self, name: str) -> dict:
         files = self.files(name)

@@ -278,7 +278,8 @@ class GuardedProtocol(H11Protocol):
     def _expire(self, reason: str, message: str) -> None:
         self.gate.count(reason)
         self.gate.release(self)
-        if self.cycle is None or not self.cycle.response_started:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:  # nothing of ours half-sent
             self.transport.write(_raw_response(408, "Request Timeout", message, "timeout_error"))
         self.transport.close()
 
@@ -344,10 +345,15 @@ def raise_file_limit() -> int:
     return 0 if soft == resource.RLIM_INFINITY else soft
 
 
+def backlog_for(files: int) -> int:
+    """The listen backlog (also how many connections asyncio accepts at once) for an open-file limit of ``files``."""
+    return min(BACKLOG, max(64, files // 8)) if files else BACKLOG
+
+
 def fitted(limits: ConnectionLimits, files: int, command: str) -> ConnectionLimits:
     """``limits`` with the connection cap lowered, with a one-line warning, where the open-file limit cannot hold it
-    (connections, a backlog accepted at once, and the files the server itself opens)."""
-    room = files - RESERVED_FILES - 2 * BACKLOG if files else limits.max_connections
+    (connections, those accepted at once and not yet let go, and the files the server itself opens)."""
+    room = files - RESERVED_FILES - 2 * backlog_for(files) if files else limits.max_connections
     if room >= limits.max_connections:
         return limits
     lowered = max(16, room)
@@ -371,12 +377,12 @@ class Server(uvicorn.Server):
 
 
 def make_server(app, host: str, port: int, limits: ConnectionLimits | None = None, log_level: str = "warning",
-                command: str = "lcrag serve", gate: Gate | None = None) -> Server:
+                command: str = "lcrag serve", gate: Gate | None = None, backlog: int = BACKLOG) -> Server:
     """The server for ``app`` on ``host:port`` under ``limits`` (see the module's doc)."""
     limits = limits or ConnectionLimits()
     gate = gate or Gate(limits, command)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_for(gate),
-                            timeout_keep_alive=max(1, round(limits.keep_alive)), backlog=BACKLOG,
+                            timeout_keep_alive=max(1, round(limits.keep_alive)), backlog=backlog,
                             h11_max_incomplete_event_size=limits.max_header_bytes, timeout_graceful_shutdown=10)
     server = Server(config)
     server.gate = gate
@@ -386,10 +392,11 @@ def make_server(app, host: str, port: int, limits: ConnectionLimits | None = Non
 def run(app, host: str, port: int, limits: ConnectionLimits, log_level: str = "warning",
         command: str = "lcrag serve", gate: Gate | None = None) -> None:
     """Serve ``app`` until interrupted: the open-file limit raised, the caps fitted under it."""
-    limits = fitted(limits, raise_file_limit(), command)
+    files = raise_file_limit()
+    limits = fitted(limits, files, command)
     if gate is not None:
         gate.limits = limits
-    server = make_server(app, host, port, limits, log_level, command, gate)
+    server = make_server(app, host, port, limits, log_level, command, gate, backlog_for(files))
     for name in ("uvicorn.error",):
         logging.getLogger(name).addFilter(_QuietLogs())
     server.run()

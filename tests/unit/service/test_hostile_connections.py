@@ -266,3 +266,13 @@ def test_a_non_ascii_api_key_is_refused_at_start_and_an_ascii_one_matches_its_by
         assert httpx.get(f"{url}/v1/collections", headers={"Authorization": "Bearer k3y!~"}).status_code == 200
         wrong = httpx.get(f"{url}/v1/collections", headers={"Authorization": "Bearer k3y!\xe9".encode("latin-1")})
         assert wrong.status_code == 401
+
+
+def test_the_connection_cap_is_fitted_under_the_open_file_limit(caplog):
+    from lcrag.service.server import backlog_for, fitted
+
+    assert fitted(ConnectionLimits(), 20_000, "lcrag serve") == ConnectionLimits()
+    with caplog.at_level(logging.WARNING):
+        small = fitted(ConnectionLimits(), 1024, "lcrag serve")
+    assert backlog_for(1024) == 128 and small.max_connections == 1024 - 256 - 2 * 128
+    assert small.max_client_connections == 128 and "--max-connections 1024 lowered to 512" in caplog.text
