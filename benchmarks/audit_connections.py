@@ -425,7 +425,7 @@ def main() -> None:
         where = f"lcrag mcp, {s['initializations']:,} idle initializations from {s['from']}"
         checks += [(f"{where}: RSS growth at most 100 MB", s["rss_peak"] - s["rss_before"] <= 100),
                    (f"{where}: a new client served", s["served"])]
-    command = "python benchmarks/audit_connections.py" + (f" --out {args.out}" if args.out else "")
+    command = f"cd {Path.cwd().name} && python {shlex.join(sys.argv)}"  # as run
     report = render(loris, sessions, command, time.monotonic() - started, checks)
     print(report)
     if args.out:
