@@ -78,7 +78,7 @@ AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", hel
 MaxBody = Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)]
 PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]
 # Connections (lcrag.service.server): what one connection, and one client address, may hold.
-MaxConnections = Annotated[int, typer.Option("--max-connections", help="Open connections in all; beyond, the one waiting longest for its request headers is closed (503 when all are busy).", min=1)]
+MaxConnections = Annotated[int, typer.Option("--max-connections", help="Open connections in all; beyond, one that stalled in its request headers (else one idle) is closed to make room, or the new one refused (503).", min=1)]
 MaxClientConnections = Annotated[int, typer.Option("--max-client-connections", help="Open connections from one address (behind a reverse proxy, every client is the proxy's).", min=1)]
 HeaderTimeout = Annotated[float, typer.Option("--header-timeout", help="Seconds a connection has to send its request line and headers (408 after).", min=0.1)]
 BodyTimeout = Annotated[float, typer.Option("--body-timeout", help="Seconds a request body has to arrive, plus a second per --body-min-rate KB (408 after).", min=0.1)]
