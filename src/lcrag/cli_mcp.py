@@ -12,7 +12,8 @@ import typer
 
 from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTimeout, CacheDir, ContextWindow,
                              HeaderTimeout, Host, IndexMemory, KeepAlive, Llm, MaxBody, MaxCharsPerByte,
-                             MaxClientConnections, MaxConnections, MaxDocumentChars, MaxParseMb, MaxParseSeconds,
+                             MaxClientConnections, MaxConnections, MaxDocumentChars, MaxHeader, MaxParseMb,
+                             MaxParseSeconds,
                              MaxQuestion, MaxTokens, MaxWaiting, ParseWorkers, PartOptions, Port, PriceAs, Prices,
                              Retrievers, Routers, RunFile, Strategies, Threads, allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
@@ -60,6 +61,7 @@ def mcp(
     body_timeout: BodyTimeout = 30,
     body_min_rate: BodyMinRate = 1,
     keep_alive: KeepAlive = 5,
+    max_header_kb: MaxHeader = 64,
     max_parse_seconds: MaxParseSeconds = MAX_PARSE_SECONDS,
     max_parse_mb: MaxParseMb = MAX_PARSE_MB,
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
@@ -78,7 +80,7 @@ def mcp(
     sessions = SessionLimits(max_sessions=max_sessions, max_client_sessions=max_client_sessions,
                              init_timeout=session_init_timeout, idle_timeout=session_idle_timeout)
     connections = connection_limits(max_connections, max_client_connections, header_timeout, body_timeout,
-                                    body_min_rate, keep_alive)
+                                    body_min_rate, keep_alive, max_header_kb)
     LcragMCP = mcp_server_class()
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir},

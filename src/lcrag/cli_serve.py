@@ -84,6 +84,7 @@ HeaderTimeout = Annotated[float, typer.Option("--header-timeout", help="Seconds 
 BodyTimeout = Annotated[float, typer.Option("--body-timeout", help="Seconds a request body has to arrive, plus a second per --body-min-rate KB (408 after).", min=0.1)]
 BodyMinRate = Annotated[float, typer.Option("--body-min-rate", help="KB a second a request body must keep up beyond --body-timeout.", min=0.001)]
 KeepAlive = Annotated[float, typer.Option("--keep-alive", help="Seconds an idle connection is kept open between requests.", min=1)]
+MaxHeader = Annotated[float, typer.Option("--max-header-kb", help="Largest request line and headers accepted (431 above).", min=1)]
 # Parsing uploaded files (lcrag.documents.sandbox): each in a process of its own, within these; over one, the file is
 # refused in one line naming the flag, and the collection goes on with its other files.
 MaxParseSeconds = Annotated[float, typer.Option("--max-parse-seconds", help="Seconds one file may take to parse (wall clock, and as much CPU time); over it the file is refused.", min=0.1)]
@@ -132,12 +133,13 @@ def check_key(api_key: str | None) -> None:
 
 
 def connection_limits(max_connections: int, max_client_connections: int, header_timeout: float,
-                      body_timeout: float, body_min_rate: float, keep_alive: float):
+                      body_timeout: float, body_min_rate: float, keep_alive: float, max_header_kb: float = 64):
     from lcrag.service.server import ConnectionLimits
 
     return ConnectionLimits(max_connections=max_connections, max_client_connections=max_client_connections,
                             header_timeout=header_timeout, body_timeout=body_timeout,
-                            body_min_rate=max(1, int(body_min_rate * 1024)), keep_alive=keep_alive)
+                            body_min_rate=max(1, int(body_min_rate * 1024)), keep_alive=keep_alive,
+                            max_header_bytes=int(max_header_kb * 1024))
 
 
 def serve(
@@ -170,6 +172,7 @@ def serve(
     body_timeout: BodyTimeout = 30,
     body_min_rate: BodyMinRate = 1,
     keep_alive: KeepAlive = 5,
+    max_header_kb: MaxHeader = 64,
     max_parse_seconds: MaxParseSeconds = MAX_PARSE_SECONDS,
     max_parse_mb: MaxParseMb = MAX_PARSE_MB,
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
@@ -196,7 +199,7 @@ def serve(
                     retrievers=allowed_retrievers(retrievers, answering.settings.retriever),
                     cors_origins=tuple(cors_origin or ()))
     connections = connection_limits(max_connections, max_client_connections, header_timeout, body_timeout,
-                                    body_min_rate, keep_alive)
+                                    body_min_rate, keep_alive, max_header_kb)
     gate = Gate(connections, "lcrag serve")
     app = create_app(answering, api_key, limits, gate=gate)
     typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {answering.collections.root})", err=True)

@@ -1,8 +1,9 @@
 """How failures become responses: JSON in OpenAI's shape (``{"error": {"message", "type", "code"}}``) with the
 right status — 400 bad input or over a limit, 401 missing or wrong key, 403 a cross-site write, 404 unknown
 collection or model, 408 a request that did not arrive in time, 413 a body over its limit, 415 not JSON, 422 a body
-of the wrong shape, 429 overloaded (with Retry-After), 499 the client left, 502/504 a reader that failed, 503 too
-many connections, 507 the server's disk full (500 for its other storage failures); never a 5xx for bad input."""
+of the wrong shape, 429 overloaded (with Retry-After), 431 headers over their limit, 499 the client left, 502/504 a
+reader that failed, 503 too many connections, 507 the server's disk full (500 for its other storage failures);
+never a 5xx for bad input. (408, 431 and 503 for connections come from lcrag.service.server.)"""
 
 from __future__ import annotations
 

@@ -180,6 +180,7 @@ class GuardedProtocol(H11Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._seen = None  # the request cycle whose headers were seen last
         self._body: list[float] | None = None  # [start, bytes] while a request body is being read
+        self._head, self._tail = 0, b""  # bytes of the request line and headers so far, and the last three
         super().connection_made(transport)
         client = self.client[0] if self.client else "unknown"
         if self.gate.admit(self, client):
@@ -193,8 +194,28 @@ class GuardedProtocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._body is not None:
             self._body[1] += len(data)
+        elif self.conn.their_state is h11.IDLE and self._header_over(data):
+            return
         super().data_received(data)
         self._track()
+
+    def _header_over(self, data: bytes) -> bool:
+        """Count a request's line and headers as they come (h11 bounds only what it holds unparsed, so a whole
+        request in one packet would pass): over ``max_header_bytes``, a JSON 431 and the connection closed."""
+        seen = self._tail + data
+        end = seen.find(b"\r\n\r\n")
+        size = self._head + (len(data) if end < 0 else end + 4 - len(self._tail))
+        if size > self.gate.limits.max_header_bytes:
+            self.gate.count("headers_too_large")
+            self._cancel()
+            self.gate.release(self)
+            self.transport.write(_raw_response(431, "Request Header Fields Too Large", "the request line and "
+                                               f"headers are over {self.gate.limits.max_header_bytes:,} bytes "
+                                               f"({self.gate.command} --max-header-kb)", "invalid_request_error"))
+            self.transport.close()
+            return True
+        self._head, self._tail = (0, b"") if end >= 0 else (size, seen[-3:])
+        return False
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -213,8 +234,8 @@ class GuardedProtocol(H11Protocol):
         self.gate.count("malformed")
         self._cancel()
         self.transport.write(_raw_response(400, "Bad Request", "the request is not valid HTTP/1.1 (or its headers "
-                                           f"are over {self.gate.limits.max_header_bytes:,} bytes)",
-                                           "invalid_request_error"))
+                                           f"are over {self.gate.limits.max_header_bytes:,} bytes: "
+                                           f"{self.gate.command} --max-header-kb)", "invalid_request_error"))
         self.transport.close()
 
     def close_now(self) -> None:

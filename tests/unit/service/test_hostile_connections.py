@@ -276,3 +276,21 @@ def test_the_connection_cap_is_fitted_under_the_open_file_limit(caplog):
         small = fitted(ConnectionLimits(), 1024, "lcrag serve")
     assert backlog_for(1024) == 128 and small.max_connections == 1024 - 256 - 2 * 128
     assert small.max_client_connections == 128 and "--max-connections 1024 lowered to 512" in caplog.text
+
+
+def test_headers_over_max_header_kb_are_a_json_431_naming_the_flag(service):
+    with service(ConnectionLimits(max_header_bytes=4096)) as (url, gate):
+        got, _ = raw(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 8000 + b"\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 431 ") and "--max-header-kb" in json_body(got)["error"]["message"], got
+
+        def trickle(sock):  # the same, a line at a time
+            try:
+                for _ in range(20):
+                    sock.sendall(b"X-Line: " + b"l" * 500 + b"\r\n")
+            except OSError:
+                pass
+
+        got, _ = raw(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", trickle)
+        assert got.startswith(b"HTTP/1.1 4") and b"--max-header-kb" in got, got
+        assert httpx.get(f"{url}/healthz", headers={"X-Fits": "f" * 3000}).status_code == 200
+        assert gate.counts["headers_too_large"] >= 1
