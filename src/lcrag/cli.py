@@ -72,15 +72,17 @@ PartOption = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 
 
-def _config_from_flags(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tuple[str, Callable]] | None = None) -> Config:
+def _config_from_flags(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tuple[str, Callable]] | None = None,
+                       options: list[str] | None = None) -> Config:
     """The run file's configuration (or the defaults) with the values of the flags the user gave over it.
 
     A flag counts as given when it was on the command line or came from its environment variable (not typer's
     default). Parameters are named as the configuration's fields, except those in ``renamed``: param -> (field,
-    conversion of the flag's value)."""
+    conversion of the flag's value). ``options``: the ``--option NAME=VALUE`` flags, added to the run file's options
+    table (and winning where both name one)."""
     from lcrag.config import CONFIG_FIELDS, Config
 
-    renamed = {"option": ("options", option_values), **(renamed or {})}
+    renamed = renamed or {}
     given = {}
     for param, value in ctx.params.items():
         field, convert = renamed.get(param, (param, None))
@@ -88,8 +90,8 @@ def _config_from_flags(ctx: typer.Context, run_file: Path | None, renamed: dict[
         if field in CONFIG_FIELDS and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             given[field] = convert(value) if convert else value
     base = Config.from_file(run_file) if run_file else Config()
-    if "options" in given:  # flags add to the run file's options table (and win where both name one)
-        given["options"] = base.options.options | given["options"]
+    if options:
+        given["options"] = base.options.options | option_values(options)
     return base.merged(given)
 
 
@@ -139,7 +141,8 @@ def ask(
     from lcrag.evaluation.prices import PriceTable, calls_cost
     from lcrag.pipeline import as_document
 
-    settings = _config_from_flags(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)}).settings()
+    settings = _config_from_flags(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)},
+                                  options=option).settings()
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)  # an unknown model: one line now, before any model loads
@@ -321,7 +324,7 @@ def _ints(value: str | None, name: str) -> list[int]:
         raise LcragError(f"--{name} takes whole numbers separated by commas") from None
 
 
-def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None) -> Config:
+def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None, options: list[str] | None) -> Config:
     """``lcrag eval``'s configuration: the run file's, then the flags given (comma-separated lists become tuples).
     Strategies, retrievers and units are checked against the registries there, as a run file's are."""
     def listed(name: str) -> Callable:
@@ -334,7 +337,7 @@ def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None) -> Config
         "strategies": ("strategies", listed("strategies")), "retriever": ("retrievers", listed("retriever")),
         "k": ("ks", numbers("k")), "budget": ("budgets", numbers("budget")), "fmt": ("format", None),
         "unit": ("units", listed("unit")),
-    })
+    }, options=options)
     for flag, value in (("--dataset", run.eval.dataset), ("--out", run.eval.out)):
         if value is None:
             raise OptionError(f"{flag} is required (or {flag[2:]} in the eval section of --config)")
@@ -380,7 +383,7 @@ def evaluate(
     from lcrag.evaluation.datasets import load_dataset
     from lcrag.evaluation.runner import EvalRunner, expand_configs
 
-    run = _eval_config_from_flags(ctx, config)
+    run = _eval_config_from_flags(ctx, config, option)
     wanted = run.eval
     names, retrievers = list(wanted.strategies), list(wanted.retrievers)
     settings = run.settings()

@@ -39,7 +39,7 @@ from lcrag.strategies.citations import cite
 from lcrag.strategies.conversation import Turn, standalone
 from lcrag.strategies.learned_router import Router, router_file_identity
 from lcrag.specs import QuestionSpec, RetrieverSpec, frozen, resolve
-from lcrag.types import CORPUS, Answer, Document, QuestionSource
+from lcrag.types import CORPUS, DOCUMENT, Answer, Document, QuestionSource
 
 if TYPE_CHECKING:
     from lcrag.retrieval.corpus.source import CorpusUnits
@@ -100,6 +100,8 @@ class Pipeline:
         self._lock = threading.Lock()
         self._parts_lock = threading.RLock()
         self._corpus_lock = threading.Lock()
+        # How an answering context is made over each kind of source (lcrag.types.QuestionSource.kind).
+        self._opens = {DOCUMENT: self._document_context, CORPUS: self._corpus_context}
 
     @property
     def reader(self) -> Reader:
@@ -223,8 +225,9 @@ class Pipeline:
         document and per :attr:`QuestionSpec.context_key` (the choices that shape it)."""
         s = settings or self.settings
         spec = spec or resolve(s, strategy)
-        if document.kind == CORPUS:
-            return self._corpus_context(document, s, spec)
+        return self._opens[document.kind](document, s, spec)
+
+    def _document_context(self, document: Document, s: Settings, spec: QuestionSpec) -> QueryContext:
         key = ("context", document.content_hash, self._number, spec.context_key)
         return self.memory.get_or_put(key, lambda: self._query_context(
             spec, document, lambda: self.index(document, spec.chunking, s)))
