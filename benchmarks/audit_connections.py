@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from common import log, machine, md_table
+from common import free_port, log, machine, md_table
 
 LCRAG = str(Path(sys.executable).with_name("lcrag"))
 TRICKLE_EVERY = 10.0
@@ -61,12 +61,6 @@ def raise_file_limit() -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return hard
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- the servers ----------------------------------------------------------------------------------------------------

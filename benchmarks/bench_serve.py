@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import log, machine, md_table  # noqa: E402
+from common import free_port, log, machine, md_table  # noqa: E402
 
 QUESTIONS = ["Which shopt option runs the last command of a pipeline in the current shell?",
              "What does the -e option of set do?", "Which variable holds the PID of the last background job?",
@@ -42,12 +41,6 @@ QUESTIONS = ["Which shopt option runs the last command of a pipeline in the curr
 # Short LC answers: what is measured is reading the document, not writing a long answer (a 64-token answer alone
 # takes seconds on this CPU and would hide the prefix reuse).
 LC_ANSWER_TOKENS = 16
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import log, machine, md_table  # noqa: E402
+from common import free_port, log, machine, md_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LAUNCHER = """
@@ -51,12 +50,6 @@ main()
 """
 TEXT = " ".join(f"Record {i}: the harbour crane number {i} lifts {100 + i} tonnes on the night shift." for i in range(300))
 QUESTIONS = [f"How many tonnes does crane number {i} lift?" for i in (7, 42, 133, 250)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float:

@@ -1,9 +1,10 @@
-"""What every benchmark script shares: a timestamped log line and a description of the machine."""
+"""What every benchmark script shares: a timestamped log line, a description of the machine, a free port."""
 
 from __future__ import annotations
 
 import os
 import platform
+import socket
 import sys
 import time
 from pathlib import Path
@@ -30,3 +31,10 @@ def md_table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def free_port() -> int:
+    """A port free on loopback now, for a server the benchmark starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -43,6 +43,12 @@ def write_pdf(path: Path, pages: list[list[str]], labels: tuple[str, int] | None
                       f"/Count {len(outline)} >>").encode()
         catalog += " /Outlines 4 0 R"
     objects[1] = (catalog + " >>").encode()
+    path.write_bytes(pdf_bytes(objects))
+    return path
+
+
+def pdf_bytes(objects: dict[int, bytes]) -> bytes:
+    """A PDF file of numbered objects (1: the catalog), with its cross-reference table."""
     out, offsets = bytearray(b"%PDF-1.4\n"), {}
     for number in sorted(objects):
         offsets[number] = len(out)
@@ -53,8 +59,7 @@ def write_pdf(path: Path, pages: list[list[str]], labels: tuple[str, int] | None
     for number in range(1, size):
         out += (b"%010d 00000 n \n" % offsets[number]) if number in offsets else b"0000000000 65535 f \n"
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
-    path.write_bytes(bytes(out))
-    return path
+    return bytes(out)
 
 
 def write_docx(path: Path, blocks: list[tuple[str, object]]) -> Path:

@@ -8,11 +8,10 @@ shares (its cache directory), so the server's answers come from it exactly when 
 from __future__ import annotations
 
 import random
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-from service_fixtures import lcrag_process, wait_ready
+from service_fixtures import free_port, lcrag_process, wait_ready
 from test_concurrent_questions import random_choices
 
 from lcrag import Pipeline, Settings
@@ -22,12 +21,6 @@ from lcrag.synthetic import DEFAULT_FACTS, needle_document
 
 CLIENTS = 16
 QUESTIONS = 64
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def comparable(answer: dict) -> dict:

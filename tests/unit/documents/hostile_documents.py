@@ -9,6 +9,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from document_fixtures import pdf_bytes
+
 WORDS = ("harbour crane valve pump gauge hose filter belt seal bearing shift report spring committee record "
          "engine signal cable winch anchor rudder deck hatch ballast keel").split()
 
@@ -22,20 +24,6 @@ def prose(chars: int, seed: int = 7) -> str:
         out.append(word)
         size += len(word) + 1
     return " ".join(out)[:chars]
-
-
-def _pdf(objects: dict[int, bytes]) -> bytes:
-    out, offsets = bytearray(b"%PDF-1.4\n"), {}
-    for number in sorted(objects):
-        offsets[number] = len(out)
-        out += b"%d 0 obj\n" % number + objects[number] + b"\nendobj\n"
-    size = max(objects) + 1
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
-    for number in range(1, size):
-        out += (b"%010d 00000 n \n" % offsets[number]) if number in offsets else b"0000000000 65535 f \n"
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
-    return bytes(out)
 
 
 def page_tree_pdf(path: Path, fan_out: int = 1000, depth: int = 2, line_chars: int = 80, lines: int = 32) -> Path:
@@ -58,7 +46,7 @@ def page_tree_pdf(path: Path, fan_out: int = 1000, depth: int = 2, line_chars: i
                          + b" ".join([b"%d 0 R" % child] * fan_out) + b"] >>")
     objects[page] = (b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >>"
                      b" /Contents 4 0 R >>" % nodes[-1])
-    path.write_bytes(_pdf(objects))
+    path.write_bytes(pdf_bytes(objects))
     return path
 
 
@@ -161,5 +149,5 @@ def form_bomb_pdf(path: Path, fan_out: int = 200, depth: int = 3) -> Path:
     objects[5] = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(page_ops) + page_ops + b"\nendstream"
     objects[3] = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X %d 0 R >> >>"
                   b" /Contents 5 0 R >>" % first)
-    path.write_bytes(_pdf(objects))
+    path.write_bytes(pdf_bytes(objects))
     return path

@@ -7,50 +7,29 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from .openai_stub import Stub, serve
 
 pytestmark = pytest.mark.unit
 
 IDENTITY = "gguf:SmolLM2-135M-Instruct.Q4_1.gguf#0123456789abcdef"  # how the bundled reader is recorded
 
 
+class Classifier(Stub):
+    """Answers every classification "(B)"."""
+
+    def answer(self, prompt: str) -> str:
+        return "(B)"
+
+
 @pytest.fixture
 def server():
     """An OpenAI-compatible reader on loopback that answers every classification "(B)" and records the prompts."""
-    prompts: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def _send(self, data, status=200):
-            payload = json.dumps(data).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def do_GET(self):
-            self._send({"default_generation_settings": {"n_ctx": 4096}} if self.path == "/props" else {},
-                       200 if self.path == "/props" else 404)
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if self.path == "/tokenize":
-                return self._send({"tokens": [hash(w) % 50000 for w in body["content"].split(" ")]})
-            if self.path == "/v1/chat/completions":
-                prompts.append(body["messages"][-1]["content"])
-                return self._send({"choices": [{"message": {"content": "(B)"}}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 1}})
-            self._send({}, 404)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", prompts
+    stub = Classifier()
+    httpd = serve(stub)
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", stub.chat_requests
     httpd.shutdown()
 
 
