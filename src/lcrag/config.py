@@ -196,8 +196,9 @@ class CacheConfig:
         return _plain(self)
 
 
-# Options parts declare under another name than the setting that gives them (every setting's own name is one too).
-_SETTING_OF_OPTION = {"threshold": "route_threshold"}
+# Options parts declare under another name than the setting that gives them (every setting's own name is one too;
+# lcrag.specs resolves both).
+OPTION_ALIASES = {"threshold": "route_threshold"}
 
 
 @dataclass(frozen=True)
@@ -217,19 +218,17 @@ class PartOptions:
         parts = [*STRATEGIES.parts(), *RETRIEVERS.parts()]
         # A retriever's option may be set here too (window, tree_navigation: plain retriever options, their settings
         # are aliases); a routing setting may not: its own field is checked its own way (a router by name).
-        retrievers = {o.name for p in RETRIEVERS.parts() for o in p.options}
+        retrievers = {o.name for p in parts if p.kind == RETRIEVERS.kind for o in p.options}
         for name in self.options:
-            if (name in _SETTING_OF_OPTION or name in _SECTION_OF) and name not in retrievers:
-                raise SettingError("options", f"{name} has a setting of its own: set "
-                                              f"{_SETTING_OF_OPTION.get(name, name)}")
-        if self.options:
-            known = sorted({o.name for p in parts for o in p.options} - set(_SETTING_OF_OPTION)
-                           - (set(_SECTION_OF) - retrievers))
-            for name in self.options:
-                if not any(p.option(name) for p in parts):
-                    raise SettingError("options", f"{name!r} is no strategy's or retriever's option; they are "
-                                                  f"{', '.join(known) or 'none'}")
-            check_part_options(self.options, parts)
+            if (name in OPTION_ALIASES or name in _SECTION_OF) and name not in retrievers:
+                raise SettingError("options", f"{name} has a setting of its own: set {OPTION_ALIASES.get(name, name)}")
+        known = sorted({o.name for p in parts for o in p.options} - set(OPTION_ALIASES)
+                       - (set(_SECTION_OF) - retrievers))
+        for name in self.options:
+            if not any(p.option(name) for p in parts):
+                raise SettingError("options", f"{name!r} is no strategy's or retriever's option; they are "
+                                              f"{', '.join(known) or 'none'}")
+        check_part_options(self.options, parts)
 
     def to_dict(self) -> dict:
         return dict(self.options)

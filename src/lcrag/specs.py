@@ -20,14 +20,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from lcrag.assembly import ContextAssembler
-from lcrag.config import Settings
+from lcrag.config import OPTION_ALIASES, Settings
 from lcrag.registry import RETRIEVERS, STRATEGIES, Part, PartSpec, check_part_options
 from lcrag.strategies import PromptSet
 
 StrategySpec = PartSpec  # kind "strategy"
 RetrieverSpec = PartSpec  # kind "retriever"
-# Options parts declare under another name than the setting that gives them.
-OPTION_ALIASES = {"threshold": "route_threshold"}
 # The settings a part's option may alias, with their defaults (not the choice of part itself, nor the options table).
 _SETTING_DEFAULTS = {f.name: getattr(Settings(), f.name) for f in fields(Settings)
                      if f.name not in ("options", "strategy", "retriever")}
