@@ -140,6 +140,9 @@ class Answer:
     # A follow-up in a conversation: how it was made to stand alone (method, the question the reader was asked, the
     # retrieval query; lcrag.strategies.conversation); None: a question asked on its own.
     conversation: dict[str, Any] | None = None
+    # A learned router's choice (lcrag.strategies.share_control.Decision): its score, the threshold, the LC share
+    # it holds and the realized LC share and cost share after this question; None: no such router decided.
+    routing: dict[str, Any] | None = None
 
     @property
     def prompt_tokens(self) -> int:

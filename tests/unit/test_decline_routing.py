@@ -150,9 +150,43 @@ def test_a_learned_router_decides_self_route(scripted_reader, tmp_path, p, share
     assert answer.route == route
 
 
+def test_a_router_holds_its_lc_share_per_reader_across_pipelines(scripted_reader, tmp_path):
+    router = write_router(tmp_path / "router.json", coef_decline=4.0)
+    reader = DecliningReader(scripted_reader, 0.0)
+    ps = [0.02 + 0.048 * (i % 20) for i in range(40)]  # the router's scores spread over the questions
+    routes, routing = [], []
+    for half in (ps[:20], ps[20:]):  # two pipelines on one cache: two `lcrag ask` processes
+        pipeline = Pipeline(Settings(cache=False, cache_dir=tmp_path / "cache", router=str(router), lc_share=0.25),
+                            reader=reader)
+        for p in half:
+            reader.p = p
+            answer = pipeline.ask(Document("The sky is green. " * 20), f"What colour is the sky? {p}")
+            routes.append(answer.route)
+            routing.append(answer.routing)
+    # The calibration's threshold for 25% (0.9 of its fitting scores 0.1-0.9) sends 40% of these questions (scores
+    # sigmoid(4p), 0.52-0.98): held at run time, the share comes near 25% even within the first questions.
+    static = sum(1 / (1 + math.exp(-4 * p)) >= 0.9 for p in ps) / len(ps)
+    assert static == pytest.approx(0.4) and abs(routes.count("lc") / len(routes) - 0.25) <= 0.1
+    assert routing[-1]["questions"] == 40 and routing[-1]["lc_share"] == 0.25
+    assert routing[-1]["realized_lc_share"] == pytest.approx(routes.count("lc") / 40, abs=0.02)
+
+
+def test_a_fixed_threshold_is_not_held(scripted_reader, tmp_path):
+    router = write_router(tmp_path / "router.json", coef_decline=4.0)
+    pipeline = Pipeline(Settings(cache=False, cache_dir=tmp_path, router=str(router), route_threshold=0.5),
+                        reader=DecliningReader(scripted_reader, 0.1))
+    answer = pipeline.ask(Document("The sky is green. " * 20), "What colour is the sky?")
+    assert answer.route == "lc" and answer.routing is None
+
+
 def test_router_settings_are_checked(tmp_path):
     with pytest.raises(LcragError, match="lc_share needs a router"):
         Settings(lc_share=0.3)
+    with pytest.raises(LcragError, match="lc_cost_share needs a router"):
+        Settings(lc_cost_share=0.3)
+    router = write_router(tmp_path / "router.json", coef_decline=4.0)
+    with pytest.raises(LcragError, match="choose one of lc_share and lc_cost_share"):
+        Settings(router=str(router), lc_share=0.3, lc_cost_share=0.4)
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(LcragError, match="not a router file"):
         Settings(router=str(tmp_path / "bad.json"))

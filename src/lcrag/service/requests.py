@@ -32,7 +32,8 @@ class QuestionChoices(BaseModel):
     order: Short | None = None
     route_threshold: float | None = Field(None, ge=0, le=1)
     router: Name | None = Field(None, description="a router the server offers (GET /v1/routers), never a path")
-    lc_share: float | None = Field(None, ge=0, le=1)
+    lc_share: float | None = Field(None, ge=0, le=1, description="with a router: the share of questions held going to LC")
+    lc_cost_share: float | None = Field(None, ge=0, le=1, description="with a router: LC's share of prompt tokens held")
     cache_aware: bool | None = None
     condense: Literal["auto", "reader", "join"] | None = Field(
         None, description="how a follow-up is made to stand alone: the reader's rewrite, joined turns, or auto")

@@ -47,6 +47,8 @@ class QueryContext:
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
     # The last answering call of each route ("rag", "lc") on this document: what a cache-aware router compares.
     last_calls: dict[str, LLMCall] = field(default_factory=dict)
+    # Where a learned router holding an LC share at run time keeps its state (the pipeline's cache); None: its own.
+    share_ledgers: Any = None
     # One lock for this context's shared state; a shallow copy (``replace``) shares it with its memo.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 

@@ -19,6 +19,7 @@ from lcrag.strategies.base import (
 from lcrag.strategies.cache_aware import CacheAware
 from lcrag.strategies.learned_router import Router, RouterCondition
 from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
+from lcrag.strategies.share_control import TOKENS, ShareTarget
 from lcrag.types import CORPUS, DOCUMENT, Answer, LLMCall
 
 EVERY_SOURCE = (DOCUMENT, CORPUS)  # a strategy that reads a document or a corpus index
@@ -112,11 +113,11 @@ class SelfRoute(Routed):
     """
 
     def __init__(self, order: str | None = None, threshold: float | None = None, router: Router | None = None,
-                 lc_share: float | None = None):
+                 lc_share: float | None = None, lc_cost_share: float | None = None):
         self.order = order
-        condition = Declined(threshold) if router is None else RouterCondition(
-            router, threshold if threshold is not None
-            else router.threshold_for_share(lc_share) if lc_share is not None else router.default_threshold)
+        target = (ShareTarget(lc_share) if lc_share is not None
+                  else ShareTarget(lc_cost_share, TOKENS) if lc_cost_share is not None else None)
+        condition = Declined(threshold) if router is None else RouterCondition(router, threshold, target)
         super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route",
                                            decline=DECLINE), condition, LongContext())
 
@@ -141,13 +142,15 @@ def op_rag(order: str = "document") -> Strategy:
                               Option("threshold", float, None, "go to LC when P(decline) >= this (None: the written "
                                      "answer decides); with a router, when P(LC better) >= this", min=0.0, max=1.0),
                               Option("router", object, None, "a learned router (lcrag route fit) instead of the decline"),
-                              Option("lc_share", float, None, "with a router: the threshold that sent this share of its "
-                                     "fitting questions to LC", min=0.0, max=1.0),
+                              Option("lc_share", float, None, "with a router: hold this share of the questions "
+                                     "answered going to LC, per reader, at run time", min=0.0, max=1.0),
+                              Option("lc_cost_share", float, None, "with a router: hold LC's share of the prompt "
+                                     "tokens at this, per reader, at run time", min=0.0, max=1.0),
                               Option("cache_aware", bool, False, "once LC has read a document, go straight to LC while "
                                      "its cached prefix makes that cheaper than the RAG step")))
 def self_route(order: str = "score", threshold: float | None = None, router: Router | None = None,
-               lc_share: float | None = None, cache_aware: bool = False) -> Strategy:
-    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share)
+               lc_share: float | None = None, lc_cost_share: float | None = None, cache_aware: bool = False) -> Strategy:
+    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share, lc_cost_share=lc_cost_share)
     return CacheAware(routed, routed.fallback) if cache_aware else routed
 
 

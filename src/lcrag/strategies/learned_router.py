@@ -11,6 +11,7 @@ live answer, so a router fitted offline routes ``lcrag ask --router FILE`` quest
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import re
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
+from lcrag.readers.base import reader_identity
 from lcrag.strategies.routing import is_unanswerable
+from lcrag.strategies.share_control import Decision, ShareLedgers, ShareTarget
 from lcrag.text import QUESTION_WORDS, content_words, declines, declines_first, hedges, question_type
 from lcrag.tokenization import count_tokens
 from lcrag.types import Answer
@@ -164,6 +167,11 @@ class Router:
         index = min(n - 1, max(0, n - math.ceil(share * n)))
         return self.calibration[index]
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """What names this router's scores (its whole content): the key of its run-time share ledgers."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
     def to_dict(self) -> dict:
         # The calibration as at most CALIBRATION_POINTS quantiles: a share's threshold needs no more.
         n = len(self.calibration)
@@ -248,10 +256,19 @@ def document_text(ctx: QueryContext) -> str:
 
 
 class RouterCondition:
-    """Self-Route's condition from a learned router: LC when P(LC better | features) >= ``threshold``."""
+    """Self-Route's condition from a learned router: LC when the router's score reaches a threshold — a fixed one
+    (``threshold``), or the one that holds an LC share at run time (``target``; :mod:`share_control`), which a
+    router shipped with an operating point (``default_share``) holds unless told otherwise."""
 
-    def __init__(self, router: Router, threshold: float):
+    def __init__(self, router: Router, threshold: float | None = None, target: ShareTarget | None = None,
+                 ledgers: ShareLedgers | None = None):
         self.router, self.threshold = router, threshold
+        if threshold is None and target is None and router.default_share is not None:
+            target = ShareTarget(router.default_share)
+        self.target = target if threshold is None else None
+        if self.threshold is None and self.target is None:
+            self.threshold = router.default_threshold
+        self._ledgers = ledgers or ShareLedgers()  # a context's ledgers (the pipeline's cache) come first
 
     @staticmethod
     def document(ctx: QueryContext) -> tuple[int, set[str]]:
@@ -271,5 +288,13 @@ class RouterCondition:
                             answer.decline_probability, tokens, route_call.prompt_tokens if route_call else 0,
                             *shares)
 
-    def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool:
-        return self.router.probability(features(self.signals(answer, ctx))) >= self.threshold
+    def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool | Decision:
+        signals = self.signals(answer, ctx)
+        score = self.router.probability(features(signals))
+        if self.target is None:
+            return score >= self.threshold
+        ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
+        reader = reader_identity(ctx.reader) if ctx is not None else ""
+        ledger = ledgers.get(reader, self.router.digest, self.router.calibration)
+        lc_tokens = min(signals.document_tokens, ctx.reader.context_window) if ctx is not None else 0
+        return ledger.decide(self.target, score, lc_tokens, signals.context_tokens)

@@ -27,7 +27,7 @@ class Condition(Protocol):
     """Decides, from the first strategy's answer (and the query context: the document, the reader), whether the
     fallback strategy must answer instead. ``__call__(answer)`` alone is enough for a condition that needs no more."""
 
-    def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool: ...
+    def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool: ...  # or a truthy decision
 
 
 def is_unanswerable(text: str) -> bool:
@@ -123,16 +123,18 @@ class Routed(Strategy):
     def run(self, ctx: QueryContext, question: str) -> Answer:
         with streaming.provisional():  # the fallback may answer instead
             first = self.first.run(ctx, question)
-        fall_back = self.condition(first, ctx) if self._condition_reads_ctx else self.condition(first)
-        streaming.emit("routed", fallback=bool(fall_back), route=self.fallback.route if fall_back else first.route,
-                       decline_probability=first.decline_probability)
+        decided = self.condition(first, ctx) if self._condition_reads_ctx else self.condition(first)
+        fall_back = bool(decided)
+        routing = decided.to_dict() if hasattr(decided, "to_dict") else None  # a decision that explains itself
+        streaming.emit("routed", fallback=fall_back, route=self.fallback.route if fall_back else first.route,
+                       decline_probability=first.decline_probability, **({"routing": routing} if routing else {}))
         if not fall_back:
-            return replace(first, strategy=self.name, raw_route_answer=first.text)
+            return replace(first, strategy=self.name, raw_route_answer=first.text, routing=routing)
         second = self.fallback.run(ctx, question)
         return replace(
             second, strategy=self.name, calls=first.calls + second.calls, chunks=first.chunks,
             answer_chunks=second.answer_chunks if second.answer_chunks is not None else second.chunks,
             timings=merge_timings(first.timings, second.timings), raw_route_answer=first.text,
             index_cost=first.index_cost if first.index_cost is not None else second.index_cost,
-            decline_probability=first.decline_probability,
+            decline_probability=first.decline_probability, routing=routing,
         )

@@ -85,9 +85,11 @@ def test_any_strategy_whose_answers_took_more_than_one_route_shows_its_lc_share(
 
     rows = [row("q1", "cascade", 1.0, 900, route="lc"), row("q2", "cascade", 0.0, 100, route="rag-wide"),
             row("q3", "cascade", 1.0, 100, route="rag"), row("q1", "rag", 0.0, 100), row("q2", "rag", 0.0, 100)]
+    rows[0]["calls"] = [{"stage": "route", "prompt_tokens": 100}, {"stage": "answer", "prompt_tokens": 800}]
     _, body = by_config(rows)
-    shares = {line[1]: line[-1] for line in body}
-    assert shares == {"cascade|bm25|k5": "33", "rag|bm25|k5": ""}
+    shares = {line[1]: line[-2:] for line in body}
+    # 1 of 3 questions to LC; LC's 800 prompt tokens of the 1,100 the configuration read
+    assert shares == {"cascade|bm25|k5": ["33", "73"], "rag|bm25|k5": ["", ""]}
 
 
 def test_the_k_and_budget_sweeps_cover_every_strategy_that_retrieves_not_a_list_of_names():

@@ -1,0 +1,276 @@
+"""Holding a learned router's LC share at run time, on any reader.
+
+A router's score scale depends on the reader: a threshold calibrated on the readers it was fitted on sends 11% of
+one new reader's questions to LC and 53% of another's. ``--lc-share S`` therefore means the share of the questions
+actually answered that go to LC, held as they are answered: the threshold is the score that ``S`` of the recent
+questions' own scores reach (a running quantile over the last :data:`WINDOW`), warm-started from the router file's
+calibration, and nudged by the realized share's error (what was sent too often or too rarely is paid back over
+about :data:`HORIZON` questions, so a run of questions that all score high or low does not carry the share away).
+``--lc-cost-share C`` holds LC's share of prompt tokens instead: the threshold keeps the recent questions' LC
+tokens (their document's length) at ``C`` of all their prompt tokens, RAG steps included.
+
+The state is small (the recent scores and token counts, and the realized counts per target) and kept per reader
+identity and router: in the cache (:class:`ShareLedgers`), so separate ``lcrag ask`` processes and a service's
+threads share it, updated under one lock per file. The same :class:`ShareState` replays a run offline
+(``lcrag route eval``), question by question, as the live router would have decided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import threading
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WINDOW = 400  # recent questions whose scores set the threshold
+HORIZON = 10  # questions over which a realized share's error is paid back
+MEMORY = 1000  # the realized share forgets at this rate (a decay per question), so an old error does not wind up
+TARGETS_KEPT = 16  # realized counts kept per ledger, one per target (LC share or cost share value)
+LEDGERS_KEPT = 64  # ledgers a process keeps in memory (one per reader and router)
+FORMAT = "lcrag-share-ledger"
+QUESTIONS, TOKENS = "questions", "tokens"
+
+
+@dataclass(frozen=True)
+class ShareTarget:
+    """The LC share to hold: of the questions answered (``by="questions"``) or of the prompt tokens."""
+
+    value: float
+    by: str = QUESTIONS
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.value <= 1.0 or self.by not in (QUESTIONS, TOKENS):
+            raise ValueError(f"a share target is in [0, 1], by questions or tokens: {self.value!r} by {self.by!r}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.by}:{self.value:g}"
+
+    @property
+    def name(self) -> str:
+        return "lc_share" if self.by == QUESTIONS else "lc_cost_share"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One question's routing: its score, the threshold it met or not, and the realized shares after it. True when
+    the question goes to LC."""
+
+    to_lc: bool
+    score: float
+    threshold: float
+    target: ShareTarget
+    realized_share: float
+    realized_cost_share: float
+    questions: int
+
+    def __bool__(self) -> bool:
+        return self.to_lc
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": round(self.score, 6), "threshold": _finite(self.threshold),
+                self.target.name: self.target.value, "realized_lc_share": round(self.realized_share, 4),
+                "realized_lc_cost_share": round(self.realized_cost_share, 4), "questions": self.questions}
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 6) if math.isfinite(value) else None
+
+
+@dataclass
+class Counts:
+    """A target's realized counts, decayed by :data:`MEMORY`: questions, those sent to LC, prompt tokens, LC's."""
+
+    questions: float = 0.0
+    to_lc: float = 0.0
+    tokens: float = 0.0
+    lc_tokens: float = 0.0
+
+    def add(self, to_lc: bool, lc_tokens: float, rag_tokens: float) -> None:
+        keep = 1.0 - 1.0 / MEMORY
+        self.questions = self.questions * keep + 1
+        self.to_lc = self.to_lc * keep + to_lc
+        self.tokens = self.tokens * keep + rag_tokens + (lc_tokens if to_lc else 0.0)
+        self.lc_tokens = self.lc_tokens * keep + (lc_tokens if to_lc else 0.0)
+
+    @property
+    def share(self) -> float:
+        return self.to_lc / self.questions if self.questions else 0.0
+
+    @property
+    def cost_share(self) -> float:
+        return self.lc_tokens / self.tokens if self.tokens else 0.0
+
+
+@dataclass
+class ShareState:
+    """The recent questions (score, LC tokens, RAG-step tokens) and the realized counts per target."""
+
+    recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    counts: OrderedDict = field(default_factory=OrderedDict)
+    questions: int = 0
+
+    def warm(self, calibration: tuple[float, ...], lc_tokens: float, rag_tokens: float) -> None:
+        """Seed the window with the router's calibration (its fitting questions' scores), evenly spaced, each
+        costing what this question costs; real questions push the seeds out."""
+        if self.recent or not calibration:
+            return
+        n = len(calibration)
+        for i in range(WINDOW):
+            self.recent.append((calibration[round(i * (n - 1) / max(1, WINDOW - 1))], lc_tokens, rag_tokens))
+
+    def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
+        """Route one question and remember it."""
+        counts = self._counts(target)
+        threshold = self.threshold(target, counts)
+        to_lc = score >= threshold
+        counts.add(to_lc, lc_tokens, rag_tokens)
+        self.recent.append((score, lc_tokens, rag_tokens))
+        self.questions += 1
+        return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions)
+
+    def _counts(self, target: ShareTarget) -> Counts:
+        counts = self.counts.pop(target.key, None) or Counts()
+        self.counts[target.key] = counts  # the most recent last; the oldest dropped past TARGETS_KEPT
+        while len(self.counts) > TARGETS_KEPT:
+            self.counts.popitem(last=False)
+        return counts
+
+    def threshold(self, target: ShareTarget, counts: Counts) -> float:
+        """The score the next question must reach: the recent scores' quantile at the target, corrected by the
+        realized error."""
+        if target.by == QUESTIONS:
+            error = target.value * counts.questions - counts.to_lc  # > 0: too few went to LC
+            return quantile_threshold([s for s, _, _ in self.recent], _clip(target.value + error / HORIZON))
+        per_question = counts.tokens / counts.questions if counts.questions else 0.0
+        error = target.value * counts.tokens - counts.lc_tokens
+        wanted = target.value + (error / (HORIZON * per_question) if per_question else 0.0)
+        return cost_threshold(list(self.recent), _clip(wanted))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": 1, "questions": self.questions,
+                "recent": [list(r) for r in self.recent],
+                "counts": {k: [c.questions, c.to_lc, c.tokens, c.lc_tokens] for k, c in self.counts.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ShareState:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError("not a share ledger")
+        state = cls(questions=int(data["questions"]))
+        state.recent.extend((float(s), float(lc), float(rag)) for s, lc, rag in data["recent"])
+        for key, values in data["counts"].items():
+            state.counts[str(key)] = Counts(*(float(v) for v in values))
+        return state
+
+
+def _clip(share: float) -> float:
+    return min(1.0, max(0.0, share))
+
+
+def quantile_threshold(scores: list[float], share: float) -> float:
+    """The smallest score that ``share`` of ``scores`` reach (inf: none go; -inf: all go)."""
+    if share <= 0 or not scores:
+        return math.inf
+    if share >= 1:
+        return -math.inf
+    ranked = sorted(scores, reverse=True)
+    return ranked[max(0, math.ceil(share * len(ranked)) - 1)]
+
+
+def cost_threshold(recent: list[tuple[float, float, float]], share: float) -> float:
+    """The smallest score such that sending the recent questions that reach it keeps LC's tokens at most ``share``
+    of all their prompt tokens (RAG steps included)."""
+    if share <= 0 or not recent:
+        return math.inf
+    rag = sum(r for _, _, r in recent)
+    lc, threshold = 0.0, math.inf
+    for score, lc_tokens, _ in sorted(recent, key=lambda r: r[0], reverse=True):
+        lc += lc_tokens
+        if lc > share * (rag + lc):
+            break
+        threshold = score
+    return threshold
+
+
+class ShareLedger:
+    """A reader's and router's :class:`ShareState`, in memory or in a file shared by processes (read again only
+    when another process changed it; written atomically after every question; a damaged file starts afresh,
+    said once)."""
+
+    def __init__(self, path: Path | None, calibration: tuple[float, ...]):
+        self.path, self.calibration = path, calibration
+        self.state = ShareState()
+        self._seen: tuple | None = None  # the file's identity when last read or written
+        self._lock = threading.Lock()
+
+    def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
+        with self._lock:
+            if self.path is None:
+                return self._decide(target, score, lc_tokens, rag_tokens)
+            from lcrag.storage import file_lock
+
+            with file_lock(self.path.with_name(self.path.name + ".lock")):
+                self._read()
+                decision = self._decide(target, score, lc_tokens, rag_tokens)
+                self._write()
+                return decision
+
+    def _decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
+        self.state.warm(self.calibration, lc_tokens, rag_tokens)
+        return self.state.decide(target, score, lc_tokens, rag_tokens)
+
+    def _identity(self) -> tuple | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+    def _read(self) -> None:
+        identity = self._identity()
+        if identity is None or identity == self._seen:
+            return
+        try:
+            self.state = ShareState.from_dict(json.loads(self.path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+            log.warning("%s: a damaged LC-share ledger (%s): starting it afresh", self.path, error)
+            self.state = ShareState()
+
+    def _write(self) -> None:
+        from lcrag.storage import atomic_write_text
+
+        try:
+            atomic_write_text(self.path, json.dumps(self.state.to_dict(), separators=(",", ":")))
+        except OSError as error:  # a full or read-only cache: the share is still held in this process
+            log.warning("%s: cannot keep the LC-share ledger (%s)", self.path, error.strerror or error)
+            return
+        self._seen = self._identity()
+
+
+class ShareLedgers:
+    """The ledgers of one process, per (reader identity, router digest): files under ``directory`` (None: memory
+    only), the last :data:`LEDGERS_KEPT` kept open."""
+
+    def __init__(self, directory: Path | None = None):
+        self.directory = directory
+        self._ledgers: OrderedDict[tuple[str, str], ShareLedger] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, reader: str, router: str, calibration: tuple[float, ...]) -> ShareLedger:
+        key = (reader, router)
+        with self._lock:
+            ledger = self._ledgers.pop(key, None)
+            if ledger is None:
+                name = hashlib.sha256(f"{reader}\n{router}".encode("utf-8")).hexdigest()[:32]
+                ledger = ShareLedger(self.directory / f"{name}.json" if self.directory else None, calibration)
+            self._ledgers[key] = ledger
+            while len(self._ledgers) > LEDGERS_KEPT:
+                self._ledgers.popitem(last=False)
+            return ledger
