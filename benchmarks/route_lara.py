@@ -26,12 +26,14 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from lcrag.evaluation.held_share import held_decisions
 from lcrag.evaluation.prices import PriceTable
 from lcrag.evaluation.report import _md_table
 from lcrag.evaluation.route_report import (
-    Point, Question, apgr_and_cpt, bootstrap, fit_router, leave_one_out, load_questions, policies,
-    random_quality,
+    Point, Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_out, load_questions, money, policies,
+    random_quality, routers_left_out,
 )
+from lcrag.strategies.share_control import ShareTarget
 
 MAX_SHARE = 0.4  # the issue's operating point: at most 40% of questions to LC
 MAX_COST = 0.45  # ... at no more than 45% of always-LC's cost
@@ -56,8 +58,9 @@ def by_point(points: list[Point], name: str) -> Point:
 
 
 def operating_point(points: list[Point], lc: Point) -> Point | None:
-    """The learned router's best point within the budget: LC share <= 40% and cost <= 45% of always-LC's."""
-    fits = [p for p in points if p.router == "learned router" and p.share <= MAX_SHARE + 1e-9
+    """The learned router's best point within the budget: LC share <= 40% and cost <= 45% of always-LC's (a
+    setting's realized share may pass its nominal one by a question's worth: ties at the threshold)."""
+    fits = [p for p in points if p.router == "learned router" and p.share <= MAX_SHARE + 1 / len(p.to_lc) + 1e-9
             and (p.money if p.money is not None else p.tokens) <= MAX_COST * (lc.money if lc.money else lc.tokens)]
     return max(fits, key=lambda p: p.quality, default=None)
 
@@ -153,6 +156,96 @@ FRONTIER_HEADER = ["reader", "length", "router", "setting", "quality", "95% CI",
                    "USD / 1K q", "% of LC cost", "random at this share"]
 
 
+WARM_UP = 100  # the questions of a (reader, length) cell before its realized share is held to +-0.05
+HELD_SHARE = 0.3
+
+
+def held_by_reader(questions: list[Question], routers: dict) -> list[bool]:
+    """Run-time share control at HELD_SHARE with each reader's leave-one-reader-out router: every reader's questions
+    decided in the order its run answered them (32K and 128K in one stream: one ledger per reader), warm-started
+    from that router's calibration (the other readers' scores)."""
+    decisions = [False] * len(questions)
+    for reader, router in routers.items():
+        mine = [i for i, q in enumerate(questions) if reader_of(q) == reader]
+        scores = [router.probability(questions[i].x) for i in mine]
+        held = held_decisions([questions[i] for i in mine], scores, ShareTarget(HELD_SHARE), router.calibration)
+        for i, sent in zip(mine, held):
+            decisions[i] = sent
+    return decisions
+
+
+def held_rows(questions: list[Question], routers: dict, prices: PriceTable) -> tuple[list[list], list[dict]]:
+    """Per (reader, length): the shipped-style fixed threshold (calibrated for 0.3 on the other readers) against
+    run-time control at 0.3, both with the reader's leave-one-reader-out router."""
+    held = held_by_reader(questions, routers)
+    rows, cells = [], []
+    for reader, length in sorted({(reader_of(q), length_of(q)) for q in questions}):
+        mine = [i for i, q in enumerate(questions) if (reader_of(q), length_of(q)) == (reader, length)]
+        router = routers[reader]
+        fixed = router.threshold_for_share(HELD_SHARE)
+        cell = held_cell([questions[i] for i in mine], [held[i] for i in mine],
+                         [router.probability(questions[i].x) >= fixed for i in mine], prices.prices.get(reader))
+        cells.append(dict(cell, reader=reader, length=length))
+        rows.append([reader, length, len(mine), *held_cell_row(cell)])
+    return rows, cells
+
+
+def held_cell(qs: list[Question], held: list[bool], fixed: list[bool], price) -> dict:
+    running, sent = [], 0
+    for i, to_lc in enumerate(held, 1):
+        sent += to_lc
+        running.append(sent / i)
+    lc_cost = cost_of(qs, [True] * len(qs), False, price)
+    return {"lc": evaluate(qs, [True] * len(qs), False)[0], "rag": evaluate(qs, [False] * len(qs))[0],
+            "held": evaluate(qs, held)[0], "fixed": evaluate(qs, fixed)[0],
+            "share": sum(held) / len(held), "after": sum(held[WARM_UP:]) / max(1, len(held) - WARM_UP),
+            "worst": max((abs(r - HELD_SHARE) for r in running[WARM_UP - 1:]), default=0.0),
+            "fixed_share": sum(fixed) / len(fixed), "cost": cost_of(qs, held, True, price) / lc_cost,
+            "fixed_cost": cost_of(qs, fixed, True, price) / lc_cost}
+
+
+def cost_of(qs: list[Question], to_lc: list[bool], rag_first: bool, price) -> float:
+    return money(qs, to_lc, price, rag_first) if price is not None else evaluate(qs, to_lc, rag_first)[2]
+
+
+def held_cell_row(c: dict) -> list:
+    return [f"{c['lc']:.3f}", f"{c['rag']:.3f}", f"{c['fixed']:.3f} @ {c['fixed_share']:.2f}",
+            f"{100 * c['fixed_cost']:.0f}%", f"{c['held']:.3f}", f"{c['share']:.3f}", f"{c['after']:.3f}",
+            f"{c['worst']:.3f}", f"{100 * c['cost']:.0f}%", f"{c['held'] - c['lc']:+.3f}",
+            "yes" if c["lc"] > c["rag"] else "no"]
+
+
+HELD_HEADER = ["reader", "length", "questions", "always-LC", "always-RAG", "fixed threshold (calibrated 0.3) @ share",
+               "its cost vs LC", "held at 0.3: quality", "LC share", f"share after {WARM_UP}",
+               f"max abs(running share - 0.3) after {WARM_UP}", "cost vs LC", "vs always-LC", "LC beats RAG"]
+
+
+def held_paragraph(cells: list[dict]) -> list[str]:
+    """Where run-time control stands against the issue's targets, over the (reader, length) cells."""
+    held = [c for c in cells if c["worst"] <= 0.05]
+    cheap = [c for c in cells if c["cost"] <= MAX_COST]
+    lc_wins = [c for c in cells if c["lc"] > c["rag"]]
+    above = [c for c in lc_wins if c["held"] >= c["lc"]]
+    worst = max(cells, key=lambda c: c["worst"])
+    fixed = [c["fixed_share"] for c in cells]
+    return [f"- Realized LC share within ±0.05 of {HELD_SHARE} at every question after the first {WARM_UP} of a "
+            f"cell: **{len(held)} of {len(cells)}** cells (worst: {worst['reader']} {worst['length']}, "
+            f"{worst['worst']:.3f}). The fixed threshold calibrated for {HELD_SHARE} on the other readers sends "
+            f"{min(fixed):.2f}–{max(fixed):.2f}.",
+            f"- Cost ≤ 45% of always-LC's: **{len(cheap)} of {len(cells)}** cells (max "
+            f"{100 * max(c['cost'] for c in cells):.0f}%).",
+            f"- Quality ≥ always-LC where LC beats RAG: **{len(above)} of {len(lc_wins)}** cells" +
+            "".join(f"; {c['reader']} {c['length']} {c['held'] - c['lc']:+.3f}" for c in lc_wins if c not in above)
+            + "."]
+
+
+def write_loro_routers(routers: dict, directory: Path) -> None:
+    """Each reader's leave-one-reader-out router, holding 0.3 by default (for `lcrag eval --router FILE`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for reader, router in routers.items():
+        replace(router, default_share=HELD_SHARE).save(directory / f"{reader}.json")
+
+
 def fit_all(questions: list[Question], out: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -170,14 +263,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plots", type=Path, help="folder for the frontier plots (PNG, needs matplotlib)")
     parser.add_argument("--router-out", type=Path, help="write the router fitted on every reader here")
+    parser.add_argument("--loro-routers", type=Path, help="write each reader's leave-one-reader-out router here")
     args = parser.parse_args()
     questions, skipped = load_questions(args.runs)
     prices = PriceTable.load(None)
-    loro = leave_one_out(questions, reader_of, model=MODEL)
+    routers = routers_left_out(questions, reader_of, MODEL)
+    loro = [routers[reader_of(q)].probability(q.x) for q in questions]
+    held, held_cells = held_rows(questions, routers, prices)
+    if args.loro_routers:
+        write_loro_routers(routers, args.loro_routers)
     lodo = leave_one_out(questions, doc_type_of, model=MODEL)
     summary, frontier, plotted = cell_rows(questions, loro, prices)
     summary_types, _, _ = cell_rows(questions, lodo, prices)
-    write(args, questions, skipped, summary, summary_types, frontier)
+    write(args, questions, skipped, summary, summary_types, frontier, (held, held_cells))
     if args.plots:
         for length in ("32k", "128k"):
             plot_grid([(r, p) for r, l, p in plotted if l == length], length, args.plots / f"frontier_{length}.png")
@@ -248,15 +346,30 @@ WHY = [
 ]
 
 
-def write(args, questions, skipped, summary, summary_types, frontier) -> None:
+HELD_READING = [
+    "`--lc-share 0.3` as `lcrag ask`/`eval`/`serve` apply it (lcrag.strategies.share_control): each reader's "
+    "questions are decided one by one in the order its run answered them (32K, then 128K: one ledger per reader), "
+    "the threshold the 0.3-quantile of the router's recent scores (warm-started from the router's calibration on the "
+    "other nine readers) corrected by the realized share's error. The router is the reader's leave-one-reader-out "
+    "router. *Fixed threshold*: the same router's threshold calibrated for 0.3 on its fitting readers, carried to "
+    "this reader as a shipped router's default would be. Cost: USD at the reader's list price, RAG step included. "
+    "*Max abs(running share − 0.3)*: the realized share counted from the cell's first question, at every question "
+    "after its first 100.",
+]
+
+
+def write(args, questions, skipped, summary, summary_types, frontier, held) -> None:
     command = "python benchmarks/route_lara.py " + " ".join(str(r) for r in args.runs) + f" --out {args.out}"
     lines = ["# Routing with strong readers: LaRA's recorded answers", "",
              f"Command: `{command}`" + (f" `--plots {args.plots}`" if args.plots else "")
-             + (f" `--router-out {args.router_out}`" if args.router_out else ""), "",
+             + (f" `--router-out {args.router_out}`" if args.router_out else "")
+             + (f" `--loro-routers {args.loro_routers}`" if args.loro_routers else ""), "",
              f"Machine: {platform.machine()}, Python {platform.python_version()}. {len(questions)} (reader, question) "
              f"pairs with both an LC and a Self-Route row ({skipped} skipped).", "",
              *READING, "", "## Targets (leave-one-reader-out)", "", *targets_paragraph(TARGETS[:len(summary)]), "",
              *WHY, "",
+             "## Run-time share control at 0.3 (leave-one-reader-out)", "", *HELD_READING, "",
+             *held_paragraph(held[1]), "", _md_table(HELD_HEADER, held[0]), "",
              "## Leave-one-reader-out", "", _md_table(SUMMARY_HEADER, summary), "",
              "## Leave-one-document-type-out", "", _md_table(SUMMARY_HEADER, summary_types), "",
              "## Every policy (leave-one-reader-out)", "", _md_table(FRONTIER_HEADER, frontier), ""]

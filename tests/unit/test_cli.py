@@ -166,6 +166,15 @@ BAD_INPUTS = [
     (["ask", DOC, "q", "--base-url", "http://[::1"], "bad base URL"),
     (["ask", DOC, "q", "--base-url", "ftp://host/v1"], "bad base URL 'ftp://host/v1'"),
     (["ask", DOC, "q", "--llm", "openai:m@http://user:secret@host:99999/v1"], "bad base URL 'http://***@host:99999/v1'"),
+    # a pool of reader servers: a malformed URL among several, and its limits
+    (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "htp://host/v1"], "bad base URL 'htp://host/v1'"),
+    (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1,http://u:secret@[::1"], "bad base URL '<unparseable URL>'"),
+    (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1,,http://127.0.0.1:10/v1"], "an empty entry between commas"),
+    (["serve", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "localhost:8000"], "bad base URL 'localhost:8000'"),
+    (["mcp", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "nope"], "bad base URL 'nope'"),
+    (["ask", DOC, "q", "--reader-backoff", "0"], "--reader-backoff must be a number from 0.01 to 3600, got 0.0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--reader-backoff", "9", "--reader-max-backoff", "3"],
+     "--reader-max-backoff must be at least reader_backoff (9)"),
     (["passkey", DOC, "--lengths", "100"], "is a file"),
     # a cache directory that cannot be one is refused before anything is computed
     (["ask", DOC, "q", "--cache-dir", "{empty.txt}", *OFFLINE], "is a file, not a directory: give the cache directory"),
@@ -308,3 +317,11 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
         assert asked[:7] == [*builtins, "probe-strategy"]
     finally:
         STRATEGIES.remove("probe-strategy")
+
+
+@pytest.mark.parametrize("command", [("ask",), ("eval",), ("route", "eval")])
+def test_router_help_names_every_shipped_router(command):
+    from lcrag.strategies.learned_router import BUNDLED
+
+    text = _help(*command)
+    assert all(f"`{name}`" in text for name in BUNDLED), text

@@ -10,6 +10,7 @@ listed model (what would this local run cost on gpt-4o-mini?).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,8 @@ BUILT_IN = {
     "gemini-2.0-flash": Price(0.10, 0.025, 0.40),
     # https://openai.com/api/pricing/ (gpt-4o-2024-08-06, 2024-10)
     "gpt-4o-0806": Price(2.50, 1.25, 10.00),
+    # The first gpt-4o snapshot kept its launch price (no cached-input discount): a dated name is not always the alias
+    "gpt-4o-2024-05-13": Price(5.00, 5.00, 15.00),
     # Open-weight readers (LaRA's recorded ones) at a serverless host's list price: https://www.together.ai/pricing
     # as last read in 2025 (the *-Instruct-Turbo endpoints; no cached-prompt discount), Mistral NeMo at
     # https://mistral.ai/pricing (open-mistral-nemo, 2024-07). Names as LaRA's recordings call them.
@@ -68,6 +71,23 @@ def model_key(model: str) -> str:
     """The name a price is listed under: ``openai:gpt-4o@https://...`` -> ``gpt-4o``."""
     name = model.split(":", 1)[1] if model.startswith("openai:") else model
     return name.split("@", 1)[0]
+
+
+# A snapshot's date or a moving alias after a listed name: claude-3-5-sonnet-20241022, gpt-4o-2024-08-06,
+# claude-3-5-sonnet@20240620 (Vertex), claude-3-5-sonnet-latest.
+_SNAPSHOT = re.compile(r"(?:[-@](?:\d{8}|\d{4}-\d{2}-\d{2})|-latest|-v\d+(?::\d+)?)$")
+
+
+def model_names(model: str) -> list[str]:
+    """The names a model may be priced under, most specific first: as given, without lcrag's ``openai:...@URL``,
+    without a provider's ``org/`` prefix, then without a snapshot date or ``-latest`` (a dated snapshot listed on
+    its own, like gpt-4o-2024-05-13, is found before its alias)."""
+    names = [model, model_key(model)]
+    bare = names[-1].rsplit("/", 1)[-1]
+    names.append(bare)
+    while (shorter := _SNAPSHOT.sub("", bare)) != bare:
+        names.append(bare := shorter)
+    return list(dict.fromkeys(names))
 
 
 class PriceTable:
@@ -95,7 +115,8 @@ class PriceTable:
         return table
 
     def get(self, model: str) -> Price | None:
-        return self.prices.get(model) or self.prices.get(model_key(model))
+        """The price of ``model`` under its own name, else under the name it is a dated snapshot of."""
+        return next((self.prices[n] for n in model_names(model) if n in self.prices), None)
 
     def require(self, model: str) -> Price:
         price = self.get(model)

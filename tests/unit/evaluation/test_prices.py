@@ -76,3 +76,16 @@ def test_the_report_prices_recorded_rows():
     assert body[0][5] == f"{1000 * BUILT_IN['gpt-4o-mini'].cost(1000, 10, 900):.3f}"
     assert by_config(rows, lambda row: None)[1][0][5] == "unpriced"
     assert "USD / 1K questions" not in by_config(rows)[0]  # unpriced reports keep their columns
+
+
+@pytest.mark.parametrize("model,listed", [
+    ("claude-3-5-sonnet-20241022", "claude-3-5-sonnet"), ("anthropic/claude-3-5-sonnet-latest", "claude-3-5-sonnet"),
+    ("openai:gpt-4o-2024-08-06@http://127.0.0.1:8000/v1", "gpt-4o"), ("gpt-4o-2024-05-13", "gpt-4o-2024-05-13"),
+])
+def test_a_dated_snapshot_is_priced_as_the_model_it_snapshots_unless_listed_itself(model, listed):
+    table = PriceTable.load(None)
+    assert table.get(model) == table.prices[listed]
+
+
+def test_an_unknown_model_stays_unpriced():
+    assert PriceTable.load(None).get("my-model-20241022") is None
