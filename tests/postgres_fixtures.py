@@ -12,8 +12,11 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from service_fixtures import free_port
 
@@ -73,3 +76,16 @@ def new_database(server: str) -> str:
     with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     return f"{server}/{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """One PostgreSQL server for the test session (a test module imports this fixture to use it)."""
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def database(postgres: str) -> str:
+    """A new empty database on the session's server, for one test."""
+    return new_database(postgres)
