@@ -68,3 +68,24 @@ def test_the_shipped_lara_router_routes_by_name(tmp_path, needles):
         assert out.returncode == 0, out.stderr
         routes[share] = json.loads(out.stdout)["route"]
     assert routes == {"1": "lc", "0": "rag"}
+
+
+def test_separate_ask_processes_hold_one_lc_share(tmp_path, needles):
+    """`--lc-share` is held per reader across `lcrag ask` processes: each process's decision is recorded in the
+    cache's ledger and the next one continues it (the realized share counts every question so far)."""
+    document, facts = needles
+    path = tmp_path / "doc.txt"
+    path.write_text(document.text, encoding="utf-8")
+    seen = []
+    for fact in facts[:4]:
+        out = subprocess.run([sys.executable, "-m", "lcrag.cli", "ask", str(path), fact.question, "--router", "lara",
+                              "--lc-share", "0.5", "--json", "--cache-dir", str(tmp_path / "cache")],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        seen.append((data["route"], data["routing"]))
+    assert [r["questions"] for _, r in seen] == [1, 2, 3, 4]
+    assert all(r["lc_share"] == 0.5 for _, r in seen)
+    sent = sum(route == "lc" for route, _ in seen)
+    assert seen[-1][1]["realized_lc_share"] == pytest.approx(sent / 4, abs=0.01)
+    assert all((route == "lc") == (r["score"] >= r["threshold"]) for route, r in seen if r["threshold"] is not None)

@@ -53,6 +53,7 @@ class Answered(BaseModel):
     sources: list[dict[str, Any]]
     conversation: dict[str, Any] | None = None
     from_cache: bool = False  # every call answered from the completion cache (no generation)
+    routing: dict[str, Any] | None = None  # a learned router's choice: score, threshold, LC share held and realized
 
 
 class Passages(BaseModel):
@@ -129,7 +130,7 @@ class LcragMCP(SDKServer):
     async def ask(self, question: str, collection: str, strategy: str | None = None, retriever: str | None = None,
                   k: int | None = None, budget: int | None = None, order: str | None = None,
                   route_threshold: float | None = None, router: str | None = None, lc_share: float | None = None,
-                  cache_aware: bool | None = None, max_tokens: int | None = None,
+                  lc_cost_share: float | None = None, cache_aware: bool | None = None, max_tokens: int | None = None,
                   condense: str | None = None, options: dict[str, Any] | None = None,
                   history: list[dict[str, Any]] | None = None, ctx: Context | None = None) -> Answered:
         given = {name: value for name, value in locals().items() if name not in ("self", "ctx") and value is not None}
@@ -146,7 +147,7 @@ class LcragMCP(SDKServer):
                         cost=self.answering.cost(answer), sources=[s.to_dict() for s in answer.sources],
                         usage={"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
                                "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in answer.calls)},
-                        conversation=answer.conversation,
+                        conversation=answer.conversation, routing=answer.routing,
                         from_cache=bool(answer.calls) and all(c.from_cache for c in answer.calls))
 
     async def search(self, query: str, collection: str, k: int = 5, retriever: str | None = None) -> Passages:

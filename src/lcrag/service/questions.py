@@ -72,7 +72,8 @@ class Questions:
         """What lcrag adds to an OpenAI-shaped answer: route, sources, cost, timings."""
         return {"route": answer.route, "strategy": answer.strategy, "sources": [s.to_dict() for s in answer.sources],
                 "cost": self.answering.cost(answer), "timings": answer.timings,
-                "decline_probability": answer.decline_probability, "conversation": answer.conversation}
+                "decline_probability": answer.decline_probability, "conversation": answer.conversation,
+                "routing": answer.routing}
 
 
 def unencodable(field: str, value: Any) -> None:

@@ -255,6 +255,16 @@ def document_text(ctx: QueryContext) -> str:
     return getattr(ctx.document, "text", "")
 
 
+def _lc_tokens(ctx: QueryContext | None, document_tokens: int) -> int:
+    """What LC would read of the document: all of it, up to the reader's window (when the reader knows it)."""
+    if ctx is None:
+        return document_tokens
+    try:
+        return min(document_tokens, ctx.reader.context_window)
+    except InputError:  # a server that does not say its window: LC will ask for --context-window, not this
+        return document_tokens
+
+
 class RouterCondition:
     """Self-Route's condition from a learned router: LC when the router's score reaches a threshold — a fixed one
     (``threshold``), or the one that holds an LC share at run time (``target``; :mod:`share_control`), which a
@@ -296,5 +306,4 @@ class RouterCondition:
         ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
         reader = reader_identity(ctx.reader) if ctx is not None else ""
         ledger = ledgers.get(reader, self.router.digest, self.router.calibration)
-        lc_tokens = min(signals.document_tokens, ctx.reader.context_window) if ctx is not None else 0
-        return ledger.decide(self.target, score, lc_tokens, signals.context_tokens)
+        return ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens), signals.context_tokens)
