@@ -1,11 +1,11 @@
-"""Collections shared by several processes in PostgreSQL (psycopg 3, plain SQL): collections with a version, files
-as content-addressed blobs, per-file segments (what parsing a file gave, kept by its content and what the parse
-depends on), an answer cache, and the ingestion job queue with leases.
+"""Collections shared by several processes in PostgreSQL (psycopg 3, plain SQL): the schema (collections with a
+version, files as content-addressed blobs, per-file segments keyed by content, chunking and embedder, an answer
+cache), a small connection pool, and the ingestion job queue with leases.
 
-Every change to a collection (a file added or removed, a file's segment written) raises its ``version`` in the same
-transaction and sends ``NOTIFY lcrag_changes, 'name:version'``: a process that keeps anything derived from a
-collection compares the version it read it at with the current one (one indexed lookup per question) and reads it
-again when they differ.
+Every change to a collection (a file added or removed) raises its ``version`` in the same transaction and sends
+``NOTIFY lcrag_changes, 'name:version'`` (so does a segment made for one of its files: its state moved on): a
+process that keeps anything derived from a collection compares the version it read it at with the current one (one
+indexed lookup per question) and reads it again when they differ.
 
 Jobs (:meth:`PostgresStore.claim`) are rows claimed with ``FOR UPDATE SKIP LOCKED`` under a lease (``lease_until``)
 that the claimer renews while it works (:meth:`renew`); a job whose lease ran out (its worker died) is claimed again
@@ -19,7 +19,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -32,35 +32,48 @@ JOBS_CHANNEL = "lcrag_jobs"
 SCHEMES = ("postgresql://", "postgres://")
 
 SCHEMA = """
+CREATE SEQUENCE IF NOT EXISTS lcrag_versions;
 CREATE TABLE IF NOT EXISTS lcrag_collections (
     name text PRIMARY KEY,
     id text NOT NULL UNIQUE,
     created double precision NOT NULL,
-    version bigint NOT NULL DEFAULT 1
+    version bigint NOT NULL DEFAULT 1,
+    state text NOT NULL DEFAULT 'empty',
+    state_version bigint NOT NULL DEFAULT 0,
+    done integer NOT NULL DEFAULT 0,
+    error text,
+    skipped text[] NOT NULL DEFAULT '{}',
+    updated double precision NOT NULL DEFAULT 0,
+    chunking text,
+    embedder text
 );
 CREATE TABLE IF NOT EXISTS lcrag_blobs (hash text PRIMARY KEY, content bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS lcrag_files (
     collection text NOT NULL REFERENCES lcrag_collections (id) ON DELETE CASCADE,
     name text NOT NULL,
     hash text NOT NULL REFERENCES lcrag_blobs (hash),
-    key text NOT NULL,
     bytes bigint NOT NULL,
-    added timestamptz NOT NULL DEFAULT now(),
+    added double precision NOT NULL,
     PRIMARY KEY (collection, name)
 );
-CREATE INDEX IF NOT EXISTS lcrag_files_segment ON lcrag_files (hash, key);
+CREATE INDEX IF NOT EXISTS lcrag_files_hash ON lcrag_files (hash);
 CREATE TABLE IF NOT EXISTS lcrag_segments (
     hash text NOT NULL,
-    key text NOT NULL,
-    data bytea NOT NULL,
-    error text,
-    PRIMARY KEY (hash, key)
+    chunking text NOT NULL,
+    embedder text NOT NULL,
+    text_hash text NOT NULL,
+    spans bytea NOT NULL,
+    embeddings bytea,
+    dim integer NOT NULL DEFAULT 0,
+    tokens integer NOT NULL DEFAULT 0,
+    writes integer NOT NULL DEFAULT 1,
+    PRIMARY KEY (hash, chunking, embedder)
 );
 CREATE TABLE IF NOT EXISTS lcrag_jobs (
     id bigserial PRIMARY KEY,
-    hash text NOT NULL,
-    key text NOT NULL,
+    collection text NOT NULL,
     name text NOT NULL,
+    version bigint NOT NULL,
     state text NOT NULL DEFAULT 'queued',
     attempts integer NOT NULL DEFAULT 0,
     token text,
@@ -69,39 +82,31 @@ CREATE TABLE IF NOT EXISTS lcrag_jobs (
     completions integer NOT NULL DEFAULT 0,
     error text,
     created timestamptz NOT NULL DEFAULT now(),
-    finished timestamptz,
-    UNIQUE (hash, key)
+    finished timestamptz
 );
+CREATE UNIQUE INDEX IF NOT EXISTS lcrag_jobs_queued ON lcrag_jobs (collection) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS lcrag_jobs_open ON lcrag_jobs (id) WHERE state IN ('queued', 'running');
 CREATE TABLE IF NOT EXISTS lcrag_answers (
-    key text PRIMARY KEY,
+    collection text NOT NULL,
+    version bigint NOT NULL,
+    key text NOT NULL,
     value bytea NOT NULL,
-    created timestamptz NOT NULL DEFAULT now()
+    created timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (collection, version, key)
 );
 """
 
-# A collection's files with where each one stands: done (its segment written; ``error`` its refusal, if any),
-# failed (its job gave up) or waiting.
-_FILES = """
-SELECT f.name, f.bytes, f.hash, f.key, s.hash IS NOT NULL, s.error, j.state, j.error
-FROM lcrag_files f JOIN lcrag_collections c ON c.id = f.collection
-LEFT JOIN lcrag_segments s ON s.hash = f.hash AND s.key = f.key
-LEFT JOIN lcrag_jobs j ON j.hash = f.hash AND j.key = f.key
-WHERE c.name = %s ORDER BY f.name
-"""
-
+# Jobs that are queued, or running on a lease that ran out (their worker died), and whose collection no other live
+# lease is indexing: one worker indexes a collection at a time.
 _CLAIM = """
 UPDATE lcrag_jobs SET state = 'running', attempts = attempts + 1, token = %(token)s, owner = %(owner)s,
     lease_until = now() + make_interval(secs => %(lease)s)
-WHERE id IN (SELECT id FROM lcrag_jobs
-             WHERE state = 'queued' OR (state = 'running' AND lease_until < now())
-             ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-RETURNING id, hash, key, name, attempts
-"""
-
-_TOUCH = """
-UPDATE lcrag_collections SET version = version + 1
-WHERE id IN (SELECT collection FROM lcrag_files WHERE hash = %s AND key = %s) RETURNING name, version
+WHERE id IN (SELECT j.id FROM lcrag_jobs j
+             WHERE (j.state = 'queued' OR (j.state = 'running' AND j.lease_until < now()))
+               AND NOT EXISTS (SELECT 1 FROM lcrag_jobs r WHERE r.collection = j.collection AND r.id <> j.id
+                               AND r.state = 'running' AND r.lease_until >= now())
+             ORDER BY j.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+RETURNING id, collection, name, version, attempts
 """
 
 
@@ -110,26 +115,13 @@ class StoreUnavailable(OptionError):
 
 
 @dataclass(frozen=True)
-class FileRow:
-    """A collection's file as the store holds it, and where its segment stands."""
-
-    name: str
-    bytes: int
-    hash: str
-    key: str
-    done: bool
-    error: str | None  # the file's refusal (its segment says it could not be read) or its job's failure
-    failed: bool  # its job gave up
-
-
-@dataclass(frozen=True)
 class Job:
-    """A claimed job: make the segment of blob ``hash`` for file ``name`` under ``key``."""
+    """A claimed job: index collection ``name`` (id ``collection``) as of ``version`` or later."""
 
     id: int
-    hash: str
-    key: str
+    collection: str
     name: str
+    version: int
     attempts: int
     token: str
 
@@ -143,7 +135,8 @@ def check_url(url: str) -> str:
 
 
 class PostgresStore:
-    """One database's collections, segments, answers and jobs; thread-safe (a small pool of connections)."""
+    """One lcrag database: its schema, a small pool of connections (thread-safe) and the job queue. The
+    collections themselves are :class:`lcrag.service.store_postgres.PostgresCollections`'."""
 
     def __init__(self, url: str, connections: int = 8, connect_timeout: float = 5.0):
         self.url, self.shown = check_url(url), redact_url(url)
@@ -193,104 +186,22 @@ class PostgresStore:
             except queue.Empty:
                 return
 
-    # -- collections -----------------------------------------------------------------------------------------
-    def create(self, name: str) -> None:
-        with self.connection() as db:
-            db.execute("INSERT INTO lcrag_collections (name, id, created) VALUES (%s, %s, %s) "
-                       "ON CONFLICT (name) DO NOTHING", (name, uuid.uuid4().hex, time.time()))
-
-    def names(self) -> list[str]:
-        with self.connection() as db:
-            return [row[0] for row in db.execute("SELECT name FROM lcrag_collections ORDER BY name")]
-
-    def identity(self, name: str) -> tuple[str, int] | None:
-        """The collection's id and version (None: there is no such collection)."""
-        with self.connection() as db:
-            row = db.execute("SELECT id, version FROM lcrag_collections WHERE name = %s", (name,)).fetchone()
-        return None if row is None else (row[0], int(row[1]))
-
-    def delete(self, name: str) -> bool:
-        """Delete the collection and its files (blobs no other collection holds go too); whether it existed."""
-        with self.connection() as db:
-            row = db.execute("DELETE FROM lcrag_collections WHERE name = %s RETURNING id", (name,)).fetchone()
-            if row is None:
-                return False
-            db.execute("DELETE FROM lcrag_blobs b WHERE NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = b.hash)")
-            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:0"))
-        return True
-
-    def files(self, name: str) -> list[FileRow]:
-        with self.connection() as db:
-            rows = db.execute(_FILES, (name,)).fetchall()
-        return [FileRow(n, int(b), h, k, bool(done), seg_error or (job_error if state == "failed" else None),
-                        state == "failed") for n, b, h, k, done, seg_error, state, job_error in rows]
-
-    def add_file(self, name: str, filename: str, content: bytes, digest: str, key: str,
-                 place: Any) -> tuple[str, bool] | None:
-        """Store ``content`` (SHA-256 ``digest``) in collection ``name`` under the first name ``place(taken)`` gives
-        that is not taken (``taken``: the names in the collection of other content; same content under one of its
-        names: that one) and queue its segment's job unless it is made; (stored name, whether new), None: no such
-        collection."""
-        with self.connection() as db:
-            row = db.execute("SELECT id FROM lcrag_collections WHERE name = %s FOR UPDATE", (name,)).fetchone()
-            if row is None:
-                return None
-            held = dict(db.execute("SELECT name, hash FROM lcrag_files WHERE collection = %s", (row[0],)).fetchall())
-            stored = place(held, digest)
-            if held.get(stored) == digest:
-                return stored, False
-            db.execute("INSERT INTO lcrag_blobs (hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                       (digest, content))
-            db.execute("INSERT INTO lcrag_files (collection, name, hash, key, bytes) VALUES (%s, %s, %s, %s, %s)",
-                       (row[0], stored, digest, key, len(content)))
-            self._queue(db, digest, key, stored)
-            version = db.execute("UPDATE lcrag_collections SET version = version + 1 WHERE id = %s RETURNING version",
-                                 (row[0],)).fetchone()[0]
-            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:{version}"))
-        return stored, True
-
-    @staticmethod
-    def _queue(db, digest: str, key: str, filename: str) -> None:
-        made = db.execute("SELECT 1 FROM lcrag_segments WHERE hash = %s AND key = %s", (digest, key)).fetchone()
-        if made is None:
-            db.execute("INSERT INTO lcrag_jobs (hash, key, name) VALUES (%s, %s, %s) ON CONFLICT (hash, key) DO "
-                       "UPDATE SET state = 'queued', error = NULL WHERE lcrag_jobs.state = 'failed'",
-                       (digest, key, filename))
-            db.execute("SELECT pg_notify(%s, '')", (JOBS_CHANNEL,))
-
-    def blob(self, digest: str) -> bytes | None:
-        with self.connection() as db:
-            row = db.execute("SELECT content FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def segments(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
-        """The segments made for these (hash, key) pairs (those not made yet are left out)."""
-        if not pairs:
-            return {}
-        with self.connection() as db:
-            rows = db.execute("SELECT hash, key, data FROM lcrag_segments WHERE (hash, key) IN "
-                              "(SELECT * FROM unnest(%s::text[], %s::text[]))",
-                              ([h for h, _ in pairs], [k for _, k in pairs])).fetchall()
-        return {(h, k): bytes(d) for h, k, d in rows}
-
-    # -- answers -----------------------------------------------------------------------------------------------
-    def answer(self, key: str) -> bytes | None:
-        with self.connection() as db:
-            row = db.execute("SELECT value FROM lcrag_answers WHERE key = %s", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def keep_answer(self, key: str, value: bytes) -> None:
-        with self.connection() as db:
-            db.execute("INSERT INTO lcrag_answers (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
-                       "value = EXCLUDED.value, created = now()", (key, value))
-
     # -- jobs --------------------------------------------------------------------------------------------------
+    @staticmethod
+    def queue(db, collection: str, name: str, version: int) -> None:
+        """In ``db``'s transaction: queue the indexing of the collection at ``version`` (one queued job per
+        collection: a job already queued is brought to this version)."""
+        db.execute("INSERT INTO lcrag_jobs (collection, name, version) VALUES (%s, %s, %s) ON CONFLICT (collection) "
+                   "WHERE state = 'queued' DO UPDATE SET version = greatest(lcrag_jobs.version, EXCLUDED.version)",
+                   (collection, name, version))
+        db.execute("SELECT pg_notify(%s, '')", (JOBS_CHANNEL,))
+
     def claim(self, owner: str, limit: int = 8, lease: float = 30.0) -> list[Job]:
         """Up to ``limit`` jobs that are queued, or whose lease ran out, now ``owner``'s for ``lease`` seconds."""
         token = uuid.uuid4().hex
         with self.connection() as db:
             rows = db.execute(_CLAIM, {"token": token, "owner": owner, "lease": lease, "limit": limit}).fetchall()
-        return [Job(int(i), h, k, n, int(a), token) for i, h, k, n, a in sorted(rows)]
+        return [Job(int(i), c, n, int(v), int(a), token) for i, c, n, v, a in sorted(rows)]
 
     def renew(self, jobs: list[Job], lease: float = 30.0) -> set[int]:
         """Extend the leases of ``jobs`` still held under their tokens; the ids still held."""
@@ -302,38 +213,36 @@ class PostgresStore:
                               "%s::text[])) RETURNING id", (lease, [j.id for j in jobs], [j.token for j in jobs]))
             return {int(row[0]) for row in rows}
 
-    def complete(self, job: Job, data: bytes, error: str | None = None) -> bool:
-        """Write the job's segment and mark it done, if the job is still held under its claim's token (else
-        nothing: another worker took it over); whether it was written."""
+    def complete(self, job: Job, write: Callable[[Any], None] | None = None, error: str | None = None) -> bool:
+        """Mark the job done (``error``: what it found wrong with the collection) and, in the same transaction,
+        ``write(db)`` its result, if the job is still held under its claim's token (else nothing: another worker
+        took it over); whether it was."""
         with self.connection() as db:
-            held = db.execute("UPDATE lcrag_jobs SET state = 'done', completions = completions + 1, "
+            held = db.execute("UPDATE lcrag_jobs SET state = 'done', error = %s, completions = completions + 1, "
                               "finished = now(), token = NULL WHERE id = %s AND token = %s AND state = 'running' "
-                              "RETURNING id", (job.id, job.token)).fetchone()
-            if held is None:
+                              "RETURNING id", (error, job.id, job.token))
+            if held.fetchone() is None:
                 return False
-            db.execute("INSERT INTO lcrag_segments (hash, key, data, error) VALUES (%s, %s, %s, %s) "
-                       "ON CONFLICT DO NOTHING", (job.hash, job.key, data, error))
-            self._touch(db, job)
+            if write is not None:
+                write(db)
         return True
 
     def fail(self, job: Job, message: str, attempts: int = 3) -> None:
         """The job failed: queued again, or (after ``attempts``) given up with ``message``."""
         with self.connection() as db:
             state = "failed" if job.attempts >= attempts else "queued"
-            row = db.execute("UPDATE lcrag_jobs SET state = %s, error = %s, token = NULL WHERE id = %s AND "
-                             "token = %s RETURNING id", (state, message, job.id, job.token)).fetchone()
-            if row is not None and state == "failed":
-                self._touch(db, job)
-
-    @staticmethod
-    def _touch(db, job: Job) -> None:
-        for name, version in db.execute(_TOUCH, (job.hash, job.key)).fetchall():
-            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:{version}"))
+            if state == "queued" and db.execute("SELECT 1 FROM lcrag_jobs WHERE collection = %s AND state = 'queued'",
+                                                (job.collection,)).fetchone():
+                state = "superseded"  # a later change's job is queued: it indexes this one's files too
+            db.execute("UPDATE lcrag_jobs SET state = %s, error = %s, token = NULL WHERE id = %s AND token = %s",
+                       (state, message, job.id, job.token))
+            if state == "queued":
+                db.execute("SELECT pg_notify(%s, '')", (JOBS_CHANNEL,))
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job, as a row (for status and tests)."""
         with self.connection() as db:
-            cursor = db.execute("SELECT id, hash, key, name, state, attempts, completions, owner, error "
+            cursor = db.execute("SELECT id, collection, name, version, state, attempts, completions, owner, error "
                                 "FROM lcrag_jobs ORDER BY id")
             names = [c.name for c in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
@@ -376,23 +285,23 @@ def leased(store: PostgresStore, jobs: list[Job], lease: float) -> Iterator[set[
         thread.join()
 
 
-def work(store: PostgresStore, handle, owner: str, stop: threading.Event, batch: int = 8, lease: float = 30.0,
-         idle: float = 1.0) -> int:
-    """Claim and run jobs until ``stop`` is set: ``handle(jobs)`` gives each job's ``(segment bytes, refusal or
-    None)`` (an exception for a job: failed, retried by the next claim); the jobs completed."""
+def work(store: PostgresStore, handle: Callable[[Job], tuple], owner: str, stop: threading.Event,
+         lease: float = 30.0, idle: float = 1.0) -> int:
+    """Claim and run jobs one at a time until ``stop`` is set: ``handle(job)`` gives the arguments of
+    :meth:`PostgresStore.complete` after the job (``(write, error)``); an exception fails the job (claimed again, at
+    most three times in all). The jobs completed."""
     done = 0
     with store.listening(JOBS_CHANNEL) as wait:
         while not stop.is_set():
-            jobs = store.claim(owner, batch, lease)
+            jobs = store.claim(owner, 1, lease)
             if not jobs:
                 wait(idle)
                 continue
             with leased(store, jobs, lease):
-                outcomes = handle(jobs)
-            for job in jobs:
-                outcome = outcomes.get(job.id)
-                if isinstance(outcome, BaseException) or outcome is None:
-                    store.fail(job, str(outcome) if outcome else "no outcome")
-                elif store.complete(job, *outcome):
-                    done += 1
+                try:
+                    outcome = handle(jobs[0])
+                except Exception as exc:  # noqa: BLE001 - whatever failed, the job is failed, not left running
+                    store.fail(jobs[0], f"{type(exc).__name__}: {exc}")
+                    continue
+            done += store.complete(jobs[0], *outcome)
     return done

@@ -1,107 +1,133 @@
-"""The PostgreSQL store (lcrag.postgres_store) on a real server: versions and notifications, content-addressed files,
-and the job queue's leases: a job whose worker died is taken by another, and none is completed twice."""
+"""The PostgreSQL collection store (lcrag.service.store_postgres over lcrag.postgres_store) on a real server: the
+CollectionStore Protocol, versions and notifications, content-addressed files, and the job queue's leases: a job
+whose worker died is taken by another, and none is completed twice."""
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
 
 import pytest
 
 from lcrag.errors import OptionError
-from lcrag.postgres_store import CHANNEL, PostgresStore, StoreUnavailable, work
+from lcrag.postgres_store import CHANNEL, StoreUnavailable
+from lcrag.service.collections import NotFound, TooLarge
+from lcrag.service.store import CollectionStore, Segment, SegmentKey
+from lcrag.service.store_postgres import PostgresCollections
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
-pytestmark = pytest.mark.slow
 
 
-def first_free(taken, digest):
-    return next(n for n in ("a.txt", "a (2).txt", "a (3).txt") if n not in taken or taken[n] == digest)
+def indexed(name, files_dir, progress):  # the service's indexing, as a job runs it: every file read
+    files = sorted(files_dir.iterdir())
+    progress(len(files), len(files))
+    return [f"{p}: not a text file" for p in files if p.read_bytes().startswith(b"\0")]
 
 
-def add(store, collection, content: bytes, key="k"):
-    return store.add_file(collection, "a.txt", content, hashlib.sha256(content).hexdigest(), key, first_free)
-
-
-def test_a_change_raises_the_version_and_is_notified(database):
-    store = PostgresStore(database)
-    store.create("docs")
-    _, before = store.identity("docs")
-    with store.listening(CHANNEL) as wait:
-        assert add(store, "docs", b"one") == ("a.txt", True)
-        assert wait(5) == [f"docs:{before + 1}"]
-    assert store.identity("docs")[1] == before + 1
-    assert add(store, "docs", b"one") == ("a.txt", False)  # the same content under its name: kept once
-    assert add(store, "docs", b"two") == ("a (2).txt", True)
-    assert [f.name for f in store.files("docs")] == ["a (2).txt", "a.txt"]
-    assert add(store, "nope", b"x") is None
-    assert store.delete("docs") and store.identity("docs") is None and not store.delete("docs")
+@pytest.fixture
+def store(database, tmp_path):
+    store = PostgresCollections(database, tmp_path / "collections", indexed, lease=1.0)
+    yield store
     store.close()
 
 
-def test_the_same_file_in_two_collections_is_one_job(database):
-    store = PostgresStore(database)
-    for name in ("a", "b"):
-        store.create(name)
-        add(store, name, b"shared content")
-    assert len(store.jobs()) == 1
-    [job] = store.claim("w1")
-    assert store.complete(job, b"segment")
-    assert all(f.done for name in ("a", "b") for f in store.files(name))
-    store.create("c")
-    add(store, "c", b"shared content")  # its segment is made: no job
-    assert len(store.jobs()) == 1
+def add(store, collection, content: bytes, filename="a.txt"):
+    return store.put_file(collection, filename, iter([content]), 1 << 20)
 
 
-def test_a_lease_that_ran_out_is_taken_over_and_the_first_claim_writes_nothing(database):
-    store = PostgresStore(database)
+def test_it_is_a_collection_store_and_every_change_is_a_new_version_told_to_all(store, tmp_path):
+    assert isinstance(store, CollectionStore)
+    before = store.create("docs")["status"]
+    assert before["state"] == "empty"
+    version = store.version("docs")
+    with store.db.listening(CHANNEL) as wait:
+        record, new = add(store, "docs", b"one")
+        assert new and record.name == "a.txt" and wait(5) == [f"docs:{store.version('docs')}"]
+    assert store.version("docs") > version and store.state("docs").state == "indexing"
+    assert add(store, "docs", b"one")[1] is False  # the same content under its name: kept once, no new version
+    assert add(store, "docs", b"two")[0].name == "a (2).txt"
+    other = PostgresCollections(store.db.url, tmp_path / "replica")  # another replica: files copied from the database
+    assert [p.name for p in other.paths("docs")] == ["a (2).txt", "a.txt"]
+    assert other.file("docs", "a (2).txt").read_bytes() == b"two"
+    assert other.identity("docs") == store.identity("docs")
+    store.remove_file("docs", "a.txt")
+    assert [p.name for p in other.paths("docs")] == ["a (2).txt"]  # the mirror follows the database
+    store.delete("docs")
+    for call in (other.state, other.files_dir, lambda n: add(store, n, b"x")):
+        with pytest.raises(NotFound):
+            call("docs")
+    other.close()
+
+
+def test_an_upload_over_the_limit_keeps_nothing(store):
+    store.create("docs")
+    with pytest.raises(TooLarge):
+        store.put_file("docs", "big.txt", iter([b"x" * 600, b"y" * 600]), 1000)
+    assert store.files("docs") == [] and not list(store.root.rglob(".upload-*"))
+
+
+def test_state_recorded_for_an_old_version_is_ignored(store):
+    store.create("docs")
+    add(store, "docs", b"one")
+    version = store.version("docs")
+    add(store, "docs", b"two", "b.txt")
+    assert not store.set_state("docs", version, "ready", 1)
+    assert store.state("docs").state == "indexing"
+    assert store.set_state("docs", store.version("docs"), "ready", 2)
+    assert store.status("docs").state == "ready"
+
+
+def test_segments_are_kept_by_content(store):
+    key = SegmentKey("f" * 64, "words:300", "minilm")
+    segment = Segment(key, "text", ((0, 5), (5, 9)), b"\0" * 16, 2, 9)
+    store.put_segment(segment)
+    assert store.segment(key) == segment and store.segment(SegmentKey("f" * 64, "words:300")) is None
+    store.cache_answer("id", 3, "q", b"answer")
+    assert store.cached_answer("id", 3, "q") == b"answer" and store.cached_answer("id", 4, "q") is None
+
+
+def test_a_job_whose_worker_died_is_taken_over_and_the_first_claim_writes_nothing(store):
     store.create("docs")
     add(store, "docs", b"content")
-    [first] = store.claim("dead worker", lease=0.5)
-    assert store.claim("w2", lease=0.5) == []  # held
+    add(store, "docs", b"\0binary", "b.txt")
+    [first] = store.db.claim("dead worker", lease=0.5)
+    assert store.db.claim("w2", lease=0.5) == []  # held
     time.sleep(0.7)
-    [second] = store.claim("w2", lease=30)
+    [second] = store.db.claim("w2", lease=30)
     assert second.id == first.id and second.attempts == 2
-    assert not store.complete(first, b"late")  # the dead worker woke: its claim is no longer the job's
-    assert store.complete(second, b"segment")
-    assert not store.complete(second, b"again")
+    assert not store.db.complete(first, *store.run_job(first))  # woke too late: writes nothing
+    assert store.state("docs").state == "indexing"
+    assert store.db.complete(second, *store.run_job(second))
+    assert not store.db.complete(second)
     [row] = store.jobs()
     assert row["state"] == "done" and row["completions"] == 1
-    assert store.segments([(second.hash, second.key)]) == {(second.hash, second.key): b"segment"}
+    state = store.state("docs")
+    assert (state.state, state.done, state.skipped) == ("ready", 2, ("b.txt: not a text file",))
 
 
-def test_workers_in_parallel_complete_each_job_once(database):
-    store = PostgresStore(database)
-    store.create("docs")
-    for i in range(40):
-        store.add_file("docs", f"f{i}.txt", b"x%d" % i, hashlib.sha256(b"x%d" % i).hexdigest(), "k",
-                       lambda taken, digest, i=i: f"f{i}.txt")
-    stop = threading.Event()
-    handled: list[int] = []
-
-    def handle(jobs):
-        handled.extend(j.id for j in jobs)
-        return {j.id: (b"seg", None) for j in jobs}
-
-    threads = [threading.Thread(target=work, args=(store, handle, f"w{i}", stop, 3, 5, 0.1)) for i in range(4)]
-    for t in threads:
-        t.start()
-    deadline = time.time() + 30
-    while not all(f.done for f in store.files("docs")) and time.time() < deadline:
+def test_replicas_claiming_jobs_together_run_each_once(store, tmp_path):
+    replicas = [store] + [PostgresCollections(store.db.url, tmp_path / f"r{i}", indexed, lease=1.0) for i in range(3)]
+    for replica in replicas:
+        replica.start_jobs(2)
+    for i in range(12):
+        store.create(f"c{i}")
+        for j in range(3):
+            add(replicas[j], f"c{i}", b"x%d-%d" % (i, j), f"f{j}.txt")
+    deadline = time.time() + 60
+    while any(store.state(f"c{i}").state != "ready" for i in range(12)) and time.time() < deadline:
         time.sleep(0.05)
-    stop.set()
-    for t in threads:
-        t.join(10)
-    assert sorted(handled) == sorted(set(handled)) and len(handled) == 40
-    assert all(r["completions"] == 1 and r["attempts"] == 1 for r in store.jobs())
+    assert all(store.state(f"c{i}").done == 3 for i in range(12))
+    done = [r for r in store.jobs() if r["state"] == "done"]
+    assert all(r["completions"] == 1 for r in store.jobs())
+    assert len({r["id"] for r in done}) == len(done) >= 12
+    for replica in replicas[1:]:
+        replica.close()
 
 
-def test_a_bad_or_unreachable_store_is_one_line_without_the_password(postgres):
+def test_a_bad_or_unreachable_store_is_one_line_without_the_password(postgres, tmp_path):
     with pytest.raises(OptionError, match="postgresql://"):
-        PostgresStore("mysql://u:secret@host/db")
+        PostgresCollections("mysql://u:secret@host/db", tmp_path)
     port = postgres.rsplit(":", 1)[1]
     with pytest.raises(StoreUnavailable) as caught:
-        PostgresStore(f"postgresql://u:secret@127.0.0.1:{port}/no_such_database", connect_timeout=2)
+        PostgresCollections(f"postgresql://u:secret@127.0.0.1:{port}/no_such_database", tmp_path)
     assert "secret" not in str(caught.value) and "\n" not in str(caught.value)
     assert "***@127.0.0.1" in str(caught.value)

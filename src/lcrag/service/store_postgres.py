@@ -1,0 +1,387 @@
+"""The PostgreSQL backend of :class:`lcrag.service.store.CollectionStore` (``lcrag serve --store postgresql://…``):
+several replicas and ``lcrag worker`` processes share one database's collections, files, segments, state and
+answers (schema and job queue: :mod:`lcrag.postgres_store`).
+
+A file's bytes are a blob in the database, keyed by their SHA-256 (the same file in two collections is kept once).
+Each replica mirrors the collections it reads in a local folder (``ROOT/<name>/files/<file>``, hard links to one copy
+per content under ``ROOT/.blobs``), so its parser reads local files and the service's paths work as with the
+embedded store. A change (a file added or removed) makes a new version and queues the collection's indexing as a
+job; any replica or worker claims it under a lease (:func:`lcrag.postgres_store.work`) and runs the service's own
+indexing (files parsed, chunked and embedded once per content: their segments are in the database). The state every
+replica reports is the database's: ``indexing`` until a job has indexed the collection's current version. A
+collection's identity here is its id and version, so a replica's kept document and indexes are read again when
+another replica changed the collection (checked per question: one indexed lookup)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+
+from lcrag.errors import InputError
+from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
+from lcrag.service.collections import NAME, Collections, NotFound, Status, TooLarge, _numbered, safe_filename
+from lcrag.service.store import CollectionState, FileRecord, Segment, SegmentKey
+from lcrag.storage import ensure_directory
+
+log = logging.getLogger(__name__)
+
+Index = Callable[[str, Path, Callable[[int, int], None]], list[str]]
+BLOBS = ".blobs"
+PROGRESS_SECONDS = 0.5  # how often a job's progress (files read) is written while it indexes
+
+_STATE = ("SELECT id, version, state, state_version, done, error, skipped, updated, "
+          "(SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id) FROM lcrag_collections c WHERE name = %s")
+
+
+def _spans(data: bytes) -> tuple[tuple[int, int], ...]:
+    import numpy as np
+
+    return tuple((int(a), int(b)) for a, b in np.frombuffer(data, dtype="<i8").reshape(-1, 2))
+
+
+def _span_bytes(spans: tuple[tuple[int, int], ...]) -> bytes:
+    import numpy as np
+
+    return np.asarray(spans, dtype="<i8").reshape(-1, 2).tobytes()
+
+
+def _state(name: str, row: tuple) -> CollectionState:
+    """A collection's state from its row: what indexing recorded for the current version, else indexing."""
+    cid, version, state, state_version, done, error, skipped, updated, files = row
+    if state_version != version:
+        state, done, error, skipped = ("indexing" if files else "empty"), done, None, ()
+    return CollectionState(name, cid, int(version), state, int(files), min(int(done), int(files)), error,
+                           tuple(skipped or ()), float(updated))
+
+
+class PostgresCollections:
+    """Collections in PostgreSQL, mirrored under ``root`` for this replica; ``index(name, files_dir, progress)`` is
+    the service's indexing, run by jobs (:meth:`start_jobs`)."""
+
+    public = Collections.public  # messages name files as clients know them, never a path of this replica's
+    file = Collections.file  # a stored file by its public name (in the mirror, brought up to date first)
+
+    def __init__(self, url: str, root: Path, index: Index | None = None, connections: int = 8,
+                 lease: float = 30.0):
+        self.db = PostgresStore(url, connections)
+        self.root = ensure_directory(Path(root).absolute(), "the collections directory", InputError)
+        self._index, self.lease = index, lease
+        self._mirror = threading.Lock()
+        self._stop = threading.Event()
+        self._workers: list[threading.Thread] = []
+
+    # -- collections -----------------------------------------------------------------------------------------
+    def _row(self, name: str) -> tuple:
+        if not NAME.fullmatch(name):
+            raise NotFound(f"unknown collection {name[:64]!r}")
+        with self.db.connection() as db:
+            row = db.execute(_STATE, (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"unknown collection {name!r}")
+        return row
+
+    def create(self, name: str) -> dict:
+        if not NAME.fullmatch(name):
+            raise InputError(f"collection names are 1-64 letters, digits, '_', '.' or '-' (starting with a letter or "
+                             f"digit), not {name[:64]!r}")
+        with self.db.connection() as db:
+            db.execute("INSERT INTO lcrag_collections (name, id, created, version) VALUES (%s, %s, %s, "
+                       "nextval('lcrag_versions')) ON CONFLICT (name) DO NOTHING", (name, uuid.uuid4().hex, time.time()))
+        return self.describe(name)
+
+    def names(self) -> list[str]:
+        with self.db.connection() as db:
+            return [row[0] for row in db.execute("SELECT name FROM lcrag_collections ORDER BY name")]
+
+    def delete(self, name: str) -> None:
+        with self.db.connection() as db:
+            if db.execute("DELETE FROM lcrag_collections WHERE name = %s RETURNING id", (name,)).fetchone() is None:
+                raise NotFound(f"unknown collection {name[:64]!r}")
+            db.execute("DELETE FROM lcrag_blobs b WHERE NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = b.hash)")
+            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:0"))
+
+    def state(self, name: str) -> CollectionState:
+        return _state(name, self._row(name))
+
+    def status(self, name: str) -> Status:
+        state = self.state(name)
+        return Status(state.state, state.files, state.done, state.error, list(state.skipped), state.updated)
+
+    def describe(self, name: str) -> dict:
+        status = self.status(name)
+        return {"name": name, "files": self.files(name), "status": asdict(status)}
+
+    def version(self, name: str) -> int:
+        return int(self._row(name)[1])
+
+    def identity(self, name: str) -> str:
+        """The collection's id and version: what a replica's kept document and indexes are read for."""
+        row = self._row(name)
+        return f"{row[0]}:{row[1]}"
+
+    def set_state(self, name: str, version: int, state: str, done: int = 0, error: str | None = None,
+                  skipped: tuple[str, ...] = (), db=None) -> bool:
+        """Record the indexing state reached for ``version`` (in ``db``'s transaction when given: a job's)."""
+        if db is None:
+            with self.db.connection() as own:
+                return self.set_state(name, version, state, done, error, skipped, own)
+        row = db.execute("UPDATE lcrag_collections SET state = %s, state_version = version, done = %s, error = %s, "
+                         "skipped = %s, updated = %s WHERE name = %s AND version = %s RETURNING version",
+                         (state, done, error, list(skipped), time.time(), name, version)).fetchone()
+        if row is not None:
+            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:{version}"))
+        return row is not None
+
+    def wait(self, name: str, timeout: float = 600) -> Status:
+        """The collection's status once it is no longer indexing, or after ``timeout`` seconds."""
+        give_up = time.monotonic() + timeout
+        status = self.status(name)
+        while status.state == "indexing" and time.monotonic() < give_up:
+            time.sleep(min(0.05, max(0.0, give_up - time.monotonic())))
+            status = self.status(name)
+        return status
+
+    # -- files -----------------------------------------------------------------------------------------------
+    def file_records(self, name: str) -> list[FileRecord]:
+        self._row(name)
+        with self.db.connection() as db:
+            rows = db.execute("SELECT f.name, f.hash, f.bytes, f.added FROM lcrag_files f JOIN lcrag_collections c "
+                              "ON c.id = f.collection WHERE c.name = %s ORDER BY f.name", (name,)).fetchall()
+        return [FileRecord(n, h, int(b), float(a)) for n, h, b, a in rows]
+
+    def files(self, name: str) -> list[dict]:
+        return [{"name": f.name, "bytes": f.size} for f in self.file_records(name)]
+
+    def add_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> dict:
+        """Stream an upload into the collection (:meth:`put_file`); a new file queues the collection's indexing."""
+        record, _ = self.put_file(name, filename, chunks, max_bytes)
+        return {"name": record.name, "bytes": record.size}
+
+    def put_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> tuple[FileRecord, bool]:
+        self._row(name)  # an unknown collection is refused before the upload is read
+        wanted = safe_filename(filename)
+        local, digest, size = self._receive(chunks, max_bytes, wanted)
+        try:
+            stored, new = self._insert(name, wanted, local, digest, size)
+        finally:
+            local.unlink(missing_ok=True)
+        return FileRecord(stored, digest, size, time.time()), new
+
+    def _receive(self, chunks: Iterable[bytes], max_bytes: int, wanted: str) -> tuple[Path, str, int]:
+        """The upload streamed once to a temporary file beside the local copies, hashed as it comes."""
+        blobs = ensure_directory(self.root / BLOBS, "the collections directory", InputError)
+        fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".upload-")
+        digest, size = hashlib.sha256(), 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for chunk in chunks:
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise TooLarge(f"{wanted} is over the {max_bytes:,}-byte upload limit")
+                    digest.update(chunk)
+                    out.write(chunk)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return Path(tmp), digest.hexdigest(), size
+
+    def _insert(self, name: str, wanted: str, local: Path, digest: str, size: int) -> tuple[str, bool]:
+        with self.db.connection() as db:
+            row = db.execute("SELECT id FROM lcrag_collections WHERE name = %s FOR UPDATE", (name,)).fetchone()
+            if row is None:
+                raise NotFound(f"collection {name!r} was deleted while {wanted} was being uploaded")
+            held = dict(db.execute("SELECT name, hash FROM lcrag_files WHERE collection = %s", (row[0],)).fetchall())
+            stored = next((n for n in (wanted if i == 1 else _numbered(wanted, i) for i in range(1, 1000))
+                           if held.get(n) in (None, digest)), None)
+            if stored is None:
+                raise InputError(f"{wanted}: 999 files of that name are already in the collection")
+            if held.get(stored) == digest:
+                return stored, False
+            if db.execute("SELECT 1 FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone() is None:
+                db.execute("INSERT INTO lcrag_blobs (hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                           (digest, local.read_bytes()))
+            db.execute("INSERT INTO lcrag_files (collection, name, hash, bytes, added) VALUES (%s, %s, %s, %s, %s)",
+                       (row[0], stored, digest, size, time.time()))
+            self._changed(db, row[0], name)
+        self._keep_local(local, digest)
+        return stored, True
+
+    def _changed(self, db, cid: str, name: str) -> None:
+        """A new version of the collection, told to every replica, and its indexing queued (when this service
+        indexes)."""
+        version = db.execute("UPDATE lcrag_collections SET version = nextval('lcrag_versions') WHERE id = %s "
+                             "RETURNING version", (cid,)).fetchone()[0]
+        if self._index is not None:
+            self.db.queue(db, cid, name, version)
+        db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:{version}"))
+
+    def remove_file(self, name: str, filename: str) -> None:
+        with self.db.connection() as db:
+            row = db.execute("DELETE FROM lcrag_files f USING lcrag_collections c WHERE c.id = f.collection AND "
+                             "c.name = %s AND f.name = %s RETURNING c.id", (name, filename)).fetchone()
+            if row is None:
+                raise NotFound(f"no file {filename[:40]!r} in {name!r}")
+            self._changed(db, row[0], name)
+
+    def reindex(self, name: str) -> None:
+        """Queue the collection's indexing (a job any replica or worker runs)."""
+        row = self._row(name)
+        with self.db.connection() as db:
+            self.db.queue(db, row[0], name, int(row[1]))
+
+    # -- the local mirror ------------------------------------------------------------------------------------
+    def _blob(self, digest: str) -> Path:
+        return self.root / BLOBS / digest[:2] / digest
+
+    def _keep_local(self, source: Path, digest: str) -> None:
+        target = self._blob(digest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            pass
+
+    def _local_blob(self, digest: str) -> Path:
+        """A local copy of blob ``digest`` (copied from the database the first time)."""
+        target = self._blob(digest)
+        if target.is_file():
+            return target
+        with self.db.connection() as db:
+            row = db.execute("SELECT content FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()
+        if row is None:
+            raise NotFound("a file of the collection was removed meanwhile")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".blob-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(row[0])
+        os.replace(tmp, target)
+        return target
+
+    def files_dir(self, name: str) -> Path:
+        """The collection's folder in this replica's mirror, brought up to date with the database."""
+        records = self.file_records(name)
+        directory = self.root / name / "files"
+        with self._mirror:
+            directory.mkdir(parents=True, exist_ok=True)
+            wanted = {r.name: r.content_hash for r in records}
+            for path in directory.iterdir():
+                if path.name not in wanted or not os.path.samefile(path, self._local_blob(wanted[path.name])):
+                    path.unlink()
+            for record in records:
+                if not (directory / record.name).exists():
+                    os.link(self._local_blob(record.content_hash), directory / record.name)
+        return directory
+
+    def paths(self, name: str) -> list[Path]:
+        return sorted(self.files_dir(name).iterdir())
+
+    def local_path(self, name: str, filename: str) -> Path:
+        return self.file(name, filename)
+
+    # -- segments and answers --------------------------------------------------------------------------------
+    def segment(self, key: SegmentKey) -> Segment | None:
+        with self.db.connection() as db:
+            row = db.execute("SELECT text_hash, spans, embeddings, dim, tokens FROM lcrag_segments WHERE hash = %s AND "
+                             "chunking = %s AND embedder = %s", (key.content_hash, key.chunking, key.embedder)).fetchone()
+        if row is None:
+            return None
+        text_hash, spans, embeddings, dim, tokens = row
+        return Segment(key, text_hash, _spans(bytes(spans)), None if embeddings is None else bytes(embeddings),
+                       int(dim), int(tokens))
+
+    def put_segment(self, segment: Segment) -> None:
+        key = segment.key
+        with self.db.connection() as db:
+            db.execute("INSERT INTO lcrag_segments (hash, chunking, embedder, text_hash, spans, embeddings, dim, tokens)"
+                       " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (hash, chunking, embedder) DO UPDATE SET "
+                       "text_hash = EXCLUDED.text_hash, spans = EXCLUDED.spans, embeddings = EXCLUDED.embeddings, "
+                       "dim = EXCLUDED.dim, tokens = EXCLUDED.tokens, writes = lcrag_segments.writes + 1",
+                       (key.content_hash, key.chunking, key.embedder, segment.text_hash, _span_bytes(segment.spans),
+                        segment.embeddings, segment.dim, segment.tokens))
+
+    def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
+        with self.db.connection() as db:
+            row = db.execute("SELECT value FROM lcrag_answers WHERE collection = %s AND version = %s AND key = %s",
+                             (collection_id, version, key)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
+        with self.db.connection() as db:
+            db.execute("INSERT INTO lcrag_answers (collection, version, key, value) VALUES (%s, %s, %s, %s) "
+                       "ON CONFLICT (collection, version, key) DO UPDATE SET value = EXCLUDED.value",
+                       (collection_id, version, key, answer))
+
+    # -- indexing jobs ---------------------------------------------------------------------------------------
+    def start_jobs(self, workers: int = 1) -> None:
+        """Claim and run indexing jobs in ``workers`` background threads until :meth:`close`."""
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        for number in range(workers):
+            thread = threading.Thread(target=self._work, args=(f"{owner}:{number}",), daemon=True,
+                                      name=f"lcrag-jobs-{number}")
+            thread.start()
+            self._workers.append(thread)
+
+    def _work(self, owner: str) -> None:
+        while not self._stop.is_set():
+            try:
+                work(self.db, self.run_job, owner, self._stop, self.lease)
+            except Exception as exc:  # noqa: BLE001 - the database went away for a while: try again
+                log.warning("indexing jobs: %s; trying again in 1 s", exc)
+                self._stop.wait(1.0)
+
+    def run_job(self, job: Job) -> tuple[Callable, str | None]:
+        """Index the collection as it is now (a version at least the job's); what to record in the job's
+        completion: the state reached, for the version indexed."""
+        try:
+            version = self.version(job.name)
+            identity = self.identity(job.name)
+        except NotFound:
+            return (lambda db: None), "the collection was deleted"
+        if not identity.startswith(job.collection + ":"):
+            return (lambda db: None), "the collection was deleted"
+        state, done, error, skipped = self._indexed(job.name, version)
+        return (lambda db: self.set_state(job.name, version, state, done, error, tuple(skipped), db)), error
+
+    def _indexed(self, name: str, version: int) -> tuple[str, int, str | None, list[str]]:
+        """Run the service's indexing of the collection; (state, files done, error, skipped lines)."""
+        files = len(self.file_records(name))
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            if time.monotonic() - last[0] >= PROGRESS_SECONDS:
+                last[0] = time.monotonic()
+                with self.db.connection() as db:
+                    db.execute("UPDATE lcrag_collections SET done = %s, updated = %s WHERE name = %s AND version = %s",
+                               (done, time.time(), name, version))
+
+        try:
+            skipped = [self.public(line) for line in self._index(name, self.files_dir(name), progress)]
+        except (InputError, NotFound) as exc:
+            return "error", files, self.public(str(exc)), []
+        except OSError as exc:
+            log.warning("indexing collection %s failed: %s", name, exc)
+            return "error", files, self.public(f"indexing failed: the server's storage failed "
+                                               f"({exc.strerror or exc})"), []
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the collection must not stay "indexing"
+            log.exception("indexing collection %s failed", name)
+            return "error", files, self.public(f"indexing failed: {type(exc).__name__}: {exc}"), []
+        return "ready", files, None, skipped
+
+    def jobs(self) -> list[dict]:
+        return self.db.jobs()
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._workers:
+            thread.join(10)
+        self.db.close()
+
