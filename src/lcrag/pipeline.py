@@ -193,6 +193,9 @@ class Pipeline:
             raise InputError(f"{document.source} is a corpus index: its units were made by `lcrag corpus build`")
         chunking = chunking or s.chunking_for(s.strategy)
         key = ("index", document.content_hash, chunking, self.cache_dir)
+        build = getattr(document, "build_index", None)  # a collection's: its files' segments (lcrag.service.segments)
+        if build is not None:
+            return self.memory.get_or_put(key, lambda: build(self, chunking))
         return self.memory.get_or_put(key, lambda: DocumentIndex(
             document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
             reader_factory=lambda: self.reader, summary_reader_factory=lambda: self.summary_reader,
@@ -229,8 +232,10 @@ class Pipeline:
 
     def _document_context(self, document: Document, s: Settings, spec: QuestionSpec) -> QueryContext:
         key = ("context", document.content_hash, self._number, spec.context_key)
+        index = lambda: self.index(document, spec.chunking, s)  # noqa: E731
+        long_read = getattr(document, "long_read", None)  # a collection over the window: LC reads its best files
         return self.memory.get_or_put(key, lambda: self._query_context(
-            spec, document, lambda: self.index(document, spec.chunking, s)))
+            spec, document, index, long_read(index, spec.retriever) if long_read else None))
 
     def _corpus_context(self, source: CorpusSource, s: Settings, spec: QuestionSpec) -> QueryContext:
         if s.chunking is not None:
