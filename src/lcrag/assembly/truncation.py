@@ -42,6 +42,16 @@ def fill_with_chunks(ranked: list[ScoredChunk], token_counts: Callable[[list[Chu
     """The best chunks, whole, while they fit ``limit`` tokens, joined in document order; when even the best one is
     longer, that one cut in the middle. ``cut_tokens`` counts only what was cut from a chunk, not the chunks left out
     (for a corpus, that would be nearly all of it)."""
+    chosen, used = best_that_fit(ranked, token_counts, tokenizer, limit, separator)
+    if not chosen:
+        return truncate_middle(ranked[0].chunk.text, tokenizer, limit) if ranked else TruncatedText("", 0, 0)
+    return TruncatedText(separator.join(c.text for c in chosen), used, used)
+
+
+def best_that_fit(ranked: list[ScoredChunk], token_counts: Callable[[list[Chunk]], list[int]], tokenizer: Tokenizer,
+                  limit: int, separator: str = "\n\n") -> tuple[list[Chunk], int]:
+    """The best chunks, whole, while they fit ``limit`` tokens joined by ``separator``, in document order, and the
+    tokens they take."""
     between = count_tokens(tokenizer, separator)
     chosen: list[Chunk] = []
     used = 0
@@ -51,6 +61,4 @@ def fill_with_chunks(ranked: list[ScoredChunk], token_counts: Callable[[list[Chu
             break
         chosen.append(scored.chunk)
         used += need
-    if not chosen:
-        return truncate_middle(ranked[0].chunk.text, tokenizer, limit) if ranked else TruncatedText("", 0, 0)
-    return TruncatedText(separator.join(c.text for c in sorted(chosen, key=lambda c: c.start)), used, used)
+    return sorted(chosen, key=lambda c: c.start), used

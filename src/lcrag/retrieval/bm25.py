@@ -71,20 +71,27 @@ def open_bm25(directory: str | Path) -> tuple[Any, Any]:
     return index.schema, index.searcher()
 
 
+def terms_query(schema, query: str):
+    """The query's words as term queries on the ``text`` field, OR-ed together; None when it has no word."""
+    import tantivy
+
+    terms = query_terms(query)
+    if not terms:
+        return None
+    return tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in terms]
+    )
+
+
 def bm25_search(searcher, schema, query: str, k: int) -> list[tuple[int, float]]:
     """The ids of the top ``k`` documents sharing a term with ``query``, with their scores, best first.
 
     Term queries OR-ed together rather than the query parser, which raises on quotes, parentheses and AND/OR in
     questions. Ties are broken by id, so equal scores give the same order on every run.
     """
-    import tantivy
-
-    terms = query_terms(query)
-    if not terms:
+    q = terms_query(schema, query)
+    if q is None:
         return []
-    q = tantivy.Query.boolean_query(
-        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in terms]
-    )
     hits = [(searcher.doc(addr)["idx"][0], float(score)) for score, addr in searcher.search(q, k).hits]
     hits.sort(key=lambda hit: (-hit[1], hit[0]))
     return hits

@@ -25,7 +25,9 @@ from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
-from lcrag.service.collections import Collections, NotFound
+from lcrag.service.collections import NotFound
+from lcrag.service.embedded_store import EmbeddedStore, file_digest
+from lcrag.service.segments import FileEntry, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.registry import RETRIEVERS
@@ -33,6 +35,12 @@ from lcrag.types import Answer, Document, LLMCall
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
+def _stat_key(path: Path) -> tuple:
+    """What tells a changed file from the one read before (a file is never rewritten in place; this is a check)."""
+    info = path.stat()
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
 # Request fields that choose how a question is answered: the request model's, each a Settings field of the same name.
 ANSWER_OPTIONS = tuple(QuestionChoices.model_fields)
 
@@ -58,10 +66,11 @@ class Busy(RuntimeError):
 @dataclass
 class _Loaded:
     """The collections' documents as loaded, each with the identity of the collection it was read from (a collection
-    deleted and created again is another one), under one lock, so that keeping a document and checking whose it is
-    never interleave with a delete."""
+    deleted and created again is another one), and the files read for each (by name: the file's stat and what it
+    gave), under one lock, so that keeping a document and checking whose it is never interleave with a delete."""
 
     entries: dict[str, tuple[str, Document]] = field(default_factory=dict)
+    files: dict[str, tuple[str, dict[str, tuple[tuple, FileEntry | str]]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -77,12 +86,16 @@ class Answering:
         # One bound for everything kept between questions: every per-option pipeline shares the base's memory.
         self.base = pipeline or Pipeline(settings, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
         self.prices, self.price_as = prices or PriceTable(), price_as
-        self.collections = Collections(collections_root, self._index)
+        self.collections = EmbeddedStore(collections_root, self._index)
+        # Files' segments (chunks, embeddings) by content, in the store; a chunker using the reader's tokenizer
+        # takes the reader's lock for it (parsing and embedding never do).
+        self.segments = Segments(self.collections, lambda: self._reader)
         # Uploaded files are parsed in confined processes, at most parse_workers at a time, each once per content
         # (the outcomes kept beside the collections, for lcrag serve and lcrag mcp alike, across restarts).
         self.parser = Sandbox(parse_limits, self.collections.root.parent / "parsed", parse_workers)
         self.parser.start()
         self._documents = _Loaded()
+        self._parsing = ThreadPoolExecutor(parse_workers, thread_name_prefix="lcrag-parse")
         self._reader = threading.Lock()
         self._waiting = 0
         self._count = threading.Lock()
@@ -92,26 +105,53 @@ class Answering:
         self.executor = ThreadPoolExecutor(max_waiting + 1, thread_name_prefix="lcrag-answer")
 
     # -- documents ---------------------------------------------------------------------------------------------
-    def _load(self, files_dir: Path, progress=None) -> tuple[Document, list[str]]:
+    def _load(self, name: str, progress=None) -> tuple[Document, list[str]]:
+        """The collection as one document, its files read as they were before (each file parsed once, when it
+        first comes: only the files added or changed since are parsed now, in parallel) and the lines of the
+        files that could not be read."""
+        identity = self.collections.identity(name)
         # Regular files only, as Collections.paths lists them: a symbolic link planted among them is never read.
-        files = self.collections.paths(files_dir.parent.name)
-        docs, skipped = self.parser.load_files(files, progress)
-        # Sources and messages name a collection's files as clients know them (the name they were uploaded under,
-        # which GET /v1/collections/NAME/files/FILE serves), never a path on the server.
-        skipped = [self.collections.public(line) for line in skipped]
-        docs = [replace(d, source=Path(d.source).name) for d in docs]
-        if not docs:
+        paths = self.collections.paths(name)
+        with self._documents.lock:
+            kept = self._documents.files.get(name)
+        known = kept[1] if kept is not None and kept[0] == identity else {}
+        read = {p.name: known[p.name] for p in paths if p.name in known and known[p.name][0] == _stat_key(p)}
+        fresh = [p for p in paths if p.name not in read]
+        for done, (path, outcome) in enumerate(zip(fresh, self._parsing.map(self._read_file, fresh)), 1):
+            read[path.name] = outcome
+            if progress:
+                progress(len(paths) - len(fresh) + done, len(paths))
+        with self._documents.lock:
+            self._documents.files[name] = (identity, read)
+        entries = [read[p.name][1] for p in paths if isinstance(read[p.name][1], FileEntry)]
+        skipped = [read[p.name][1] for p in paths if isinstance(read[p.name][1], str)]
+        if not entries:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))
-        return join_documents(docs, Path(files_dir.parent.name)), skipped
+        return collection_document(name, identity, entries, self.segments), skipped
+
+    def _read_file(self, path: Path) -> tuple[tuple, FileEntry | str]:
+        """One file of a collection as read (its documents, in the sandbox), or the line saying why it could not be;
+        sources and messages name the file as clients know it (the name it was uploaded under, which GET
+        /v1/collections/NAME/files/FILE serves), never a path on the server."""
+        try:
+            key = _stat_key(path)
+            docs, skipped = self.parser.load_files([path])
+            if skipped:
+                return key, self.collections.public(skipped[0])
+            docs = [replace(d, source=Path(d.source).name) for d in docs]
+            document = docs[0] if len(docs) == 1 else join_documents(docs, Path(path.name))
+            return key, FileEntry(path.name, file_digest(path), document)
+        except OSError as exc:
+            return (), self.collections.public(f"{path}: could not be read ({exc.strerror or exc})")
 
     def _index(self, name: str, files_dir: Path, progress) -> list[str]:
+        """Index the collection's changes: the files added since the last pass are parsed, chunked and embedded
+        (their segments), the collection's index is its files' segments. Nothing here holds the reader's lock."""
         identity = self.collections.identity(name)  # taken first: what is read is this collection's or a later one's
         try:
-            document, skipped = self._load(files_dir, progress)
-            with self._reader:  # index builds use the embedder (and, for token chunking, the reader's tokenizer)
-                index = self.base.index(document)
-                index.retriever(self.base.retriever_spec())
+            document, skipped = self._load(name, progress)
+            self.base.index(document).retriever(self.base.retriever_spec())
         except Exception:
             self._drop(name, identity)  # the collection is in error: its previous document no longer answers
             raise
@@ -128,7 +168,6 @@ class Answering:
     def document(self, name: str, cancelled: threading.Event | None = None) -> Document:
         """The collection's document: kept, else read (each file parsed once per content, in the sandbox). A
         collection being indexed is waited for (at most :data:`INDEXING_WAIT`, then 429; until ``cancelled``)."""
-        files_dir = self.collections.files_dir(name)
         status = self.collections.status(name)
         give_up = time.monotonic() + INDEXING_WAIT
         while status.state == "indexing":
@@ -144,7 +183,7 @@ class Answering:
             kept = self._documents.entries.get(name)
         if kept is not None and kept[0] == identity:
             return kept[1]
-        document = self._load(files_dir)[0]
+        document = self._load(name)[0]
         if not self._keep(name, identity, document):
             raise NotFound(f"collection {name!r} was deleted while its documents were read")
         return document
@@ -158,6 +197,8 @@ class Answering:
             if kept is None or kept[0] == self._identity(name):
                 return
             del self._documents.entries[name]
+            self._documents.files.pop(name, None)
+        self.segments.forget(kept[0])
         self._release(kept[1])
 
     def _identity(self, name: str) -> str | None:
@@ -233,10 +274,14 @@ class Answering:
                 if listener.cancelled.is_set():
                     raise streaming.Cancelled("the client left while its question waited")
             try:
-                with streaming.listening(self._describing(listener, document)):
+                read: list[str] = []  # the files LC read whole, over a collection larger than the window
+                with streaming.listening(self._describing(listener, document, read)):
                     streaming.check_cancelled()
                     listener.on_event("started", {"collection": collection})
-                    return billed(self.base.ask(document, question, history=history, **choices))
+                    answer = billed(self.base.ask(document, question, history=history, **choices))
+                if read and answer.route == "lc":
+                    answer.retrieval = {"unit": "file", "files": read}
+                return answer
             finally:
                 self._reader.release()
         finally:
@@ -262,9 +307,12 @@ class Answering:
                       snippet=snippet(document.text[chunk.start:chunk.end], quote_chars))
 
     @staticmethod
-    def _describing(listener: streaming.Listener, document: Document) -> streaming.Listener:
-        """The listener, with retrieved chunks told as the places they come from (file, pages, section, a quote)."""
+    def _describing(listener: streaming.Listener, document: Document, read: list[str]) -> streaming.Listener:
+        """The listener, with retrieved chunks told as the places they come from (file, pages, section, a quote),
+        and the files a long read took (``read`` events) noted in ``read``."""
         def on_event(kind: str, data: dict[str, Any]) -> None:
+            if kind == "read":
+                read[:] = data["files"]
             if kind == "retrieved":
                 data = data | {"chunks": [Answering._source(document, c, c.score, 160).to_dict()
                                           for c in data["chunks"]]}
@@ -278,5 +326,7 @@ class Answering:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self._parsing.shutdown(wait=False, cancel_futures=True)
         self.parser.close()
+        self.collections.close()
         self.base.close()

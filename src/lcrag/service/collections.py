@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import filecmp
+import hashlib
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ import regex
 
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
+from lcrag.service.store import FileRecord
 from lcrag.storage import atomic_write_text, ensure_directory
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ _UNSAFE = regex.compile(r"[^\p{L}\p{M}\p{N}_.() -]+")
 # Stored names stay well under the file systems' 255-byte limit, with room for a " (NNN)" number.
 MAX_NAME_BYTES = 200
 TEMPORARY = ".upload-"
+# An indexing thread waits this long before its first pass, so that uploads arriving together are indexed together.
+GATHER_SECONDS = 0.05
 TRASH = ".deleted-"  # a deleted collection, renamed away at once and removed (or, failing that, at the next start)
 # Absolute paths left in a message after the collections' own are cut (an index file's, a cache's): the last part
 # of each is kept. Not one that is part of a URL ("http://host/a/b").
@@ -151,6 +155,8 @@ class Collections:
         self._status: dict[str, Status] = {}
         self._lock = threading.Lock()
         self._threads: dict[str, threading.Thread] = {}
+        self._running: set[str] = set()  # collections an indexing thread is working on
+        self._dirty: set[str] = set()  # collections changed since their indexing thread's pass began
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:
@@ -275,13 +281,23 @@ class Collections:
                         "the next start", name, len(failed), failed[0])
 
     def add_file(self, name: str, filename: str, chunks: Iterator[bytes], max_bytes: int) -> dict:
-        """Stream an upload into the collection: a temporary file placed when complete and within ``max_bytes``
-        (else removed, :class:`TooLarge`), under its safe name or, when another file has it, the next free
-        ``name (N).ext``; the same content under the same name is kept once."""
+        """Stream an upload into the collection (:meth:`put_file`) and, when it is a new file, index it with the
+        others that arrive meanwhile; its stored name and size."""
+        record, new = self.put_file(name, filename, chunks, max_bytes)
+        if new:
+            self.reindex(name)
+        return {"name": record.name, "bytes": record.size}
+
+    def put_file(self, name: str, filename: str, chunks: Iterator[bytes], max_bytes: int) -> tuple[FileRecord, bool]:
+        """Stream an upload into a temporary file in the collection's folder, hashed as it comes, placed when
+        complete and within ``max_bytes`` (else removed, :class:`TooLarge`), under its safe name or, when another
+        file has it, the next free ``name (N).ext``; the same content under the same name is kept once. The record
+        and whether the file is new (a new file is a change: :meth:`_changed`)."""
         directory = self.files_dir(name)
         wanted = safe_filename(filename)
         tmp = None
         size = 0
+        digest = hashlib.sha256()
         try:
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMPORARY)
             with os.fdopen(fd, "wb") as out:
@@ -290,6 +306,7 @@ class Collections:
                     if size > max_bytes:
                         raise TooLarge(f"{wanted} is over the {max_bytes:,}-byte upload limit")
                     out.write(chunk)
+                    digest.update(chunk)
                 out.flush()
                 os.fsync(out.fileno())
             stored, new = self._place(Path(tmp), directory, wanted)
@@ -304,8 +321,24 @@ class Collections:
                 except OSError:  # placed under its name (a hard link) or gone with its collection
                     pass
         if new:
-            self.reindex(name)
-        return {"name": stored, "bytes": size}
+            self._changed(name)
+        return FileRecord(stored, digest.hexdigest(), size, time.time()), new
+
+    def remove_file(self, name: str, filename: str) -> None:
+        """Remove one file from the collection and index what is left (its segment leaves the collection's index;
+        the segment itself stays, by content, for any other collection holding the same file)."""
+        path = self.file(name, filename)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            raise NotFound(f"no file {filename[:40]!r} in {name!r}") from None
+        except OSError as exc:
+            raise StorageError(f"{path.name} could not be removed", exc) from None
+        self._changed(name)
+        self.reindex(name)
+
+    def _changed(self, name: str) -> None:
+        """A file was added to or removed from the collection (a store with versions counts it)."""
 
     @staticmethod
     def _place(tmp: Path, directory: Path, wanted: str) -> tuple[str, bool]:
@@ -327,26 +360,57 @@ class Collections:
         return self._status.get(name) or Status(**self.describe(name)["status"])
 
     def reindex(self, name: str) -> None:
-        """Index the collection in a background thread (a change while it runs starts another run after it)."""
+        """Index the collection's changes in the background: one thread per collection at a time, which runs a
+        pass over what has changed (after :data:`GATHER_SECONDS`, so that uploads arriving together are indexed
+        together), and another pass while changes came in during the last one; never a thread per upload."""
         if self._index is None:
             return
-        files = len(self.files(name))
+        files = self._count(name)
         with self._lock:  # started before the lock is let go: a thread another run may join has always started
-            status = self._status[name] = Status(state="indexing", files=files)
-            previous = self._threads.get(name)
-            thread = threading.Thread(target=self._run_index, args=(name, status, previous), daemon=True)
+            self._status[name] = Status(state="indexing", files=files)
+            self._dirty.add(name)
+            thread = self._threads.get(name)
+            if thread is not None and thread.is_alive() and name in self._running:
+                return  # the running thread sees the change: it runs another pass
+            self._running.add(name)
+            thread = threading.Thread(target=self._run_passes, args=(name,), daemon=True,
+                                      name=f"lcrag-index-{name}")
             self._threads[name] = thread
             thread.start()
 
-    def _run_index(self, name: str, status: Status, previous: threading.Thread | None) -> None:
+    def _count(self, name: str) -> int:
+        try:
+            with os.scandir(self.files_dir(name)) as entries:
+                return sum(1 for e in entries if not e.name.startswith("."))
+        except OSError:
+            return 0
+
+    def _run_passes(self, name: str) -> None:
+        """Index passes until no change came in during the last one."""
+        time.sleep(GATHER_SECONDS)
+        while True:
+            with self._lock:
+                self._dirty.discard(name)
+                status = self._status.get(name)
+            if status is None:  # deleted meanwhile
+                break
+            self._run_index(name, status)
+            with self._lock:
+                if name not in self._dirty:
+                    self._running.discard(name)
+                    return
+        with self._lock:
+            self._running.discard(name)
+
+    def _run_index(self, name: str, status: Status) -> None:
         def progress(done: int, total: int) -> None:
             status.done, status.files, status.updated = done, total, time.time()
 
         try:
-            if previous is not None:
-                previous.join()
-            status.skipped = [self.public(line) for line in self._index(name, self.files_dir(name), progress)]
-            status.state, status.done = "ready", status.files
+            skipped = [self.public(line) for line in self._index(name, self.files_dir(name), progress)]
+            with self._lock:  # a change during the pass leaves the collection indexing, for the next pass
+                if name not in self._dirty:
+                    status.skipped, status.state, status.done = skipped, "ready", status.files
         except (InputError, NotFound) as exc:
             status.state, status.error = "error", self.public(str(exc))
         except OSError as exc:  # the server's storage (a read-only or full cache): its reason, not its paths

@@ -56,8 +56,8 @@ class CollectionState:
 
 @dataclass(frozen=True)
 class SegmentKey:
-    """What a segment is made from and how: the file's bytes (SHA-256), the chunking spec (``"tokens:512:64"``,
-    :func:`lcrag.chunking.spec.parse_chunking`'s format) and the embedder's name (``""``: chunks only)."""
+    """What a segment is made from and how: the file's bytes (SHA-256), the chunker's key (``Chunker.key``: the
+    same key gives the same chunks) and the embedder's name (``""``: chunks only)."""
 
     content_hash: str
     chunking: str
@@ -91,8 +91,8 @@ class CollectionStore(Protocol):
     thread; a method that names an unknown collection or file raises :class:`lcrag.service.collections.NotFound`."""
 
     # -- collections -----------------------------------------------------------------------------------------
-    def create(self, name: str) -> CollectionState:
-        """Create the collection (creating one that exists changes nothing); its state."""
+    def create(self, name: str) -> object:
+        """Create the collection (creating one that exists changes nothing)."""
         ...
 
     def delete(self, name: str) -> None:
@@ -107,6 +107,10 @@ class CollectionStore(Protocol):
         """The collection's id, version, indexing state and counts."""
         ...
 
+    def version(self, name: str) -> int:
+        """The collection's version (one indexed lookup: what a replica checks per question)."""
+        ...
+
     def set_state(self, name: str, version: int, state: str, done: int = 0, error: str | None = None,
                   skipped: tuple[str, ...] = ()) -> bool:
         """Record the indexing ``state`` reached for ``version``; ignored (False) when the collection has moved on
@@ -114,11 +118,11 @@ class CollectionStore(Protocol):
         ...
 
     # -- files -----------------------------------------------------------------------------------------------
-    def files(self, name: str) -> list[FileRecord]:
+    def file_records(self, name: str) -> list[FileRecord]:
         """The collection's files, sorted by name."""
         ...
 
-    def add_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> tuple[FileRecord, bool]:
+    def put_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> tuple[FileRecord, bool]:
         """Stream an upload into the collection, written once to its place (over ``max_bytes``:
         :class:`lcrag.service.collections.TooLarge`, nothing kept); the record and whether it is new (a new file
         changes the version; the same content under the same name is kept once and changes nothing)."""

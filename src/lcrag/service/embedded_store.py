@@ -1,0 +1,145 @@
+"""The embedded collection store (:class:`lcrag.service.store.CollectionStore`): what ``lcrag serve`` uses with no
+store given. Collections are folders under the cache directory (:class:`lcrag.service.collections.Collections`:
+files, uploads, names, indexing state); versions, segments and cached answers are one SQLite file beside them
+(``collections.sqlite``, WAL, shared by the processes of one machine)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from lcrag.service.collections import Collections
+from lcrag.service.store import CollectionState, FileRecord, Segment, SegmentKey
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS versions (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS segments (
+    content_hash TEXT NOT NULL, chunking TEXT NOT NULL, embedder TEXT NOT NULL, text_hash TEXT NOT NULL,
+    spans TEXT NOT NULL, embeddings BLOB, dim INTEGER NOT NULL, tokens INTEGER NOT NULL,
+    PRIMARY KEY (content_hash, chunking, embedder));
+CREATE TABLE IF NOT EXISTS answers (
+    id TEXT NOT NULL, version INTEGER NOT NULL, key TEXT NOT NULL, answer BLOB NOT NULL,
+    PRIMARY KEY (id, version, key));
+"""
+
+
+class StoreDatabase:
+    """The SQLite half of the embedded store: collection versions, segments, answers; one connection, behind one
+    lock (statements are short)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+
+    def version(self, collection_id: str) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT version FROM versions WHERE id = ?", (collection_id,)).fetchone()
+        return row[0] if row else 1
+
+    def bump(self, collection_id: str) -> int:
+        with self._lock:
+            return self._db.execute(
+                "INSERT INTO versions (id, version) VALUES (?, 2) ON CONFLICT (id) DO UPDATE SET version = version + 1 "
+                "RETURNING version", (collection_id,)).fetchone()[0]
+
+    def segment(self, key: SegmentKey) -> Segment | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text_hash, spans, embeddings, dim, tokens FROM segments WHERE content_hash = ? AND chunking = ? "
+                "AND embedder = ?", (key.content_hash, key.chunking, key.embedder)).fetchone()
+        if row is None:
+            return None
+        spans = tuple((int(s), int(e)) for s, e in json.loads(row[1]))
+        return Segment(key, row[0], spans, row[2], row[3], row[4])
+
+    def put_segment(self, segment: Segment) -> None:
+        key = segment.key
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             (key.content_hash, key.chunking, key.embedder, segment.text_hash,
+                              json.dumps(segment.spans), segment.embeddings, segment.dim, segment.tokens))
+
+    def answer(self, collection_id: str, version: int, key: str) -> bytes | None:
+        with self._lock:
+            row = self._db.execute("SELECT answer FROM answers WHERE id = ? AND version = ? AND key = ?",
+                                   (collection_id, version, key)).fetchone()
+        return row[0] if row else None
+
+    def keep_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)", (collection_id, version, key, answer))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class EmbeddedStore(Collections):
+    """Collections in folders plus :class:`StoreDatabase`: the embedded :class:`CollectionStore`."""
+
+    def __init__(self, root: Path, index: Callable[[str, Path, Callable[[int, int], None]], list[str]] | None = None,
+                 database: Path | None = None):
+        super().__init__(root, index)
+        self.database = StoreDatabase(database or self.root.parent / "collections.sqlite")
+
+    def _changed(self, name: str) -> None:
+        self.database.bump(self.identity(name))
+
+    def version(self, name: str) -> int:
+        return self.database.version(self.identity(name))
+
+    def state(self, name: str) -> CollectionState:
+        status = self.status(name)
+        return CollectionState(name, self.identity(name), self.version(name), status.state, status.files,
+                               status.done, status.error, tuple(status.skipped), status.updated)
+
+    def set_state(self, name: str, version: int, state: str, done: int = 0, error: str | None = None,
+                  skipped: tuple[str, ...] = ()) -> bool:
+        """The embedded store's indexing state is its indexing thread's own (:meth:`Collections.reindex`); a state
+        from elsewhere is recorded only for the version current now."""
+        if version != self.version(name):
+            return False
+        status = self.status(name)
+        status.state, status.done, status.error, status.skipped, status.updated = (state, done, error, list(skipped),
+                                                                                     time.time())
+        with self._lock:
+            self._status[name] = status
+        return True
+
+    def file_records(self, name: str) -> list[FileRecord]:
+        """The Protocol's :meth:`CollectionStore.files` (``files`` here lists names and sizes, as the API shows)."""
+        return [FileRecord(path.name, file_digest(path), path.stat().st_size, path.stat().st_mtime)
+                for path in self.paths(name)]
+
+    def local_path(self, name: str, filename: str) -> Path:
+        return self.file(name, filename)
+
+    def segment(self, key: SegmentKey) -> Segment | None:
+        return self.database.segment(key)
+
+    def put_segment(self, segment: Segment) -> None:
+        self.database.put_segment(segment)
+
+    def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
+        return self.database.answer(collection_id, version, key)
+
+    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
+        self.database.keep_answer(collection_id, version, key, answer)
+
+    def close(self) -> None:
+        self.database.close()
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, streamed."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()

@@ -1,0 +1,297 @@
+"""A collection's index made of its files' segments.
+
+Each file is parsed, chunked and embedded once, by content (:class:`lcrag.service.store.SegmentKey`: the file's
+SHA-256, the chunker and the embedder): the same file in two collections, or a collection that gains a file, never
+chunks or embeds the other files again. A collection is read as one :class:`CollectionDocument` (its files' texts
+joined in name order, each a part, so answers cite file and page as before); its :class:`CollectionIndex` stacks
+the files' chunks and embedding rows, and its BM25 is a tantivy index in memory, per collection and chunking,
+to which a new file's chunks are added and from which a removed file's are deleted (:class:`LiveBM25`).
+
+A collection larger than the reader's window is read the LongRAG way: LC reads whole files ranked by retrieval, the
+best that fit the window (LongRAG's long units), and says which (a ``read`` event); below the window it reads the
+collection's text as any document's."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lcrag.assembly.truncation import TruncatedText, best_that_fit, truncate_middle
+from lcrag.chunking import Chunker
+from lcrag.documents.loaders import join_documents
+from lcrag.readers import streaming
+from lcrag.registry import RETRIEVERS
+from lcrag.retrieval.bm25 import terms_query
+from lcrag.retrieval.embedders import uncached
+from lcrag.retrieval.index import DocumentIndex
+from lcrag.service.store import Segment, SegmentKey
+from lcrag.tokenization import count_tokens
+from lcrag.types import Chunk, Document, ScoredChunk
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lcrag.pipeline import Pipeline
+
+# A collection whose text is at most this many characters per token of room is counted whole to see whether it fits
+# the window (no tokenizer yields fewer than 1/8 token per character... of text this short, counting is cheap).
+_COUNT_WHOLE_CHARS_PER_TOKEN = 8
+_BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a collection as read: its public name, the SHA-256 of its bytes and its parsed text (one
+    document; a file of several records is their join)."""
+
+    name: str
+    content_hash: str
+    document: Document
+
+
+@dataclass(frozen=True)
+class CollectionDocument(Document):
+    """A collection's files as one document (their texts joined in name order, each a part), built by
+    :meth:`Segments.document`; its index is made of the files' segments and, over the window, LC reads its best
+    files whole."""
+
+    files: tuple[FileEntry, ...] = field(default=(), compare=False, repr=False)
+    collection_id: str = field(default="", compare=False)
+    segments: Segments | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Of the files' names and parsed texts (each text's own hash): computed without reading the whole text."""
+        names = "\n".join(f"{f.name}\0{f.document.content_hash}" for f in self.files)
+        return hashlib.sha256(f"collection\n{names}".encode("utf-8", "surrogateescape")).hexdigest()
+
+    def build_index(self, pipeline: Pipeline, chunking: str) -> DocumentIndex:
+        """The pipeline's index of this collection for ``chunking`` (:meth:`Pipeline.index` asks for it)."""
+        return CollectionIndex(self, pipeline.chunker(chunking), pipeline)
+
+    def long_read(self, index: Callable[[], DocumentIndex], retriever: Any):
+        """What LC reads for a question: whole files ranked by ``retriever`` when the collection is over the limit,
+        else the text (cut in the middle as any document's)."""
+        def long_text(question: str, tokenizer, limit: int) -> TruncatedText:
+            if not self._over(tokenizer, limit):
+                return truncate_middle(self.text, tokenizer, limit)
+            built = index()
+            assert isinstance(built, CollectionIndex)
+            return built.read_files(question, retriever, tokenizer, limit)
+
+        return long_text
+
+    def _over(self, tokenizer, limit: int) -> bool:
+        if len(self.text) > limit * _COUNT_WHOLE_CHARS_PER_TOKEN:
+            return True
+        return count_tokens(tokenizer, self.text) > limit
+
+    def units(self) -> list[Chunk]:
+        """Each file as one unit (its heading and text, as in :attr:`text`), numbered in name order."""
+        units = []
+        for number, (offset, part) in enumerate(self.parts):
+            start = offset - (len(part.title) + 2 if part.title and len(self.parts) > 1 else 0)
+            end = offset + len(part.text)
+            units.append(Chunk(number, start, end, self.text[start:end]))
+        return units
+
+
+def collection_document(name: str, collection_id: str, files: list[FileEntry], segments: Segments) -> Document:
+    """The collection's files as one :class:`CollectionDocument` (each file a part, titled by its name)."""
+    joined = join_documents([f.document for f in files], Path(name))
+    parts = joined.parts or ((0, joined),)
+    return CollectionDocument(text=joined.text, id=name, title=name, source=name, parts=parts, files=tuple(files),
+                              collection_id=collection_id, segments=segments)
+
+
+class LiveBM25:
+    """One collection's BM25 for one chunking: a tantivy index in memory, one document per chunk with its file's
+    name, to which a file's chunks are added when it arrives and from which they are deleted when it goes."""
+
+    def __init__(self):
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("file", stored=True, tokenizer_name="raw")
+        builder.add_integer_field("idx", stored=True, indexed=False)
+        builder.add_text_field("text", stored=False, tokenizer_name="default", index_option="freq")
+        self.schema = builder.build()
+        self._index = tantivy.Index(self.schema)
+        self._files: dict[str, str] = {}  # name -> the parsed text's hash indexed for it
+        self._lock = threading.Lock()
+
+    def sync(self, files: dict[str, tuple[str, list[Chunk]]]) -> Any:
+        """Index exactly ``files`` (name -> (text hash, its chunks)): add the new, delete the gone; a searcher."""
+        import tantivy
+
+        with self._lock:
+            gone = [n for n, h in self._files.items() if files.get(n, (None,))[0] != h]
+            new = [n for n, (h, _) in files.items() if self._files.get(n) != h]
+            if gone or new:
+                writer = self._index.writer(heap_size=_BM25_HEAP, num_threads=1)
+                for name in gone:
+                    writer.delete_documents_by_term("file", name)
+                    del self._files[name]
+                for name in new:
+                    for number, chunk in enumerate(files[name][1]):  # its place in the file's chunks
+                        writer.add_document(tantivy.Document(file=name, idx=number, text=chunk.text))
+                    self._files[name] = files[name][0]
+                writer.commit()
+                writer.wait_merging_threads()
+                self._index.reload()
+            return self._index.searcher()
+
+
+class SegmentBM25:
+    """BM25 over a collection version's chunks: a searcher of its :class:`LiveBM25` as of that version."""
+
+    name = "bm25"
+
+    def __init__(self, searcher: Any, schema: Any, chunks: list[Chunk], starts: dict[str, int]):
+        self._searcher, self._schema, self.chunks, self._starts = searcher, schema, chunks, starts
+
+    def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
+        q = terms_query(self._schema, query)
+        if q is None or not self.chunks:
+            return []
+        hits = []
+        for score, address in self._searcher.search(q, min(k or len(self.chunks), len(self.chunks))).hits:
+            stored = self._searcher.doc(address)
+            start = self._starts.get(stored["file"][0])
+            if start is not None:
+                hits.append(ScoredChunk(self.chunks[start + stored["idx"][0]], float(score)))
+        hits.sort(key=lambda hit: (-hit.score, hit.chunk.index))
+        return hits
+
+
+class Segments:
+    """Makes and keeps files' segments in a store (:class:`lcrag.service.store.CollectionStore`'s segment half),
+    and the collections' live BM25 indexes. ``tokenizer_lock``: held while a chunker uses the reader's tokenizer
+    (the reader is not used by two threads at once); parsing and embedding hold nothing."""
+
+    def __init__(self, store: Any, tokenizer_lock: Callable[[], AbstractContextManager] | None = None):
+        self.store = store
+        self._tokenizer_lock = tokenizer_lock or nullcontext
+        self._bm25: dict[tuple[str, str], LiveBM25] = {}
+        self._lock = threading.Lock()
+
+    def spans(self, entry: FileEntry, chunker: Chunker) -> tuple[tuple[int, int], ...]:
+        """The file's chunks' spans for ``chunker``: from the store, else chunked now and kept."""
+        key = SegmentKey(entry.content_hash, chunker.key)
+        segment = self.store.segment(key)
+        if segment is None or segment.text_hash != entry.document.content_hash:
+            with self._tokenizer_lock() if getattr(chunker, "tokenizer", None) is not None else nullcontext():
+                chunks = chunker.run(entry.document)
+            segment = Segment(key, entry.document.content_hash, tuple((c.start, c.end) for c in chunks))
+            self.store.put_segment(segment)
+        return segment.spans
+
+    def vectors(self, document: CollectionDocument, chunker: Chunker, embedder: Any) -> np.ndarray:
+        """The collection's chunk vectors: each file's rows from the store, the files without them embedded now
+        (in one batch), stacked in the collection's chunk order."""
+        import numpy as np
+
+        bulk = uncached(embedder)
+        rows: dict[str, np.ndarray] = {}
+        missing: list[FileEntry] = []
+        for entry in document.files:
+            segment = self.store.segment(SegmentKey(entry.content_hash, chunker.key, embedder.name))
+            if segment is not None and segment.text_hash == entry.document.content_hash and segment.embeddings:
+                rows[entry.name] = np.frombuffer(segment.embeddings, dtype="<f4").reshape(-1, segment.dim)
+            else:
+                missing.append(entry)
+        texts = [[entry.document.text[s:e] for s, e in self.spans(entry, chunker)] for entry in missing]
+        flat = [t for file_texts in texts for t in file_texts]
+        embedded = bulk.embed(flat) if flat else np.zeros((0, embedder.dimension), "float32")
+        at = 0
+        for entry, file_texts in zip(missing, texts):
+            matrix = np.ascontiguousarray(embedded[at:at + len(file_texts)], dtype="<f4")
+            at += len(file_texts)
+            self.store.put_segment(Segment(SegmentKey(entry.content_hash, chunker.key, embedder.name),
+                                           entry.document.content_hash, self.spans(entry, chunker),
+                                           matrix.tobytes(), matrix.shape[1]))
+            rows[entry.name] = matrix
+        parts = [rows[entry.name] for entry in document.files]
+        return np.vstack(parts) if parts else np.zeros((0, embedder.dimension), "float32")
+
+    def bm25(self, document: CollectionDocument, chunker: Chunker, chunks: list[Chunk],
+             ranges: dict[str, tuple[int, int]]) -> SegmentBM25:
+        """BM25 over the collection's chunks (``ranges``: each file's, by name): its live index brought to this
+        version (new files added, gone ones deleted)."""
+        with self._lock:
+            live = self._bm25.setdefault((document.collection_id, chunker.key), LiveBM25())
+        by_file = {entry.name: (entry.document.content_hash, chunks[slice(*ranges[entry.name])])
+                   for entry in document.files}
+        return SegmentBM25(live.sync(by_file), live.schema, chunks, {n: r[0] for n, r in ranges.items()})
+
+    def forget(self, collection_id: str) -> None:
+        """Drop a deleted collection's live indexes."""
+        with self._lock:
+            for key in [k for k in self._bm25 if k[0] == collection_id]:
+                del self._bm25[key]
+
+
+class CollectionIndex(DocumentIndex):
+    """A collection's :class:`DocumentIndex`, made of its files' segments: the chunks are each file's, shifted to
+    where the file is in the collection's text; BM25 is the collection's live index; dense vectors are the files'
+    rows stacked. Other retrievers are built over the stacked chunks as over any document's."""
+
+    def __init__(self, document: CollectionDocument, chunker: Chunker, pipeline: Pipeline):
+        self._segments = document.segments
+        self.ranges: dict[str, tuple[int, int]] = {}  # each file's chunks, by name
+        super().__init__(document, chunker, pipeline.cache_dir, lambda: pipeline.embedder,
+                         reader_factory=lambda: pipeline.reader, summary_reader_factory=lambda: pipeline.summary_reader,
+                         config={"chunking": chunker.key, "files": len(document.files)})
+
+    def _load_or_chunk(self) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        text = self.document.text
+        for entry, (offset, _) in zip(self.document.files, self.document.parts):
+            first = len(chunks)
+            for start, end in self._segments.spans(entry, self.chunker):
+                chunks.append(Chunk(len(chunks), offset + start, offset + end, text[offset + start:offset + end]))
+            self.ranges[entry.name] = (first, len(chunks))
+        return chunks
+
+    def chunk_vectors(self) -> np.ndarray:
+        with self._lock:
+            if getattr(self, "_vectors", None) is None:
+                self._vectors = self._segments.vectors(self.document, self.chunker, self.embedder)
+            return self._vectors
+
+    def retriever(self, spec):
+        if isinstance(spec, str):
+            spec = RETRIEVERS.get(spec).spec()
+        if spec.name == "bm25":
+            with self._lock:
+                if spec not in self._retrievers:
+                    self._retrievers[spec] = self._segments.bm25(self.document, self.chunker, self.chunks, self.ranges)
+        return super().retriever(spec)
+
+    def read_files(self, question: str, retriever: Any, tokenizer, limit: int) -> TruncatedText:
+        """LongRAG's long read over the collection: its files, whole, ranked by their best chunk for ``question``
+        (files no chunk of which was retrieved after, in name order), the best that fit ``limit`` tokens, in name
+        order; the files read are told as a ``read`` event."""
+        units = self.document.units()
+        owner = [0] * len(self.chunks)
+        for number, entry in enumerate(self.document.files):
+            first, end = self.ranges[entry.name]
+            owner[first:end] = [number] * (end - first)
+        order: dict[int, float] = {}
+        for scored in self.retriever(retriever).run(question, len(self.chunks)):
+            order.setdefault(owner[scored.chunk.index], scored.score)
+        ranked = [ScoredChunk(units[n], s) for n, s in order.items()]
+        ranked += [ScoredChunk(u, 0.0) for u in units if u.index not in order]
+        chosen, used = best_that_fit(ranked, lambda c: self.chunk_tokens(c, tokenizer), tokenizer, limit)
+        if not chosen:  # even the best file is over the window: it, cut in the middle
+            chosen, kept = [ranked[0].chunk], truncate_middle(ranked[0].chunk.text, tokenizer, limit)
+        else:
+            kept = TruncatedText("\n\n".join(c.text for c in chosen), used, used)
+        streaming.emit("read", unit="file", files=[self.document.files[c.index].name for c in chosen])
+        return kept
