@@ -20,6 +20,7 @@ from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
 from lcrag.cli_routing import route_app
 from lcrag.cli_mcp import mcp
+from lcrag.cli_worker import worker
 from lcrag.cli_serve import serve
 from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
@@ -43,6 +44,7 @@ app.add_typer(analyze_app, name="analyze")
 app.add_typer(route_app, name="route")
 app.command("serve")(serve)
 app.command("mcp")(mcp)
+app.command("worker")(worker)
 # Wide enough for the demo table when output goes to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 140)
 

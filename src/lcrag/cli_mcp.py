@@ -18,6 +18,7 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              Retrievers, Routers, RunFile, Strategies, Threads, allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
+from lcrag.cli_serve import IndexWorkers, JobLease, StoreUrl
 from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
                                    ParseLimits)
 from lcrag.errors import OptionError
@@ -67,6 +68,9 @@ def mcp(
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
     max_chars_per_byte: MaxCharsPerByte = MAX_CHARS_PER_BYTE,
     parse_workers: ParseWorkers = 2,
+    store: StoreUrl = None,
+    index_workers: IndexWorkers = 1,
+    job_lease: JobLease = 30,
 ) -> None:
     """Serve the collections to agents over the Model Context Protocol: tools list_collections, ask and search, and
     the collections' files as resources."""
@@ -86,7 +90,7 @@ def mcp(
                                 "threads": threads, "cache_dir": cache_dir},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
-                       parse_workers)
+                       parse_workers, store, index_workers, job_lease)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
                     retrievers=allowed_retrievers(retrievers, answering.settings.retriever),

@@ -92,13 +92,18 @@ MaxParseMb = Annotated[float, typer.Option("--max-parse-mb", help="Memory one fi
 MaxDocumentChars = Annotated[int, typer.Option("--max-document-chars", help="Characters of text one file may yield, counted as it is read (page by page, chapter by chapter, row by row).", min=1)]
 MaxCharsPerByte = Annotated[float, typer.Option("--max-chars-per-byte", help="Characters of text one file may yield per byte of the file, beyond its first million (a file repeating one part many times yields far more).", min=0.001)]
 ParseWorkers = Annotated[int, typer.Option("--parse-workers", help="Files parsed at once, each in its own process.", min=1)]
+# A shared collection store (lcrag.service.store_postgres): replicas and `lcrag worker` processes on one database.
+StoreUrl = Annotated[Optional[str], typer.Option("--store", envvar="LCRAG_STORE", help="Keep collections in PostgreSQL (postgresql://USER:PASSWORD@HOST/DATABASE), shared by every replica and `lcrag worker` on it; default: the cache directory.")]
+IndexWorkers = Annotated[int, typer.Option("--index-workers", help="With --store: indexing jobs this process runs at once (0: leave them to `lcrag worker`).", min=0)]
+JobLease = Annotated[float, typer.Option("--job-lease", help="With --store: seconds an indexing job stays claimed without word from its process; then another takes it over.", min=1)]
 
 
 def engine(config: Path | None, given: dict, option: list[str] | None, price_as: str | None, prices: Path | None,
            router: list[str] | None, max_waiting: int, index_memory_mb: float, parse_limits: ParseLimits | None = None,
-           parse_workers: int = 2):
+           parse_workers: int = 2, store: str | None = None, index_workers: int = 1, job_lease: float = 30):
     """The answering engine over the collections under the cache directory, as `lcrag serve` and `lcrag mcp` make
-    it: a collection made through one is answered by the other."""
+    it: a collection made through one is answered by the other. ``store``: a PostgreSQL URL whose collections it
+    shares with other replicas, running ``index_workers`` indexing jobs at a time."""
     from lcrag.config import Config
     from lcrag.evaluation.prices import PriceTable
     from lcrag.paths import cache_directory
@@ -113,9 +118,26 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     if price_as:
         table.require(price_as)
     root = cache_directory(settings.cache_dir) / "collections"
-    return Answering(settings, root, table, price_as, max_waiting, routers=named_routers(router or []),
-                     memory_bytes=int(index_memory_mb * 1024 * 1024), parse_limits=parse_limits,
-                     parse_workers=parse_workers)
+    shared = shared_store(store, job_lease)
+    answering = Answering(settings, root.with_name("collections-shared") if shared else root, table, price_as,
+                          max_waiting, routers=named_routers(router or []),
+                          memory_bytes=int(index_memory_mb * 1024 * 1024), parse_limits=parse_limits,
+                          parse_workers=parse_workers, store=shared)
+    if shared:
+        answering.collections.start_jobs(index_workers)
+    return answering
+
+
+def shared_store(url: str | None, lease: float):
+    """What makes the collections of a PostgreSQL store (None without one); a URL that is not one is refused now."""
+    if not url:
+        return None
+    from functools import partial
+
+    from lcrag.postgres_store import check_url
+    from lcrag.service.store_postgres import PostgresCollections
+
+    return partial(PostgresCollections, check_url(url), lease=lease)
 
 
 def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:
@@ -178,6 +200,9 @@ def serve(
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
     max_chars_per_byte: MaxCharsPerByte = MAX_CHARS_PER_BYTE,
     parse_workers: ParseWorkers = 2,
+    store: StoreUrl = None,
+    index_workers: IndexWorkers = 1,
+    job_lease: JobLease = 30,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     check_bind(host, api_key)
@@ -192,7 +217,7 @@ def serve(
                                 "threads": threads, "cache_dir": cache_dir},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
-                       parse_workers)
+                       parse_workers, store, index_workers, job_lease)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),

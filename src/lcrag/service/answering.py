@@ -78,7 +78,7 @@ class Answering:
     def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
                  routers: dict[str, str] | None = None, memory_bytes: int | None = None,
-                 parse_limits: ParseLimits | None = None, parse_workers: int = 2):
+                 parse_limits: ParseLimits | None = None, parse_workers: int = 2, store=None):
         self.settings = settings
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
@@ -86,7 +86,8 @@ class Answering:
         # One bound for everything kept between questions: every per-option pipeline shares the base's memory.
         self.base = pipeline or Pipeline(settings, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
         self.prices, self.price_as = prices or PriceTable(), price_as
-        self.collections = EmbeddedStore(collections_root, self._index)
+        # The collection store: ``store(root, index)`` (a shared one: lcrag.service.store_postgres), else the embedded.
+        self.collections = (store or EmbeddedStore)(collections_root, self._index)
         # Files' segments (chunks, embeddings) by content, in the store; a chunker using the reader's tokenizer
         # takes the reader's lock for it (parsing and embedding never do).
         self.segments = Segments(self.collections, lambda: self._reader)

@@ -270,15 +270,18 @@ class PostgresCollections:
         """The collection's folder in this replica's mirror, brought up to date with the database."""
         records = self.file_records(name)
         directory = self.root / name / "files"
-        with self._mirror:
+        with self._mirror:  # (another process sharing this cache directory may be syncing it too: either wins)
             directory.mkdir(parents=True, exist_ok=True)
             wanted = {r.name: r.content_hash for r in records}
             for path in directory.iterdir():
                 if path.name not in wanted or not os.path.samefile(path, self._local_blob(wanted[path.name])):
-                    path.unlink()
+                    path.unlink(missing_ok=True)
             for record in records:
                 if not (directory / record.name).exists():
-                    os.link(self._local_blob(record.content_hash), directory / record.name)
+                    try:
+                        os.link(self._local_blob(record.content_hash), directory / record.name)
+                    except FileExistsError:
+                        pass
         return directory
 
     def paths(self, name: str) -> list[Path]:

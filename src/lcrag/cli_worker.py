@@ -1,0 +1,43 @@
+"""`lcrag worker`: indexes collections of a shared store (PostgreSQL) as jobs, beside or instead of the replicas'
+own job threads; as many as wanted, on any machine that reaches the database. Stopped by SIGTERM or Ctrl-C; a
+worker killed mid-job loses nothing: its lease runs out and another worker or replica takes the job."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from lcrag.cli_serve import CacheDir, IndexWorkers, JobLease, RunFile, StoreUrl, engine
+from lcrag.errors import OptionError
+
+
+def worker(
+    store: StoreUrl = None,
+    config: RunFile = None,
+    cache_dir: CacheDir = None,
+    workers: IndexWorkers = 1,
+    lease: JobLease = 30,
+    embedder: Annotated[Optional[str], typer.Option("--embedder", help="The embedder, if not the run file's (it must be the replicas').")] = None,
+    stop_after: Annotated[Optional[float], typer.Option("--stop-after", help="Stop after this many seconds (for scripts and tests).", min=0)] = None,
+) -> None:
+    """Run a shared store's indexing jobs (parsing, chunking and embedding collections' files): with the replicas'
+    run file, so that segments are made as they would make them."""
+    if not store:
+        raise OptionError("lcrag worker needs --store postgresql://USER@HOST/DATABASE (or LCRAG_STORE)")
+    given = {"cache_dir": cache_dir, "embedder": embedder}
+    answering = engine(config, given, None, None, None, None, 1, 512, store=store, index_workers=workers,
+                       job_lease=lease)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    typer.echo(f"lcrag worker: {workers} indexing thread(s) on {answering.collections.db.shown} "
+               f"(files mirrored in {Path(answering.collections.root)})", err=True)
+    try:
+        stop.wait(stop_after)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        answering.close()
