@@ -4,17 +4,21 @@ background); download a file as it was uploaded — served inert, as a type that
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Path, UploadFile
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import FileResponse
 
 from lcrag.service.answering import Answering
 from lcrag.service.deps import answering, limits
 from lcrag.service.limits import Limits
 from lcrag.service.requests import NewCollection
+from lcrag.service.uploads import StreamedUpload
 
-UPLOAD_CHUNK = 1 << 20
 # An uploaded file is the uploader's content on this origin: it is shown only as a type that cannot run script
 # (a PDF in the browser's viewer, plain text, in a sandbox), anything else is a download.
 SHOWN_INLINE = {".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8", ".md": "text/plain; charset=utf-8",
@@ -47,20 +51,32 @@ async def delete_collection(name: str, engine: Engine):
     return {"deleted": name}
 
 
-@router.post("/{name}/files", status_code=201)
-async def upload(name: str, engine: Engine, limit: Annotated[Limits, Depends(limits)],
-                 file: UploadFile = File(...)):
+@router.post("/{name}/files", status_code=201,
+             openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+                 "type": "object", "required": ["file"],
+                 "properties": {"file": {"type": "string", "format": "binary"}}}}}}})
+async def upload(name: str, request: Request, engine: Engine, limit: Annotated[Limits, Depends(limits)]):
+    """A multipart ``file``, streamed from the body to its place in the collection once (:mod:`..uploads`)."""
     collections = engine.collections
     collections.files_dir(name)
+    body = StreamedUpload(request)
+    filename = await body.start()
 
     def chunks():
-        while chunk := file.file.read(UPLOAD_CHUNK):
+        while (chunk := anyio.from_thread.run(body.next_chunk)) is not None:
             yield chunk
 
-    stored = await asyncio.to_thread(collections.add_file, name, file.filename or "", chunks(),
-                                     limit.max_upload_bytes)
+    stored = await anyio.to_thread.run_sync(collections.add_file, name, filename, chunks(), limit.max_upload_bytes)
     engine.forget(name)
-    return stored | {"status": collections.describe(name)["status"]}
+    return stored | {"status": asdict(collections.status(name))}
+
+
+@router.delete("/{name}/files/{filename}")
+async def delete_file(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
+    """Remove one file: the collection is indexed again without it (its segment leaves the collection's index)."""
+    await asyncio.to_thread(engine.collections.remove_file, name, filename)
+    engine.forget(name)
+    return {"deleted": filename, "status": asdict(engine.collections.status(name))}
 
 
 @router.get("/{name}/files/{filename}")
