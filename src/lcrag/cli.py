@@ -380,11 +380,16 @@ def evaluate(
     cache_aware: CacheAwareOpt = False,
     option: PartOption = None,
     config: RunFile = None,
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Then judge the answers with LaRA's LLM judge on this OpenAI-compatible model (LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY, or openai:MODEL@BASE_URL; verdicts cached): each configuration's quality as a prediction-powered estimate with its 95% interval, next to the metric alone, in the report and printed.")] = None,
+    judge_sample: Annotated[Optional[int], typer.Option("--judge-sample", help="With --judge: judge N sampled answers per configuration (default: every answer).")] = None,
+    judge_seed: Annotated[int, typer.Option("--judge-seed", help="The seed of the --judge-sample draw.")] = 0,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
     from lcrag.evaluation.datasets import load_dataset
+    from lcrag.evaluation.judge_sample import judge_run, open_judge
     from lcrag.evaluation.runner import EvalRunner, expand_configs
 
+    judged = open_judge(judge, judge_sample)  # bad judge flags stop here, before any answer
     run = _eval_config_from_flags(ctx, config, option)
     wanted = run.eval
     names, retrievers = list(wanted.strategies), list(wanted.retrievers)
@@ -402,6 +407,8 @@ def evaluate(
                      f"answer for; first: {runner.unanswered[0]}[/yellow]", highlight=False)
     stdout.print(f"{len(rows)} rows in {wanted.out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
                  f"{tokens['completion']} completion tokens · report: lcrag report {wanted.out}", highlight=False)
+    if judged is not None:
+        stdout.print("\n" + judge_run(wanted.out, judged, judge_sample, judge_seed), markup=False, highlight=False)
 
 
 def _run_with_progress(runner) -> tuple[list[dict], dict[str, int]]:

@@ -15,7 +15,9 @@ Runs = Annotated[list[Path], typer.Argument(help="Run directories of `lcrag eval
 
 
 Model = Annotated[str, typer.Option("--model", help="logistic (P(LC better)) or trees (boosted regression trees on LC's gain over RAG; interactions a linear model misses).")]
-Judge = Annotated[Optional[str], typer.Option("--judge", help="Score the LC and RAG answers with LaRA's LLM judge on this OpenAI-compatible model (base URL and key from LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY) instead of the runs' metric; verdicts cached in the lcrag cache.")]
+Judge = Annotated[Optional[str], typer.Option("--judge", help="Score the LC and RAG answers with LaRA's LLM judge on this OpenAI-compatible model (base URL and key from LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY) instead of the runs' metric; verdicts cached in the lcrag cache. Also openai:MODEL@BASE_URL.")]
+JudgeSample = Annotated[Optional[int], typer.Option("--judge-sample", help="With --judge: judge only N sampled questions per run (both answers) and report the main policies' quality as a prediction-powered estimate (the runs' metric on every answer, corrected by the judged ones) with its 95% interval, next to the metric alone and the judged answers alone.")]
+JudgeSeed = Annotated[int, typer.Option("--judge-seed", help="The seed of the --judge-sample draw.")]
 
 
 def _questions(runs: list[Path], judge: str | None = None):
@@ -28,10 +30,9 @@ def _questions(runs: list[Path], judge: str | None = None):
     if not questions:
         raise InputError("no question has both an lc and a self-route row: run `lcrag eval --strategies lc,self-route`")
     if judge:
-        from lcrag.evaluation.judge import Judge
-        from lcrag.paths import default_cache_dir
+        from lcrag.evaluation.judge_sample import open_judge
 
-        questions, unjudged = judge_questions(questions, Judge.open(judge, default_cache_dir() / "judge"))
+        questions, unjudged = judge_questions(questions, open_judge(judge))
         if unjudged:
             typer.echo(f"skipped {len(unjudged)} question(s) the judge gave no True/False verdict on; first: "
                        f"{unjudged[0]}", err=True)
@@ -65,6 +66,8 @@ def evaluate(
     judge: Judge = None,
     model: Model = "logistic",
     wide: Annotated[Optional[list[Path]], typer.Option("--wide", help="Runs of `lcrag eval --strategies self-route` at a larger k on the same questions: cascades (RAG -> wider RAG -> LC) are reported against the two-way routers at equal cost, on the questions they share.")] = None,
+    judge_sample: JudgeSample = None,
+    judge_seed: JudgeSeed = 0,
 ) -> None:
     """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
     from lcrag.evaluation.report import _md_table
@@ -72,10 +75,12 @@ def evaluate(
     from lcrag.evaluation.route_report import frontier_table
     from lcrag.strategies.learned_router import Router
 
+    from lcrag.evaluation.judge_sample import open_judge, route_judged
     from lcrag.evaluation.prices import PriceTable
 
     price = PriceTable.load(prices).require(price_as) if price_as else None
-    questions, skipped = _questions(runs, judge)
+    sampled = open_judge(judge, judge_sample) if judge_sample is not None else None  # else --judge judges every one
+    questions, skipped = _questions(runs, None if sampled else judge)
     if router is not None:
         fitted = Router.load(router)
         probabilities, how = [fitted.probability(q.x) for q in questions], f"router {router}"
@@ -90,6 +95,9 @@ def evaluate(
         typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install 'lcrag[report]'")
     if wide:
         _cascades(questions, probabilities, wide, price)
+    if sampled is not None:
+        typer.echo(f"\nQuality judged on a sample (--judge-sample {judge_sample}), per run\n")
+        typer.echo(route_judged(questions, points, sampled, judge_sample, judge_seed))
 
 
 def _cascades(questions, probabilities, wide: list[Path], price) -> None:

@@ -25,6 +25,7 @@ from lcrag.evaluation.rundir import ROWS, read_manifest, read_rows
 log = logging.getLogger("lcrag")
 
 PLOTS_EXTRA = "pip install 'lcrag[report]'"  # matplotlib and its dependencies: ~97 MB installed, kept optional
+JUDGED = "judged.json"  # `lcrag eval --judge`: each configuration's quality from judged answers (judge_sample.py)
 
 
 def load_rows(run_dir: str | Path) -> list[dict]:
@@ -306,6 +307,17 @@ def session_times(run_dir: Path) -> tuple[float, float, bool]:
             all(x.get("concurrency", 1) == 1 for x in measured))
 
 
+def judged_section(run_dir: Path) -> str:
+    """The report's section on quality from judged answers, from RUN/judged.json."""
+    path = run_dir / JUDGED
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        table = _md_table(data["header"], data["body"])
+        return f"## Quality with a judge (`{data['judge']}`)\n\n{table}\n\n{data['note']}"
+    except (ValueError, KeyError, TypeError):
+        raise RunDirectoryError(f"{path}: not the table `lcrag eval --judge` writes; delete it or judge again") from None
+
+
 def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | None = None) -> Path:
     """report.md, CSV tables and plots in RUN/report/; ``cost`` (a row's calls priced in USD, e.g. by
     :func:`lcrag.evaluation.prices.calls_cost`) adds money next to tokens."""
@@ -359,6 +371,8 @@ def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | Non
               "retrievers": "f. Retrievers against LC (LC-vs-RAG study, Table 5 layout; prompt tokens = mean per RAG question)"}
     for name, (header, body) in tables.items():
         sections.append(f"## {titles[name]}\n\n" + (_md_table(header, body) if body else "(no rows for this analysis in this run)"))
+    if (run_dir / JUDGED).is_file():
+        sections.append(judged_section(run_dir))
     if skipped:
         sections.append(f"## Plots\n\nNot drawn: {', '.join(skipped)} (matplotlib is not installed; `{PLOTS_EXTRA}`).")
     if plots:

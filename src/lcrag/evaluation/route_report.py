@@ -113,16 +113,24 @@ def judge_questions(questions: list[Question], judge) -> tuple[list[Question], l
     instead of the runs' metric; a question whose verdict is neither True nor False is left out and said why."""
     kept, skipped = [], []
     for q in questions:
-        t, absent = q.texts, q.texts.get("metric") == "lara_hallu"
-        lc, lc_reply = judge.score(t["question"], t["answers"], t["lc"], absent)
-        rag, rag_reply = judge.score(t["question"], t["answers"], t["rag"], absent)
-        if lc is None or rag is None:
-            reply = lc_reply if lc is None else rag_reply
-            skipped.append(f"{q.run}/rows.jsonl item {q.item_id}: the judge answered {reply[:60]!r}")
+        lc, rag, why = judge_pair(q, judge)
+        if why:
+            skipped.append(why)
             continue
         q.lc_score, q.rag_score = lc, rag
         kept.append(q)
     return kept, skipped
+
+
+def judge_pair(q: Question, judge) -> tuple[float | None, float | None, str]:
+    """The judge's verdicts on a question's LC and RAG answers, and, when either has none, why (its reply quoted)."""
+    t, absent = q.texts, q.texts.get("metric") == "lara_hallu"
+    lc, lc_reply = judge.score(t["question"], t["answers"], t["lc"], absent)
+    rag, rag_reply = judge.score(t["question"], t["answers"], t["rag"], absent)
+    if lc is not None and rag is not None:
+        return lc, rag, ""
+    reply = lc_reply if lc is None else rag_reply
+    return lc, rag, f"{q.run}/rows.jsonl item {q.item_id}: the judge answered {reply[:60]!r}"
 
 
 def attach_wide(questions: list[Question], wide_runs: Sequence[str | Path]) -> list[Question]:
