@@ -147,6 +147,7 @@ class ParseCache:
         self.directory = Path(directory)
         self.max_bytes = cache_size_limit() if max_bytes is None else max_bytes
         self._lock = threading.Lock()
+        self._total: int | None = None  # the cache's bytes, as listed once and counted since (other processes too)
 
     def _file(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json.z"
@@ -172,34 +173,41 @@ class ParseCache:
         return outcome
 
     def put(self, key: str, outcome: dict[str, Any]) -> None:
+        data = zlib.compress(encode(outcome), 1)
         try:
-            atomic_write_bytes(self._file(key), zlib.compress(encode(outcome), 1))
+            atomic_write_bytes(self._file(key), data)
         except OSError as exc:  # a full or read-only cache: the parse still answers, it is only not kept
             log.warning("cannot keep a parse in %s (%s)", self.directory, exc.strerror or exc)
             return
-        self._trim()
+        with self._lock:  # the cache is listed once, then counted as it grows: a put never lists it all again
+            self._total = self._trim() if self._total is None else self._total + len(data)
+            if self._total > self.max_bytes:
+                self._total = self._trim()
 
-    def _trim(self) -> None:
-        with self._lock:
-            entries = []
-            for path in self.directory.glob("*/*.json.z"):
-                try:
-                    info = path.stat()
-                except OSError:
-                    continue
-                entries.append((info.st_mtime, info.st_size, path))
-            total = sum(size for _, size, _ in entries)
-            for _, size, path in sorted(entries, key=lambda entry: entry[0]):
-                if total <= self.max_bytes:
-                    break
-                path.unlink(missing_ok=True)
-                total -= size
+    def _trim(self) -> int:
+        """Remove the least recently used parses beyond :attr:`max_bytes` (the lock held); the bytes left."""
+        entries = []
+        for path in self.directory.glob("*/*.json.z"):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            entries.append((info.st_mtime, info.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries, key=lambda entry: entry[0]):
+            if total <= self.max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+        return total
 
 
 # -- the parsing process ------------------------------------------------------------------------------------------
-# Plain text is decoded, checked and counted (the text limits), with no parser that a file could exploit: it is read
-# in this process, not one started per file (a process costs ~100 ms; a collection of a thousand notes, minutes).
+# Plain text is decoded, checked and counted (the text limits), with no parser that a file could exploit: a small one
+# is read in this process, not one started per file (a process costs ~100 ms; a collection of a thousand notes,
+# minutes); a large one in a process still, so that decoding it never holds this process's interpreter from questions.
 PLAIN_TEXT = (".txt", ".text")
+PLAIN_TEXT_HERE_BYTES = 1 << 20
 
 
 def _address_space() -> int | None:
@@ -361,8 +369,8 @@ class Sandbox:
             if self._closed:
                 raise InputError(f"{path}: not read: the service is stopping")
             self.parses += 1
-            if path.suffix.lower() in PLAIN_TEXT:  # decoding under the text limits runs no parser: no process
-                return _parse_here(path, limits), True
+            if path.suffix.lower() in PLAIN_TEXT and path.stat().st_size <= PLAIN_TEXT_HERE_BYTES:
+                return _parse_here(path, limits), True  # decoding under the text limits runs no parser: no process
             receiving, sending = self._context.Pipe(duplex=False)
             process = self._context.Process(target=_child, args=(sending, str(path), limits), daemon=True,
                                             name=f"lcrag-parse {path.name[:40]}")

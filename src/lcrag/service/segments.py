@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 # the window (no tokenizer yields fewer than 1/8 token per character... of text this short, counting is cheap).
 _COUNT_WHOLE_CHARS_PER_TOKEN = 8
 _BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
+_SPANS_KEPT = 200_000  # files' chunk spans kept in memory (a few hundred bytes each)
 
 
 @dataclass(frozen=True)
@@ -179,17 +181,28 @@ class Segments:
         self.store = store
         self._tokenizer_lock = tokenizer_lock or nullcontext
         self._bm25: dict[tuple[str, str], LiveBM25] = {}
-        self._lock = threading.Lock()
+        self._spans: OrderedDict[tuple[SegmentKey, str], tuple[tuple[int, int], ...]] = OrderedDict()
+        self._lock = threading.Lock()  # for the two maps above
 
     def spans(self, entry: FileEntry, chunker: Chunker) -> tuple[tuple[int, int], ...]:
-        """The file's chunks' spans for ``chunker``: from the store, else chunked now and kept."""
+        """The file's chunks' spans for ``chunker``: kept in memory, else from the store, else chunked now and
+        kept in both."""
         key = SegmentKey(entry.content_hash, chunker.key)
+        with self._lock:
+            kept = self._spans.get((key, entry.document.content_hash))
+        if kept is not None:
+            return kept
         segment = self.store.segment(key)
         if segment is None or segment.text_hash != entry.document.content_hash:
             with self._tokenizer_lock() if getattr(chunker, "tokenizer", None) is not None else nullcontext():
                 chunks = chunker.run(entry.document)
             segment = Segment(key, entry.document.content_hash, tuple((c.start, c.end) for c in chunks))
             self.store.put_segment(segment)
+        with self._lock:
+            self._spans[(key, segment.text_hash)] = segment.spans
+            self._spans.move_to_end((key, segment.text_hash))
+            while len(self._spans) > _SPANS_KEPT:
+                self._spans.popitem(last=False)
         return segment.spans
 
     def vectors(self, document: CollectionDocument, chunker: Chunker, embedder: Any) -> np.ndarray:
