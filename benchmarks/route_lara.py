@@ -239,6 +239,54 @@ def held_paragraph(cells: list[dict]) -> list[str]:
             + "."]
 
 
+def eval_run_rows(run: Path) -> tuple[list[list], list[str]]:
+    """`lcrag eval --strategies lc,self-route --router R --lc-share 0.3` on one reader, from its rows: per dataset,
+    the realized LC share (all, after the first 100 questions, the worst running deviation after them), LC's share
+    of prompt tokens, cost and quality against the run's own always-LC rows."""
+    from lcrag.evaluation.report import load_rows
+
+    rows = load_rows(run)
+    body, problems = [], []
+    for dataset in sorted({r["dataset"] for r in rows}):
+        held = [r for r in rows if r["dataset"] == dataset and r.get("routing")]
+        lc = {r["item_id"]: r for r in rows if r["dataset"] == dataset and r["strategy"] == "lc"}
+        held = [r for r in held if r["item_id"] in lc]
+        if not held:
+            problems.append(f"{dataset}: no self-route row with a routing decision")
+            continue
+        body.append([dataset, len(held), *eval_cell([r["route"] == "lc" for r in held], held, [lc[r["item_id"]] for r in held])])
+    return body, problems
+
+
+def eval_cell(sent: list[bool], held: list[dict], lc: list[dict]) -> list:
+    running = [sum(sent[:i]) / i for i in range(1, len(sent) + 1)]
+    share = held[-1]["routing"].get("lc_share")
+    lc_tokens = sum(c["prompt_tokens"] for r in held if r["route"] == "lc" for c in r["calls"] if c["stage"] == "answer")
+    tokens = sum(r["prompt_tokens"] for r in held)
+    worst = max((abs(x - share) for x in running[WARM_UP - 1:]), default=0.0)
+    quality, lc_quality = (sum(r["score"] for r in rs) / len(rs) for rs in (held, lc))
+    return [f"{sum(sent) / len(sent):.3f}", f"{sum(sent[WARM_UP:]) / max(1, len(sent) - WARM_UP):.3f}",
+            f"{worst:.3f}", f"{lc_tokens / tokens:.3f}", f"{100 * tokens / sum(r['prompt_tokens'] for r in lc):.0f}%",
+            f"{quality:.3f}", f"{lc_quality:.3f}", f"{quality - lc_quality:+.3f}"]
+
+
+EVAL_HEADER = ["dataset", "questions", "LC share", f"after {WARM_UP}", f"max abs(running − S) after {WARM_UP}",
+               "LC share of prompt tokens", "prompt tokens vs always-LC", "quality", "always-LC", "vs always-LC"]
+
+
+def rescore(questions: list[Question]) -> None:
+    """Every LC and RAG answer scored again by this version's offline scorer (runs made with an earlier one keep
+    their own scores; warm_lara_vectors.py makes this a cache read)."""
+    from lcrag.evaluation.freeform import FreeformScorer
+
+    scorer = FreeformScorer()
+    for q in questions:
+        task = q.item_id.split("/")[0].rsplit("_", 1)[-1]  # 32k_book_location/17 -> location
+        t = q.texts
+        q.lc_score, q.rag_score = (max((scorer.score(t["question"], gold, t[mode], task) for gold in t["answers"]),
+                                       default=0.0) for mode in ("lc", "rag"))
+
+
 def write_loro_routers(routers: dict, directory: Path) -> None:
     """Each reader's leave-one-reader-out router, holding 0.3 by default (for `lcrag eval --router FILE`)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -264,8 +312,14 @@ def main() -> None:
     parser.add_argument("--plots", type=Path, help="folder for the frontier plots (PNG, needs matplotlib)")
     parser.add_argument("--router-out", type=Path, help="write the router fitted on every reader here")
     parser.add_argument("--loro-routers", type=Path, help="write each reader's leave-one-reader-out router here")
+    parser.add_argument("--eval-run", type=Path, help="an `lcrag eval --strategies lc,self-route --router R "
+                        "--lc-share S` run of one reader: its rows' realized share, cost and quality")
+    parser.add_argument("--eval-command", help="the command that made --eval-run (written with its table)")
+    parser.add_argument("--rescore", action="store_true", help="score every answer again with this lcrag's scorer")
     args = parser.parse_args()
     questions, skipped = load_questions(args.runs)
+    if args.rescore:
+        rescore(questions)
     prices = PriceTable.load(None)
     routers = routers_left_out(questions, reader_of, MODEL)
     loro = [routers[reader_of(q)].probability(q.x) for q in questions]
@@ -346,6 +400,16 @@ WHY = [
 ]
 
 
+def eval_section(args) -> list[str]:
+    if not args.eval_run:
+        return []
+    body, problems = eval_run_rows(args.eval_run)
+    return ["### The same through `lcrag eval` (rows, not offline math)", "",
+            f"Command: `{args.eval_command or '(not given)'}`; rows of {args.eval_run.name}. Each self-route row carries "
+            "the router's decision (`routing`); the LC rows are the same run's always-LC answers. Cost here is prompt "
+            "tokens (the row's own calls).", "", _md_table(EVAL_HEADER, body), "", *problems, ""]
+
+
 HELD_READING = [
     "`--lc-share 0.3` as `lcrag ask`/`eval`/`serve` apply it (lcrag.strategies.share_control): each reader's "
     "questions are decided one by one in the order its run answered them (32K, then 128K: one ledger per reader), "
@@ -363,13 +427,14 @@ def write(args, questions, skipped, summary, summary_types, frontier, held) -> N
     lines = ["# Routing with strong readers: LaRA's recorded answers", "",
              f"Command: `{command}`" + (f" `--plots {args.plots}`" if args.plots else "")
              + (f" `--router-out {args.router_out}`" if args.router_out else "")
-             + (f" `--loro-routers {args.loro_routers}`" if args.loro_routers else ""), "",
+             + (f" `--loro-routers {args.loro_routers}`" if args.loro_routers else "")
+             + (" `--rescore`" if args.rescore else ""), "",
              f"Machine: {platform.machine()}, Python {platform.python_version()}. {len(questions)} (reader, question) "
              f"pairs with both an LC and a Self-Route row ({skipped} skipped).", "",
              *READING, "", "## Targets (leave-one-reader-out)", "", *targets_paragraph(TARGETS[:len(summary)]), "",
              *WHY, "",
              "## Run-time share control at 0.3 (leave-one-reader-out)", "", *HELD_READING, "",
-             *held_paragraph(held[1]), "", _md_table(HELD_HEADER, held[0]), "",
+             *held_paragraph(held[1]), "", _md_table(HELD_HEADER, held[0]), "", *eval_section(args),
              "## Leave-one-reader-out", "", _md_table(SUMMARY_HEADER, summary), "",
              "## Leave-one-document-type-out", "", _md_table(SUMMARY_HEADER, summary_types), "",
              "## Every policy (leave-one-reader-out)", "", _md_table(FRONTIER_HEADER, frontier), ""]
