@@ -44,7 +44,7 @@ def running(app):
 def wait_ready(url: str, collection: str, headers: dict | None = None, timeout: float = 120) -> dict:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        status = httpx.get(f"{url}/v1/collections/{collection}", headers=headers).json()["status"]
+        status = httpx.get(f"{url}/v1/collections/{collection}", headers=headers, timeout=60).json()["status"]
         if status["state"] != "indexing":
             return status
         time.sleep(0.1)

@@ -70,7 +70,7 @@ class PostgresCollections:
     public = Collections.public  # messages name files as clients know them, never a path of this replica's
     file = Collections.file  # a stored file by its public name (in the mirror, brought up to date first)
 
-    def __init__(self, url: str, root: Path, index: Index | None = None, connections: int = 8,
+    def __init__(self, url: str, root: Path, index: Index | None = None, connections: int = 32,
                  lease: float = 30.0):
         self.db = PostgresStore(url, connections)
         self.root = ensure_directory(Path(root).absolute(), "the collections directory", InputError)
@@ -195,6 +195,14 @@ class PostgresCollections:
         return Path(tmp), digest.hexdigest(), size
 
     def _insert(self, name: str, wanted: str, local: Path, digest: str, size: int) -> tuple[str, bool]:
+        import psycopg
+
+        try:
+            return self._insert_once(name, wanted, local, digest, size)
+        except psycopg.errors.ForeignKeyViolation:  # its blob was collected by a delete meanwhile: store it again
+            return self._insert_once(name, wanted, local, digest, size)
+
+    def _insert_once(self, name: str, wanted: str, local: Path, digest: str, size: int) -> tuple[str, bool]:
         with self.db.connection() as db:
             row = db.execute("SELECT id FROM lcrag_collections WHERE name = %s FOR UPDATE", (name,)).fetchone()
             if row is None:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import FileResponse
 
 from lcrag.service.answering import Answering
+from lcrag.service.collections import NotFound
 from lcrag.service.deps import answering, limits
 from lcrag.service.limits import Limits
 from lcrag.service.requests import NewCollection
@@ -31,7 +32,19 @@ Engine = Annotated[Answering, Depends(answering)]
 
 @router.get("")
 async def list_collections(engine: Engine):
-    return {"data": [engine.collections.describe(n) for n in engine.collections.names()]}
+    return {"data": described(engine.collections, engine.collections.names())}
+
+
+def described(collections, names: list[str]) -> list[dict]:
+    """The collections named, each described; one deleted meanwhile (by another client, or another replica) is
+    left out."""
+    listed = []
+    for name in names:
+        try:
+            listed.append(collections.describe(name))
+        except NotFound:
+            pass
+    return listed
 
 
 @router.post("", status_code=201)
