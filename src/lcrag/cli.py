@@ -21,7 +21,7 @@ from lcrag.cli_corpus import corpus_app
 from lcrag.cli_routing import route_app
 from lcrag.cli_mcp import mcp
 from lcrag.cli_worker import worker
-from lcrag.cli_serve import serve
+from lcrag.cli_serve import BaseUrl as BaseURL, PoolBackoff, PoolMaxBackoff, serve
 from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, option_values, reader_forms
@@ -56,7 +56,6 @@ _READER_FORMS = reader_forms()
 LLM = Annotated[str, typer.Option("--llm", help=f"The reader: {_READER_FORMS} (smollm2: bundled).")]
 Chunking = Annotated[Optional[str], typer.Option("--chunking", help=f"{CHUNKING_HELP} (default: the strategy's own).")]
 Embedder = Annotated[str, typer.Option("--embedder", help=f"The embedder: {EMBEDDERS.spec_forms()} (minilm: bundled ONNX).")]
-BaseURL = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible server, e.g. http://localhost:8000/v1.")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds one call to a reader or embedder may take, retries included; then it fails.")]
@@ -124,6 +123,8 @@ def ask(
     cache_dir: CacheDir = None,
     threads: Threads = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
+    backoff: PoolBackoff = None,
+    max_backoff: PoolMaxBackoff = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
@@ -369,6 +370,8 @@ def evaluate(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
     threads: Threads = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
+    backoff: PoolBackoff = None,
+    max_backoff: PoolMaxBackoff = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
     unit: Annotated[str, typer.Option("--unit", help=f"Corpus strategies (longrag): comma-separated units, of {', '.join(longrag_choices('unit'))}.")] = "grouped",
     window: Window = 3,

@@ -61,7 +61,9 @@ Port = Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65
 ApiKey = Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True, help="Bearer key clients must send (Authorization: Bearer KEY).")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (YAML/TOML): reader, embedder, chunking, retrieval, strategy, cache.")]
 Llm = Annotated[Optional[str], typer.Option("--llm", help="The reader (default: the run file's, else the bundled one).")]
-BaseUrl = Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server.")]
+BaseUrl = Annotated[Optional[list[str]], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server, e.g. http://localhost:8000/v1; repeat it (or separate URLs with commas) for a pool of servers serving one model: the questions about one document go to one server while it is up (its prefix cache keeps hitting), other calls to the least busy, and a failing server is skipped and its calls retried on another.")]
+PoolBackoff = Annotated[Optional[float], typer.Option("--backoff", help="A pool of reader servers: seconds a failing server is skipped at first, doubled at each failure in a row (default 1).")]
+PoolMaxBackoff = Annotated[Optional[float], typer.Option("--max-backoff", help="A pool of reader servers: the most seconds a failing server is skipped (default 60).")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens.")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.", min=1)]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Indexes, caches and collections (collections/).")]
@@ -171,6 +173,8 @@ def serve(
     config: RunFile = None,
     llm: Llm = None,
     base_url: BaseUrl = None,
+    backoff: PoolBackoff = None,
+    max_backoff: PoolMaxBackoff = None,
     context_window: ContextWindow = None,
     threads: Threads = None,
     cache_dir: CacheDir = None,
@@ -214,7 +218,8 @@ def serve(
     from lcrag.service.server import Gate, run
 
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
-                                "threads": threads, "cache_dir": cache_dir},
+                                "threads": threads, "cache_dir": cache_dir, "backoff": backoff,
+                                "max_backoff": max_backoff},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
                        parse_workers, store, index_workers, job_lease)

@@ -25,7 +25,8 @@ from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import EvalOptions, SettingError, at_least, in_range, longrag_choices, one_of
 from lcrag.readers import parse_reader_spec
-from lcrag.http_client import DEFAULT_TIMEOUT, check_base_url
+from lcrag.http_client import DEFAULT_TIMEOUT, split_base_urls
+from lcrag.readers.pool import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF
 from lcrag.redaction import redact_spec, redact_url
 from lcrag.registry import READERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval.embedders import parse_embedder_spec
@@ -55,7 +56,8 @@ class ReaderConfig:
     """The answering reader (LLM) and how it is reached."""
 
     llm: str = "smollm2"
-    base_url: str | None = None
+    # The reader's server; several separated by commas (in a run file, a list too) are a pool serving one model.
+    base_url: str | None = field(default=None, metadata={"joined": ","})
     api_key: str | None = field(default=None, repr=False)  # never shown or stored: reprs end up in logs
     context_window: int | None = None
     tokenizer: str | None = None  # tokenizer.json for servers without /tokenize
@@ -63,6 +65,9 @@ class ReaderConfig:
     # Seconds one HTTP call to a reader or embedder server may take, retries included (a silent server fails then).
     timeout: float = DEFAULT_TIMEOUT
     max_tokens: int = field(default=64, metadata={"per_question": True})  # how long this answer may be
+    # A pool of servers: seconds a failing one is skipped at first, doubled at each failure in a row up to the max.
+    backoff: float = DEFAULT_BACKOFF
+    max_backoff: float = DEFAULT_MAX_BACKOFF
 
     def __post_init__(self) -> None:
         at_least("context_window", self.context_window, 1, optional=True)
@@ -77,12 +82,31 @@ class ReaderConfig:
         # Names are checked without loading anything: a typo fails now, not after an hour of indexing.
         with _about("llm"):
             parse_reader_spec(self.llm)
-        if self.base_url:
-            with _about("base_url"):
-                check_base_url(self.base_url)
+        self._check_servers()
         if self.tokenizer:
             with _about("tokenizer"):
                 check_regular_file(Path(self.tokenizer))
+
+    def _check_servers(self) -> None:
+        """The base URLs (each one, when several make a pool) and how long a failing server of a pool is skipped."""
+        if self.base_url is not None:
+            if not isinstance(self.base_url, str):
+                raise SettingError("base_url", f"must be a URL, or several separated by commas, got {self.base_url!r}")
+            with _about("base_url"):
+                split_base_urls(self.base_url)
+        for name, most in (("backoff", 3600), ("max_backoff", 86400)):
+            if getattr(self, name) is None:
+                raise SettingError(name, "must be a number of seconds, got None")
+            in_range(name, getattr(self, name), 0.01, most)
+        if self.max_backoff < self.backoff:
+            raise SettingError("max_backoff", f"must be at least the back-off it starts from ({self.backoff:g}), "
+                                              f"got {self.max_backoff:g}")
+
+    def reader_endpoint(self) -> dict[str, Any]:
+        """How a reader of these settings is reached, as :func:`lcrag.readers.make_reader` takes it: the server or
+        pool of servers, the key, threads, the deadline and how long a pool skips a failing server."""
+        return {"base_url": self.base_url, "api_key": self.api_key, "threads": self.threads, "timeout": self.timeout,
+                "backoff": self.backoff, "max_backoff": self.max_backoff}
 
     def to_dict(self) -> dict:
         values = _plain(self)
@@ -462,6 +486,9 @@ def _typed(cls: type, key: str, value: Any) -> dict[str, Any]:
     if kind is PromptSet:
         return _prompts(value)
     optional = type(None) in typing.get_args(kind) and isinstance(kind, types.UnionType)
+    joined = next((f.metadata.get("joined") for f in fields(cls) if f.name == key), None)
+    if joined and isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        value = joined.join(value)  # a list given for a field that holds its items joined (base_url's servers)
     if optional:
         kind = next(a for a in typing.get_args(kind) if a is not type(None))
         if value is None:

@@ -39,6 +39,12 @@ DEFAULT_TIMEOUT = 600.0
 T = TypeVar("T")
 
 
+class ServerUnavailable(ReaderError):
+    """A server that could not be reached or kept failing (a transport error, its deadline, 408/409/429/5xx after
+    the retries, a stream that broke): another server of a pool (:mod:`lcrag.readers.pool`) may answer instead. A
+    refusal of the request itself (400, 401, ...) is a plain :class:`ReaderError`: every server would refuse it."""
+
+
 def check_base_url(url: str) -> str:
     """``url`` if it is an http(s) URL with a host; otherwise an :class:`InputError` (credentials redacted)."""
     try:
@@ -50,6 +56,17 @@ def check_base_url(url: str) -> str:
         raise InputError(f"bad base URL {redact_url(url)!r}: give http(s)://HOST[:PORT]/PATH, "
                          f"e.g. http://localhost:8000/v1")
     return url
+
+
+def split_base_urls(value: str) -> list[str]:
+    """The servers of a ``--base-url`` value, separated by commas (a pool of servers serving one model; a comma
+    inside a URL's credentials is written %2C), each checked: a malformed one is an :class:`InputError` naming it."""
+    urls = [url.strip() for url in value.split(",")]
+    if len(urls) > 1 and not all(urls):
+        raise InputError(f"bad base URL list {redact_url(value)!r}: an empty entry between commas")
+    if len({url.rstrip("/") for url in urls}) < len(urls):
+        raise InputError(f"bad base URL list {redact_url(value)!r}: a server is given twice")
+    return [check_base_url(url) for url in urls]
 
 
 class DeadlineExceeded(Exception):
@@ -99,13 +116,21 @@ def scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
-def resolve_endpoint(base_url: str | None, api_key: str | None, what: str) -> tuple[str, str | None]:
-    """Base URL and key from the arguments, else LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY."""
+def resolve_endpoints(base_url: str | None, api_key: str | None, what: str) -> tuple[list[str], str | None]:
+    """Base URLs (one, or several separated by commas: :func:`split_base_urls`) and key from the arguments, else
+    LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY."""
     base_url = base_url or os.environ.get("LCRAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
     if not base_url:
         raise InputError(f"an OpenAI-compatible {what} needs a base URL (--base-url, LCRAG_BASE_URL or OPENAI_BASE_URL)")
     api_key = api_key or os.environ.get("LCRAG_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    return base_url.rstrip("/"), api_key
+    return [url.rstrip("/") for url in split_base_urls(base_url)], api_key
+
+
+def resolve_endpoint(base_url: str | None, api_key: str | None, what: str) -> tuple[str, str | None]:
+    """One server's base URL and key (:func:`resolve_endpoints`): of several, the first (an embedder reads one
+    server; the reader balances over all of them)."""
+    urls, api_key = resolve_endpoints(base_url, api_key, what)
+    return urls[0], api_key
 
 
 class HttpClient:
@@ -151,7 +176,7 @@ class HttpClient:
 
     def _late(self, url: str, last_problem: str = "") -> ReaderError:
         after = f"; last problem: {last_problem}" if last_problem else ""
-        return ReaderError(f"{url} gave no answer within the {self.timeout:g} s deadline (--timeout){after}")
+        return ServerUnavailable(f"{url} gave no answer within the {self.timeout:g} s deadline (--timeout){after}")
 
     def _request(self, method: str, path: str, deadline: float, payload: dict | None = None) -> httpx.Response:
         remaining = deadline - time.monotonic()
@@ -183,7 +208,7 @@ class HttpClient:
                 last_problem = f"HTTP {response.status_code}"
             if attempt < self.max_retries:
                 self._wait_to_retry(url, attempt, response, deadline, last_problem)
-        raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
+        raise ServerUnavailable(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
 
     def _wait_to_retry(self, url: str, attempt: int, response: httpx.Response | None, deadline: float,
                        last_problem: str) -> None:
@@ -217,8 +242,8 @@ class HttpClient:
                 raise self._late(url, last_problem) from None
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 if not first:
-                    raise ReaderError(scrub(f"{url}: the stream broke: {type(exc).__name__}: {exc}",
-                                            self._secrets)) from None
+                    raise ServerUnavailable(scrub(f"{url}: the stream broke: {type(exc).__name__}: {exc}",
+                                                  self._secrets)) from None
                 last_problem = scrub(f"{type(exc).__name__}: {exc}", self._secrets)
             except _StatusError as exc:
                 if exc.status not in RETRY_STATUS:
@@ -228,7 +253,7 @@ class HttpClient:
                 stream.close()
             if attempt < self.max_retries:
                 self._wait_to_retry(url, attempt, None, deadline, last_problem)
-        raise ReaderError(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
+        raise ServerUnavailable(f"{url} failed after {self.max_retries + 1} attempts ({last_problem})")
 
     def get_json(self, path: str) -> dict:
         url = self.shown_url + path
@@ -239,8 +264,12 @@ class HttpClient:
         except DeadlineExceeded:
             raise self._late(url) from None
         except httpx.HTTPStatusError as exc:
-            raise ReaderError(f"{url} failed: HTTP {exc.response.status_code}") from None
-        except (httpx.HTTPError, ValueError) as exc:
+            status = exc.response.status_code
+            failed = ServerUnavailable if status in RETRY_STATUS else ReaderError
+            raise failed(f"{url} failed: HTTP {status}") from None
+        except httpx.HTTPError as exc:
+            raise ServerUnavailable(scrub(f"{url} failed: {type(exc).__name__}: {exc}", self._secrets)) from None
+        except ValueError as exc:
             raise ReaderError(scrub(f"{url} failed: {type(exc).__name__}: {exc}", self._secrets)) from None
 
     def close(self) -> None:

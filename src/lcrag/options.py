@@ -19,6 +19,7 @@ FLAGS = {
     "limit": "--limit", "concurrency": "--concurrency", "max_file_mb": "--max-file-mb", "words": "--words",
     "context_tokens": "--context-tokens", "piece_words": "--piece-words", "group_tokens": "--group-tokens",
     "batch": "--batch", "top": "--top", "timeout": "--timeout", "scorer": "--scorer", "prompt": "--prompt",
+    "base_url": "--base-url", "backoff": "--backoff", "max_backoff": "--max-backoff",
     "unit": "--unit", "route_threshold": "--route-threshold", "lc_share": "--lc-share", "options": "--option",
 }
 

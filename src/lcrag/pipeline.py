@@ -27,6 +27,7 @@ from lcrag.readers import (
     GenerationParams,
     Reader,
     make_reader,
+    server_stats,
 )
 from lcrag.readers import call_context, streaming
 from lcrag.lru import SizedLRU
@@ -113,10 +114,15 @@ class Pipeline:
 
     def _make_reader(self) -> Reader:
         s = self.settings
-        reader = make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads, s.timeout)
+        reader = make_reader(s.llm, context_window=s.context_window, tokenizer=s.tokenizer, **s.reader_endpoint())
         if s.cache and hasattr(reader, "keep_prefixes"):  # LC's document prefixes survive this process
             reader.keep_prefixes(self.cache_dir / "kv", max_bytes_from_env())
         return self._cached(reader)
+
+    def reader_servers(self) -> list[dict]:
+        """What each server of the answering reader reported (prompt and cached prompt tokens) and, for a pool of
+        servers, how each is doing (:func:`lcrag.readers.server_stats`); [] until the reader is made."""
+        return server_stats(self._reader)
 
     def _cached(self, reader: Reader) -> Reader:
         """``reader`` behind this pipeline's completion cache, when caching is on."""
@@ -133,8 +139,7 @@ class Pipeline:
         with self._parts_lock:
             if self._summary_reader is None:
                 # Its own model and window; a local spec ignores base_url, an openai: spec shares the server's.
-                self._summary_reader = self._cached(make_reader(s.summary_llm, s.base_url, s.api_key,
-                                                                threads=s.threads, timeout=s.timeout))
+                self._summary_reader = self._cached(make_reader(s.summary_llm, **s.reader_endpoint()))
         return self._summary_reader
 
     @property

@@ -6,9 +6,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def redact_url(url: str | None) -> str | None:
-    """``url`` with any ``user:password@`` replaced by ``***@`` (query strings with keys are cut too)."""
+    """``url`` with any ``user:password@`` replaced by ``***@`` (query strings with keys are cut too); several URLs
+    separated by commas (a pool of servers) each so."""
     if not url:
         return url
+    if "," in url:
+        return ",".join(redact_url(part.strip()) or "" for part in url.split(","))
     try:
         parts = urlsplit(url)
     except ValueError:

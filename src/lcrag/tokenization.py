@@ -69,22 +69,24 @@ class LlamaServerTokenizer:
     def _post(self, path: str, payload: dict) -> dict:
         import httpx
 
-        from lcrag.http_client import DeadlineExceeded, per_operation_timeout, run_within
+        from lcrag.http_client import (RETRY_STATUS, DeadlineExceeded, ServerUnavailable, per_operation_timeout,
+                                       run_within)
 
         try:
             response = run_within(self.timeout, lambda: self._client.post(
                 self.base_url + path, json=payload, timeout=per_operation_timeout(self.timeout)))
         except DeadlineExceeded:
-            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} gave no answer within the "
-                              f"{self.timeout:g} s deadline (--timeout)") from None
+            raise ServerUnavailable(f"tokenizer endpoint {self.shown_url}{path} gave no answer within the "
+                                    f"{self.timeout:g} s deadline (--timeout)") from None
         except httpx.HTTPError as exc:
-            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} failed: {type(exc).__name__}") from None
+            raise ServerUnavailable(f"tokenizer endpoint {self.shown_url}{path} failed: {type(exc).__name__}") from None
         if response.status_code == 404:
             raise ReaderError(
                 f"{self.shown_url} has no {path} endpoint; pass a tokenizer.json with --tokenizer for exact counts"
             )
         if response.status_code >= 400:
-            raise ReaderError(f"tokenizer endpoint {self.shown_url}{path} answered {response.status_code}")
+            failed = ServerUnavailable if response.status_code in RETRY_STATUS else ReaderError
+            raise failed(f"tokenizer endpoint {self.shown_url}{path} answered {response.status_code}")
         try:
             return response.json()
         except ValueError:

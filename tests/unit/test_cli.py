@@ -172,9 +172,9 @@ BAD_INPUTS = [
     (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1,,http://127.0.0.1:10/v1"], "an empty entry between commas"),
     (["serve", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "localhost:8000"], "bad base URL 'localhost:8000'"),
     (["mcp", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "nope"], "bad base URL 'nope'"),
-    (["ask", DOC, "q", "--reader-backoff", "0"], "--reader-backoff must be a number from 0.01 to 3600, got 0.0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--reader-backoff", "9", "--reader-max-backoff", "3"],
-     "--reader-max-backoff must be at least reader_backoff (9)"),
+    (["ask", DOC, "q", "--backoff", "0"], "--backoff must be a number from 0.01 to 3600, got 0.0"),
+    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--backoff", "9", "--max-backoff", "3"],
+     "--max-backoff must be at least the back-off it starts from (9)"),
     (["passkey", DOC, "--lengths", "100"], "is a file"),
     # a cache directory that cannot be one is refused before anything is computed
     (["ask", DOC, "q", "--cache-dir", "{empty.txt}", *OFFLINE], "is a file, not a directory: give the cache directory"),

@@ -324,10 +324,10 @@ class EvalRunner:
         if s.separate_summary_llm:
             # Summaries by another model: one reader for every configuration, its calls cached and logged like the
             # answering reader's.
-            self._summary_reader = CachedReader(make_reader(s.summary_llm, s.base_url, s.api_key, threads=s.threads,
-                                                            timeout=s.timeout), cache, miss_log=log)
-        reader = self._reader or make_reader(s.llm, s.base_url, s.api_key, s.context_window, s.tokenizer, s.threads,
-                                             s.timeout)
+            self._summary_reader = CachedReader(make_reader(s.summary_llm, **s.reader_endpoint()), cache,
+                                                miss_log=log)
+        reader = self._reader or make_reader(s.llm, context_window=s.context_window, tokenizer=s.tokenizer,
+                                             **s.reader_endpoint())
         self._cached_reader = CachedReader(reader, cache, miss_log=log)
         # Question vectors kept in the run's cache: each dense configuration (every k) embeds a question once.
         self.pipeline = Pipeline(s, reader=self._cached_reader, summary_reader=self._summary_reader,

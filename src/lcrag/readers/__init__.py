@@ -14,6 +14,7 @@ from lcrag.readers.base import (
 )
 from lcrag.readers.cache import CachedReader, CompletionCache
 from lcrag.readers.openai_compat import OpenAIChatReader
+from lcrag.readers.pool import PooledReader
 from lcrag.registry import READERS, Part
 
 __all__ = [
@@ -23,11 +24,13 @@ __all__ = [
     "GenerationParams",
     "Message",
     "OpenAIChatReader",
+    "PooledReader",
     "Reader",
     "complete_many",
     "make_reader",
     "parse_reader_spec",
     "reader_identity",
+    "server_stats",
 ]
 
 
@@ -39,21 +42,34 @@ def make_reader(
     tokenizer: str | None = None,
     threads: int | None = None,
     timeout: float | None = None,
+    backoff: float | None = None,
+    max_backoff: float | None = None,
 ) -> Reader:
     """A reader from a spec.
 
     - ``smollm2`` (default): the bundled SmolLM2-135M-Instruct, run in-process by llama.cpp;
     - ``PATH.gguf`` or ``gguf:PATH``: any local GGUF, run in-process;
     - ``openai:MODEL`` or ``openai:MODEL@BASE_URL``: an OpenAI-compatible server (base URL and key from the
-      arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY);
+      arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY); several base URLs separated
+      by commas are a pool of servers serving one model (:mod:`lcrag.readers.pool`: ``backoff`` and
+      ``max_backoff`` are the seconds a failing one is skipped, at first and at most);
     - ``replay:SOURCE``: recorded answers replayed, no model call (:mod:`lcrag.readers.replay`; ``tokenizer``: the
       tokenizer standing in for the recorded reader's).
     ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
     one HTTP call may take, retries included (default :data:`lcrag.http_client.DEFAULT_TIMEOUT`).
     """
     part, model, url = _reader_part(spec)
+    pool = {name: value for name, value in (("backoff", backoff), ("max_backoff", max_backoff)) if value is not None}
     return part.create(model, url, base_url=base_url, api_key=api_key, context_window=context_window,
-                       tokenizer=tokenizer, threads=threads, timeout=timeout)
+                       tokenizer=tokenizer, threads=threads, timeout=timeout, **pool)
+
+
+def server_stats(reader: Reader | None) -> list[dict]:
+    """What each server behind ``reader`` reported and how it is doing (``server_stats()`` of an OpenAI-compatible
+    reader or a pool, through a cache's wrapper); [] for readers without servers, or no reader."""
+    while reader is not None and not hasattr(reader, "server_stats"):
+        reader = getattr(reader, "inner", None)
+    return reader.server_stats() if reader is not None else []
 
 
 def parse_reader_spec(spec: str) -> tuple[str, str | None, str | None]:

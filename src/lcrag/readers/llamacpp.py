@@ -134,6 +134,10 @@ class EmbeddedLlamaReader(OpenAIChatReader):
             self._server = server  # last: other threads see a started reader only once it is complete
             log.info("embedded llama.cpp serving %s at %s", self.model_path.name, self.base_url)
 
+    def server_stats(self) -> list[dict]:
+        """The in-process server's counts once it is started ([] before: asking never starts it)."""
+        return super().server_stats() if self.__dict__.get("_server") is not None else []
+
     def close(self) -> None:
         if self.__dict__.get("_server") is not None:  # a reader never started has nothing to close
             super().close()

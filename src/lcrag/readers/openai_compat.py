@@ -7,15 +7,40 @@ import threading
 import time
 
 from lcrag.errors import InputError, ReaderError
-from lcrag.http_client import DEFAULT_TIMEOUT, HttpClient, check_base_url, resolve_endpoint
+from lcrag.http_client import DEFAULT_TIMEOUT, HttpClient, ServerUnavailable, resolve_endpoint
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.redaction import redact_url
-from lcrag.registry import READERS
-from lcrag.tokenization import HFTokenizer, LlamaServerTokenizer, Tokenizer, count_tokens
+from lcrag.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
 
 # Chat templates add a few tokens per message; used only when the server cannot render its template for us.
 _TEMPLATE_TOKENS_PER_MESSAGE = 8
+
+
+class ServerTally:
+    """What one server reported for the completions it answered (its own ``usage``: prompt tokens, and those of them
+    its prefix cache held), counted under one lock; :meth:`snapshot` adds the cached-token share."""
+
+    def __init__(self, server: str):
+        self.server = server
+        self._lock = threading.Lock()
+        self._counts = {"completions": 0, "prompt_tokens": 0, "cached_prompt_tokens": 0}
+
+    def add(self, completion: Completion) -> None:
+        with self._lock:
+            self._counts["completions"] += 1
+            self._counts["prompt_tokens"] += completion.prompt_tokens
+            self._counts["cached_prompt_tokens"] += completion.cached_prompt_tokens
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            counts = dict(self._counts)
+        return {"server": self.server, **counts, "cached_share": cached_share(counts)}
+
+
+def cached_share(counts: dict) -> float | None:
+    """Cached prompt tokens over prompt tokens (None before any prompt token)."""
+    return counts["cached_prompt_tokens"] / counts["prompt_tokens"] if counts["prompt_tokens"] else None
 
 
 class OpenAIChatReader:
@@ -48,6 +73,7 @@ class OpenAIChatReader:
         self.max_concurrency = max_concurrency
         self._http = HttpClient(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, max_connections=max_concurrency)
         self._server_root = base_url[: -len("/v1")]
+        self.tally = ServerTally(redact_url(self._server_root) or "")
         self._root_http = HttpClient(self._server_root, api_key=api_key, timeout=timeout, max_retries=max_retries)
         self.tokenizer: Tokenizer = tokenizer or LlamaServerTokenizer(
             self._server_root, self.identity, timeout=timeout, api_key=api_key)
@@ -63,17 +89,22 @@ class OpenAIChatReader:
 
     def _server_context_window(self) -> int:
         # llama.cpp server reports n_ctx at /props; vLLM reports max_model_len at /v1/models.
+        # A server that is down says nothing of its window (ServerUnavailable goes on: a pool asks another).
         try:
             props = self._root_http.get_json("/props")
             n_ctx = props.get("default_generation_settings", {}).get("n_ctx") or props.get("n_ctx")
             if n_ctx:
                 return int(n_ctx)
+        except ServerUnavailable:
+            raise
         except ReaderError:
             pass
         try:
             for item in self._http.get_json("/models").get("data", []):
                 if item.get("id") == self.model and item.get("max_model_len"):
                     return int(item["max_model_len"])
+        except ServerUnavailable:
+            raise
         except ReaderError:
             pass
         raise InputError(f"cannot learn the context window of {self.identity}; pass --context-window")
@@ -116,7 +147,7 @@ class OpenAIChatReader:
         fingerprint = fingerprint if isinstance(fingerprint, str) and fingerprint else None
         if fingerprint:
             self.system_fingerprint = fingerprint
-        return Completion(
+        completion = Completion(
             text=text,
             model=self.model,
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
@@ -126,6 +157,8 @@ class OpenAIChatReader:
             system_fingerprint=fingerprint,
             logprobs=_logprobs(data) if params.top_logprobs else None,
         )
+        self.tally.add(completion)
+        return completion
 
     def _streamed(self, payload: dict, listener: streaming.Listener, sink) -> dict:
         """A streamed completion gathered into the shape of a whole one (text, log-probabilities, usage)."""
@@ -162,9 +195,15 @@ class OpenAIChatReader:
                 self._can_apply_template = True
                 # The rendered template already holds the special tokens as text; the server parses them.
                 return count_tokens(self.tokenizer, prompt)
+            except ServerUnavailable:
+                raise  # the server is down, not without the endpoint
             except (ReaderError, KeyError):
                 self._can_apply_template = False
         return sum(count_tokens(self.tokenizer, m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+    def server_stats(self) -> list[dict]:
+        """What the server reported (:class:`ServerTally`), as a list of one (a pool lists each of its servers)."""
+        return [self.tally.snapshot()]
 
     def close(self) -> None:
         self._http.close()
@@ -186,23 +225,3 @@ def _logprobs(data: dict) -> list[dict] | None:
                 for pos in content[:_LOGPROB_POSITIONS]]
     except (KeyError, IndexError, TypeError, ValueError):
         return None
-
-
-def _model_and_url(rest: str) -> tuple[str, str | None]:
-    """``(MODEL, URL or None)`` of an ``openai:MODEL[@URL]`` spec, the URL checked now."""
-    model, _, url = rest.partition("@")
-    if not model:
-        raise InputError("openai: needs a model name, e.g. openai:gpt-4o-mini")
-    return model, check_base_url(url) if url else None
-
-
-@READERS.register("openai", help="an OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama): "
-                  "openai:MODEL[@URL]", prefixes=("openai",), forms=("openai:MODEL[@URL]",), parse=_model_and_url)
-def openai_reader(model: str, url: str | None, *, base_url: str | None = None, api_key: str | None = None,
-                  context_window: int | None = None, tokenizer: str | None = None, timeout: float | None = None,
-                  **_local: object) -> OpenAIChatReader:
-    """The reader of an ``openai:`` spec (``tokenizer``: a tokenizer.json for servers without ``/tokenize``);
-    ``_local`` (threads) is for in-process readers."""
-    tok = HFTokenizer(tokenizer) if tokenizer else None
-    return OpenAIChatReader(model, base_url=url or base_url, api_key=api_key, context_window=context_window,
-                            tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)

@@ -29,7 +29,7 @@ from typing import Any
 from lcrag.errors import Cancelled
 
 __all__ = ["Cancelled", "Listener", "FinalText", "listening", "emit", "check_cancelled", "provisional",
-           "answering_call", "token_sink", "current"]
+           "answering_call", "token_sink", "relaying", "current"]
 
 
 @dataclass
@@ -77,6 +77,7 @@ class FinalText:
 _listener: ContextVar[Listener | None] = ContextVar("lcrag_listener", default=None)
 _call: ContextVar[AnsweringCall | None] = ContextVar("lcrag_answering_call", default=None)
 _provisional: ContextVar[int] = ContextVar("lcrag_provisional", default=0)
+_relay: ContextVar[Callable[[str], None] | None] = ContextVar("lcrag_token_relay", default=None)
 
 
 @contextmanager
@@ -132,6 +133,21 @@ def answering_call(stage: str) -> Iterator[AnsweringCall | None]:
 
 
 def token_sink() -> Callable[[str], None] | None:
-    """Where a streaming reader sends the text it receives: the current answering call's, or None."""
+    """Where a streaming reader sends the text it receives: the current answering call's (or where
+    :func:`relaying` sends it), or None."""
+    relay = _relay.get()
+    if relay is not None:
+        return relay
     call = _call.get()
     return call.token if call is not None else None
+
+
+@contextmanager
+def relaying(sink: Callable[[str], None]) -> Iterator[None]:
+    """Inside, a streaming reader's text goes to ``sink``, which passes on what it chooses to the answering call's
+    (a reader pool, :mod:`lcrag.readers.pool`, sends a completion retried on another server without repeating it)."""
+    token = _relay.set(sink)
+    try:
+        yield
+    finally:
+        _relay.reset(token)

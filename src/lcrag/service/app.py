@@ -26,6 +26,7 @@ def create_app(answering: Answering, api_key: str | None = None, limits: Limits 
     metrics = Metrics()
     if gate is not None:
         metrics.watch(gate)
+    metrics.watch_readers(answering.base.reader_servers)
     app.state.answering, app.state.metrics, app.state.limits = answering, metrics, limits
     app.state.questions = Questions(answering, limits, metrics)
     routers = [part.router for part in (operations, collections, ask, chat)]

@@ -3,8 +3,11 @@ cancelled questions — in a registry of their own (one per app), so that two ap
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from lcrag.readers.openai_compat import cached_share
 from lcrag.types import Answer
 
 
@@ -32,6 +35,12 @@ class Metrics:
         out or timed out, by reason."""
         self.registry.register(_GateCollector(gate))
 
+    def watch_readers(self, servers: Callable[[], list[dict]]) -> None:
+        """The reader's servers (``servers()``: :func:`lcrag.readers.server_stats`' dicts): per server, its
+        completions, prompt tokens and cached prompt tokens as it reported them, their share, and for a pool of
+        servers whether each is up, its calls in progress and its failures; the cached share of all of them."""
+        self.registry.register(_ReaderCollector(servers))
+
 
 class _GateCollector:
     def __init__(self, gate) -> None:
@@ -46,3 +55,42 @@ class _GateCollector:
         for reason, n in sorted(self.gate.counts.items()):
             closed.add_metric([reason], n)
         yield closed
+
+# A reader server's counts: (metric, help, kind), each a field of lcrag.readers.server_stats' dicts.
+_SERVER_COUNTS = (
+    ("completions", "Completions a reader server answered", "counter"),
+    ("prompt_tokens", "Prompt tokens a reader server reported", "counter"),
+    ("cached_prompt_tokens", "Prompt tokens a reader server reported its prefix cache held", "counter"),
+    ("failures", "Calls a reader server of a pool failed (the pool retried them on another)", "counter"),
+    ("outstanding", "Calls in progress on a reader server of a pool", "gauge"),
+    ("up", "1 while a reader server of a pool is in use, 0 while it is skipped after failing", "gauge"),
+)
+
+
+class _ReaderCollector:
+    """``lcrag_reader_*{server=URL}`` from the reader's own counts at each scrape, and
+    ``lcrag_reader_cached_token_share``: per server, and over all of them as ``server="all"``."""
+
+    def __init__(self, servers: Callable[[], list[dict]]) -> None:
+        self.servers = servers
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        servers = self.servers()
+        for field, help_text, kind in _SERVER_COUNTS:
+            family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
+                f"lcrag_reader_{field}", help_text, labels=["server"])
+            for server in servers:
+                if field in server:
+                    family.add_metric([server["server"]], float(server[field]))
+            yield family
+        share = GaugeMetricFamily("lcrag_reader_cached_token_share", "Share of the prompt tokens a reader server "
+                                  "reported its prefix cache held (server=\"all\": of every server)", labels=["server"])
+        total = {"prompt_tokens": sum(s["prompt_tokens"] for s in servers),
+                 "cached_prompt_tokens": sum(s["cached_prompt_tokens"] for s in servers)}
+        for name, counts in [*((s["server"], s) for s in servers), ("all", total)]:
+            value = cached_share(counts)
+            if value is not None:
+                share.add_metric([name], value)
+        yield share
