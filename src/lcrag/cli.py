@@ -64,8 +64,9 @@ SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help=f"tree retriever: {spoken_list(NAVIGATIONS)} (llm: the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
 RouteThreshold = Annotated[Optional[float], typer.Option("--route-threshold", help="Self-Route: send a question to LC when the reader's probability of answering \"unanswerable\" is >= this (0..1; 0: every question). Default: the written answer decides.")]
-RouterFile = Annotated[Optional[str], typer.Option("--router", help="A learned router (`lcrag route fit`): Self-Route goes to LC when it predicts LC beats RAG on the question (at --route-threshold, or the threshold giving --lc-share, default 0.5).")]
-LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --router: the threshold that sent this share (0..1) of its fitting questions to LC.")]
+RouterFile = Annotated[Optional[str], typer.Option("--router", help="A learned router: `lara` (shipped, fitted on ten strong readers' LaRA answers) or a file from `lcrag route fit`. Self-Route goes to LC when it predicts LC beats RAG on the question (holding --lc-share or --lc-cost-share, or at a fixed --route-threshold).")]
+LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --router: hold this share (0..1) of the questions answered going to LC, per reader, at run time (the threshold follows the router's recent scores, kept in the cache). A shipped router holds its own (lara: 0.3).")]
+LCCostShare = Annotated[Optional[float], typer.Option("--lc-cost-share", help="With --router: hold LC's share (0..1) of the prompt tokens instead of the questions.")]
 PricesFile = Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table (USD per million input, cached input, output tokens per model), added over the built-in one.")]
 PriceAs = Annotated[Optional[str], typer.Option("--price-as", help="Price the calls as if made with this model (e.g. gpt-4o-mini); otherwise a model not in the table is unpriced.")]
 CacheAwareOpt = Annotated[bool, typer.Option("--cache-aware", help="Self-Route: once LC has read a document (its prefix cached by the server), answer its next questions with LC directly while that costs fewer uncached tokens than the RAG step.")]
@@ -133,6 +134,7 @@ def ask(
     route_threshold: RouteThreshold = None,
     router: RouterFile = None,
     lc_share: LCShare = None,
+    lc_cost_share: LCCostShare = None,
     cache_aware: CacheAwareOpt = False,
     prices: PricesFile = None,
     price_as: PriceAs = None,
@@ -380,6 +382,7 @@ def evaluate(
     route_threshold: RouteThreshold = None,
     router: RouterFile = None,
     lc_share: LCShare = None,
+    lc_cost_share: LCCostShare = None,
     cache_aware: CacheAwareOpt = False,
     option: PartOption = None,
     config: RunFile = None,

@@ -59,7 +59,7 @@ def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router 
 @route_app.command("eval")
 def evaluate(
     runs: Runs,
-    router: Annotated[Optional[Path], typer.Option("--router", help="A fitted router to report (else leave-one-dataset-out routers are fitted).")] = None,
+    router: Annotated[Optional[str], typer.Option("--router", help="A router to report: `lara` (shipped) or a file from `lcrag route fit` (else leave-one-dataset-out routers are fitted). Its landing is shown per run: its fixed threshold against run-time share control.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the frontier as a PNG (needs lcrag[report]).")] = None,
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every call as this model (e.g. gpt-4o-mini): adds cost columns and the cache-aware router.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
@@ -68,6 +68,8 @@ def evaluate(
     wide: Annotated[Optional[list[Path]], typer.Option("--wide", help="Runs of `lcrag eval --strategies self-route` at a larger k on the same questions: cascades (RAG -> wider RAG -> LC) are reported against the two-way routers at equal cost, on the questions they share.")] = None,
     judge_sample: JudgeSample = None,
     judge_seed: JudgeSeed = 0,
+    lc_share: Annotated[Optional[float], typer.Option("--lc-share", help="With --router: the LC share run-time control holds (default: the router's own, else 0.3).", min=0.0, max=1.0)] = None,
+    lc_cost_share: Annotated[Optional[float], typer.Option("--lc-cost-share", help="With --router: also hold LC's share of prompt tokens at this.", min=0.0, max=1.0)] = None,
 ) -> None:
     """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
     from lcrag.evaluation.report import _md_table
@@ -93,11 +95,25 @@ def evaluate(
     typer.echo(_md_table(*frontier_table(questions, points)))
     if plot is not None:
         typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install 'lcrag[report]'")
+    if router is not None:
+        _landing(questions, probabilities, fitted, points, price, lc_share, lc_cost_share)
     if wide:
         _cascades(questions, probabilities, wide, price)
     if sampled is not None:
         typer.echo(f"\nQuality judged on a sample (--judge-sample {judge_sample}), per run\n")
         typer.echo(route_judged(questions, points, sampled, judge_sample, judge_seed))
+
+
+def _landing(questions, probabilities, router, points, price, share: float | None, cost_share: float | None) -> None:
+    """Where the router lands on each run: its fixed threshold and run-time share control, beside the baselines."""
+    from lcrag.evaluation.held_share import landing_points, landing_table
+    from lcrag.evaluation.report import _md_table
+
+    share = share if share is not None else router.default_share if router.default_share is not None else 0.3
+    landed = landing_points(questions, probabilities, router, share, cost_share)
+    typer.echo("\nWhere the router lands per run (reader): its fixed threshold, calibrated on its fitting questions, "
+               "against run-time share control (`--lc-share`), each question decided in order\n")
+    typer.echo(_md_table(*landing_table(questions, points, landed, price)))
 
 
 def _cascades(questions, probabilities, wide: list[Path], price) -> None:

@@ -179,7 +179,10 @@ class StrategyConfig:
     # Self-Route: go to LC when the reader's probability of declining is >= this; None: its written answer decides.
     route_threshold: float | None = None
     router: str | None = None  # a learned router's JSON file (lcrag route fit): it decides instead of the decline
-    lc_share: float | None = None  # with a router: the threshold that sent this share of its fitting questions to LC
+    # With a router: hold this share of the questions answered going to LC (per reader, at run time), or LC's share
+    # of the prompt tokens (lcrag.strategies.share_control). A shipped router holds its own share unless told.
+    lc_share: float | None = None
+    lc_cost_share: float | None = None
     cache_aware: bool = False  # Self-Route: a document LC has read goes straight to LC while that is cheaper
     # A follow-up in a conversation is made to stand alone by the reader's rewrite, by joining the turns, or (auto)
     # by the rewrite unless the reader is too small to write it well (lcrag.strategies.conversation).
@@ -193,15 +196,23 @@ class StrategyConfig:
         if not isinstance(self.cache_aware, bool):
             raise SettingError("cache_aware", f"must be true or false, got {self.cache_aware!r}")
         in_range("route_threshold", self.route_threshold, 0.0, 1.0)
-        in_range("lc_share", self.lc_share, 0.0, 1.0)
-        if self.lc_share is not None and self.router is None:
-            raise SettingError("lc_share", "needs a router (--router FILE, from `lcrag route fit`)")
+        self._check_share()
         if self.router is not None:
             from lcrag.strategies.learned_router import Router
 
             Router.load(self.router)  # a file that is not a router: one line now, before any model loads
         if not isinstance(self.prompts, PromptSet):
             raise SettingError("prompts", f"must be a PromptSet, got {type(self.prompts).__name__}")
+
+    def _check_share(self) -> None:
+        for name in ("lc_share", "lc_cost_share"):
+            in_range(name, getattr(self, name), 0.0, 1.0)
+            if getattr(self, name) is not None and self.router is None:
+                raise SettingError(name, "needs a router (--router lara, or a file from `lcrag route fit`)")
+        chosen = [n for n in ("route_threshold", "lc_share", "lc_cost_share") if getattr(self, n) is not None]
+        if self.router is not None and len(chosen) > 1:
+            raise SettingError(chosen[1], f"choose one of {' and '.join(chosen)}: each sets where the router goes "
+                                          "to LC")
 
     def to_dict(self) -> dict:
         if self.prompts_file is not None:

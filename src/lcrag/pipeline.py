@@ -39,6 +39,7 @@ from lcrag.strategies import PromptSet, QueryContext, Strategy, check_reads, mak
 from lcrag.strategies.citations import cite
 from lcrag.strategies.conversation import Turn, standalone
 from lcrag.strategies.learned_router import Router, router_file_identity
+from lcrag.strategies.share_control import ShareLedgers
 from lcrag.specs import QuestionSpec, RetrieverSpec, frozen, resolve
 from lcrag.types import CORPUS, DOCUMENT, Answer, Document, QuestionSource
 
@@ -85,6 +86,8 @@ class Pipeline:
         ``settings.cache`` is on; an eval, which keeps its own completion cache, turns it on by itself)."""
         self.settings = settings or Settings()
         self.cache_dir = cache_directory(self.settings.cache_dir)
+        # A router holding an LC share keeps it per reader in the cache, shared with other processes.
+        self.share_ledgers = ShareLedgers(self.cache_dir / "routing-shares")
         self._reader = reader
         self._summary_reader = summary_reader
         self._own_summary_reader = summary_reader is None
@@ -265,7 +268,8 @@ class Pipeline:
                        retriever: str | RetrieverSpec | None = None) -> QueryContext:
         return QueryContext(document=document, reader=self.reader, index=index, retriever=retriever or spec.retriever,
                             assembler=spec.assembler, prompts=spec.prompts,
-                            params=GenerationParams(max_tokens=spec.max_tokens), long_text=long_text)
+                            params=GenerationParams(max_tokens=spec.max_tokens), long_text=long_text,
+                            share_ledgers=self.share_ledgers)
 
     def strategy(self, name: str, settings: Settings | None = None, spec: QuestionSpec | None = None) -> Strategy:
         """The strategy called ``name`` with the options the settings give it, kept per strategy spec (a condition

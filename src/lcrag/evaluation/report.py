@@ -91,16 +91,24 @@ def by_config(rows: list[dict], cost: Callable[[dict], float | None] | None = No
     """Every configuration of the run (OP-RAG included) per dataset: score, prompt tokens, money (when ``cost``
     prices a row), routes."""
     header = ["dataset", "config", "n", "score", "mean prompt tokens", *(["USD / 1K questions"] if cost else []),
-              "routed to LC %"]
+              "routed to LC %", "LC share of prompt tokens %"]
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         if r["strategy"] != "closed-book":
             groups[(r["dataset"], r["config"])].append(r)
     body = [[ds, cfg, len(g), f"{100 * statistics.mean(r['score'] for r in g):.2f}",
              f"{statistics.mean(r['prompt_tokens'] for r in g):.0f}", *([_money(g, cost)] if cost else []),
-             f"{100 * sum(r['route'] == 'lc' for r in g) / len(g):.0f}" if _routes(g) else ""]
+             *([f"{100 * sum(r['route'] == 'lc' for r in g) / len(g):.0f}", f"{100 * lc_token_share(g):.0f}"]
+               if _routes(g) else ["", ""])]
             for (ds, cfg), g in sorted(groups.items())]
     return header, body
+
+
+def lc_token_share(rows: list[dict]) -> float:
+    """LC's share of the rows' prompt tokens: the answering calls of the rows routed to LC, over every call's."""
+    total = sum(r["prompt_tokens"] for r in rows)
+    lc = sum(c["prompt_tokens"] for r in rows if r["route"] == "lc" for c in r.get("calls", ()) if c["stage"] == "answer")
+    return lc / total if total else 0.0
 
 
 def _routes(group: list[dict]) -> bool:

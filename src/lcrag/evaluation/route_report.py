@@ -386,9 +386,10 @@ def at_equal_cost(points: list[Point], router: str, tokens: float) -> float:
     return math.nan
 
 
-def _or_dash(value: float) -> str:
-    """A quality, or a dash where the two-way router cannot spend that much (beyond RAG + LC on every question)."""
-    return "—" if math.isnan(value) else f"{value:.4f}"
+def _or_dash(value: float, form: str = "{:.4f}") -> str:
+    """A figure, or a dash where there is none (a two-way router cannot spend that much; the oracle sends more than
+    half its questions to LC)."""
+    return "—" if math.isnan(value) else form.format(value)
 
 
 def cascade_table(questions: list[Question], points: list[Point], price: Price | None) -> tuple[list[str], list[list]]:
@@ -446,19 +447,23 @@ def leave_one_out(questions: list[Question], group: Callable[[Question], str] = 
     """Each question's router probability from a router fitted on the other groups only (its own never seen): by
     dataset (the default), by run (a reader's recorded answers: leave-one-reader-out), or any other grouping.
     Groups whose complement cannot be fitted (one class only) get 0.5."""
-    probabilities = [0.5] * len(questions)
+    routers = routers_left_out(questions, group, model)
+    return [routers[group(q)].probability(q.x) if routers[group(q)] else 0.5 for q in questions]
+
+
+def routers_left_out(questions: list[Question], group: Callable[[Question], str] = lambda q: q.dataset,
+                     model: str = "logistic") -> dict[str, Router | None]:
+    """Per group, the router fitted on the other groups (None where they hold one class only)."""
+    routers: dict[str, Router | None] = {}
     for name in sorted({group(q) for q in questions}):
         train = [q for q in questions if group(q) != name]
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                router = fit_router(train, model)
+                routers[name] = fit_router(train, model)
         except InputError:
-            continue
-        for i, q in enumerate(questions):
-            if group(q) == name:
-                probabilities[i] = router.probability(q.x)
-    return probabilities
+            routers[name] = None
+    return routers
 
 
 def leave_one_dataset_out(questions: list[Question], model: str = "logistic") -> list[float]:
@@ -498,7 +503,9 @@ def summary_table(points: list[Point]) -> tuple[list[str], list[list]]:
         half = [p.quality for p in mine if p.share <= 0.5]
         best = max(half) if half else math.nan
         gain = (best - best_fixed) / (oracle - best_fixed) if oracle > best_fixed and half else math.nan
-        body.append([name, f"{area:.3f}", f"{c50:.2f}", f"{c80:.2f}", f"{best:.4f}", f"{100 * gain:.1f}%"])
+        # the oracle above LC share 0.5 has no point there: a dash, not nan
+        body.append([name, f"{area:.3f}", f"{c50:.2f}", f"{c80:.2f}", _or_dash(best, "{:.4f}"),
+                     _or_dash(100 * gain, "{:.1f}%")])
     return header, body
 
 

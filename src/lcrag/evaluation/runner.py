@@ -247,7 +247,8 @@ class EvalRunner:
             "corpus": str(self.corpus_dir) if self.corpus_dir else None,
             **({"corpus_unit": s.unit} if s.unit else {}),
             **({"route_threshold": s.route_threshold} if s.route_threshold is not None else {}),
-            **({"router_sha256": router_sha256(s.router), "lc_share": s.lc_share} if s.router else {}),
+            **({"router_sha256": router_sha256(s.router), "lc_share": s.lc_share,
+                "lc_cost_share": s.lc_cost_share} if s.router else {}),
             **({"cache_aware": True} if s.cache_aware else {}),  # named only when on: an identity lists what was used
             **({"options": dict(sorted(s.options.items()))} if s.options else {}),
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
@@ -372,6 +373,8 @@ class EvalRunner:
             # probability of declining
             "chunk_scores": [round(c.score, 6) for c in answer.chunks],
             "decline_probability": answer.decline_probability,
+            # a learned router holding an LC share: its score, threshold and the realized shares after this question
+            **({"routing": answer.routing} if answer.routing else {}),
             **({"question_terms": self._question_terms(item, answer)}
                if answer.raw_route_answer is not None and isinstance(item.context, str) else {}),
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lcrag.readers.openai_compat import cached_share
 from lcrag.types import Answer
@@ -19,6 +19,12 @@ class Metrics:
         self.tokens = Counter("lcrag_tokens", "Reader tokens", ["kind"], registry=self.registry)
         self.cost = Counter("lcrag_cost_usd", "Money spent on reader calls (when priced)", registry=self.registry)
         self.routes = Counter("lcrag_routes", "Answers by route", ["route"], registry=self.registry)
+        self.route_tokens = Counter("lcrag_call_prompt_tokens", "Prompt tokens by call: an answering call by its "
+                                    "answer's route (lc, rag, ...), another by its stage (route: Self-Route's RAG "
+                                    "step); LC's share of tokens is call=lc over all", ["call"], registry=self.registry)
+        self.realized = Gauge("lcrag_router_realized_lc_share", "A learned router's realized LC share over its recent "
+                              "questions, of the questions (by=questions) or of the prompt tokens (by=tokens)",
+                              ["by"], registry=self.registry)
         self.cancelled = Counter("lcrag_cancelled", "Questions dropped from the queue: their client left",
                                  registry=self.registry)
 
@@ -27,6 +33,11 @@ class Metrics:
         self.tokens.labels("completion").inc(answer.completion_tokens)
         self.tokens.labels("cached_prompt").inc(sum(c.cached_prompt_tokens for c in answer.calls))
         self.routes.labels(answer.route).inc()
+        for call in answer.calls:
+            self.route_tokens.labels(answer.route if call.stage == "answer" else call.stage).inc(call.prompt_tokens)
+        if answer.routing:
+            self.realized.labels("questions").set(answer.routing["realized_lc_share"])
+            self.realized.labels("tokens").set(answer.routing["realized_lc_cost_share"])
         if cost:
             self.cost.inc(cost)
 
@@ -55,6 +66,7 @@ class _GateCollector:
         for reason, n in sorted(self.gate.counts.items()):
             closed.add_metric([reason], n)
         yield closed
+
 
 # A reader server's counts: (metric, help, kind), each a field of lcrag.readers.server_stats' dicts.
 _SERVER_COUNTS = (
