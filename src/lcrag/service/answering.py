@@ -10,6 +10,7 @@ its files, happens only in a place in the queue (429 beyond it)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,9 +36,8 @@ from lcrag.types import Answer, Document, LLMCall
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
-def _stat_key(path: Path) -> tuple:
+def _stat_key(info: os.stat_result) -> tuple:
     """What tells a changed file from the one read before (a file is never rewritten in place; this is a check)."""
-    info = path.stat()
     return info.st_ino, info.st_size, info.st_mtime_ns
 
 
@@ -112,11 +112,13 @@ class Answering:
         files that could not be read."""
         identity = self.collections.identity(name)
         # Regular files only, as Collections.paths lists them: a symbolic link planted among them is never read.
-        paths = self.collections.paths(name)
+        directory = self.collections.files_dir(name)
+        listing = self.collections.listing(name)
+        paths = [directory / file_name for file_name, _ in listing]
         with self._documents.lock:
             kept = self._documents.files.get(name)
         known = kept[1] if kept is not None and kept[0] == identity else {}
-        read = {p.name: known[p.name] for p in paths if p.name in known and known[p.name][0] == _stat_key(p)}
+        read = {n: known[n] for n, info in listing if n in known and known[n][0] == _stat_key(info)}
         fresh = [p for p in paths if p.name not in read]
         for done, (path, outcome) in enumerate(zip(fresh, self._parsing.map(self._read_file, fresh)), 1):
             read[path.name] = outcome
@@ -136,7 +138,7 @@ class Answering:
         sources and messages name the file as clients know it (the name it was uploaded under, which GET
         /v1/collections/NAME/files/FILE serves), never a path on the server."""
         try:
-            key = _stat_key(path)
+            key = _stat_key(path.lstat())
             docs, skipped = self.parser.load_files([path])
             if skipped:
                 return key, self.collections.public(skipped[0])
@@ -328,6 +330,7 @@ class Answering:
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self._parsing.shutdown(wait=False, cancel_futures=True)
+        self.segments.close()
         self.parser.close()
         self.collections.close()
         self.base.close()

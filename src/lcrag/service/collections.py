@@ -208,9 +208,20 @@ class Collections:
         """The collection's stored files, sorted: regular files only (no hidden upload in progress, no symbolic
         link), as every reader of a collection should list them."""
         directory = self.files_dir(name)
-        with os.scandir(directory) as entries:  # by name, as strings (comparing Paths is 40x slower)
-            names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_file(follow_symlinks=False))
-        return [directory / n for n in names]
+        return [directory / file_name for file_name, _ in self.listing(name)]
+
+    def listing(self, name: str) -> list[tuple[str, os.stat_result]]:
+        """The collection's stored files as :meth:`paths` lists them, by name, each with its ``lstat``: one pass
+        over the folder (names compared as strings: comparing Paths is 40x slower)."""
+        listed = []
+        with os.scandir(self.files_dir(name)) as entries:
+            for entry in entries:
+                try:
+                    if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                        listed.append((entry.name, entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:  # removed meanwhile (its collection deleted)
+                    pass
+        return sorted(listed, key=lambda item: item[0])
 
     def identity(self, name: str) -> str:
         """What tells this collection from an earlier one of the same name: the id written when it was created
@@ -243,13 +254,7 @@ class Collections:
                       and p.is_dir() and not p.is_symlink() and not p.parent.is_symlink())
 
     def files(self, name: str) -> list[dict]:
-        listed = []
-        for path in self.paths(name):
-            try:
-                listed.append({"name": path.name, "bytes": path.stat().st_size})
-            except FileNotFoundError:  # removed meanwhile (its collection deleted)
-                pass
-        return listed
+        return [{"name": file_name, "bytes": info.st_size} for file_name, info in self.listing(name)]
 
     def describe(self, name: str) -> dict:
         files = self.files(name)

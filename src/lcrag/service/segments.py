@@ -14,6 +14,7 @@ collection's text as any document's."""
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 # the window (no tokenizer yields fewer than 1/8 token per character... of text this short, counting is cheap).
 _COUNT_WHOLE_CHARS_PER_TOKEN = 8
 _BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
+_CHUNK_HERE_CHARS = 1 << 20  # a file's text longer than this is chunked in a process of its own
 _SPANS_KEPT = 200_000  # files' chunk spans kept in memory (a few hundred bytes each)
 
 
@@ -110,6 +112,10 @@ def collection_document(name: str, collection_id: str, files: list[FileEntry], s
     parts = joined.parts or ((0, joined),)
     return CollectionDocument(text=joined.text, id=name, title=name, source=name, parts=parts, files=tuple(files),
                               collection_id=collection_id, segments=segments)
+
+
+def _spans(chunker: Chunker, document: Document) -> tuple[tuple[int, int], ...]:
+    return tuple((c.start, c.end) for c in chunker.run(document))
 
 
 class LiveBM25:
@@ -182,7 +188,8 @@ class Segments:
         self._tokenizer_lock = tokenizer_lock or nullcontext
         self._bm25: dict[tuple[str, str], LiveBM25] = {}
         self._spans: OrderedDict[tuple[SegmentKey, str], tuple[tuple[int, int], ...]] = OrderedDict()
-        self._lock = threading.Lock()  # for the two maps above
+        self._pool = None  # a process that chunks large files, started when one comes
+        self._lock = threading.Lock()  # for the two maps and the pool above
 
     def spans(self, entry: FileEntry, chunker: Chunker) -> tuple[tuple[int, int], ...]:
         """The file's chunks' spans for ``chunker``: kept in memory, else from the store, else chunked now and
@@ -194,9 +201,7 @@ class Segments:
             return kept
         segment = self.store.segment(key)
         if segment is None or segment.text_hash != entry.document.content_hash:
-            with self._tokenizer_lock() if getattr(chunker, "tokenizer", None) is not None else nullcontext():
-                chunks = chunker.run(entry.document)
-            segment = Segment(key, entry.document.content_hash, tuple((c.start, c.end) for c in chunks))
+            segment = Segment(key, entry.document.content_hash, self._chunk(entry.document, chunker))
             self.store.put_segment(segment)
         with self._lock:
             self._spans[(key, segment.text_hash)] = segment.spans
@@ -204,6 +209,31 @@ class Segments:
             while len(self._spans) > _SPANS_KEPT:
                 self._spans.popitem(last=False)
         return segment.spans
+
+    def _chunk(self, document: Document, chunker: Chunker) -> tuple[tuple[int, int], ...]:
+        """The document's chunk spans: a large one's cut in a process of its own (at a lower priority), so that
+        minutes of Python never hold this process's interpreter from questions; a chunker that uses the reader's
+        tokenizer cuts here, under the tokenizer's lock."""
+        if getattr(chunker, "tokenizer", None) is not None:
+            with self._tokenizer_lock():
+                return _spans(chunker, document)
+        if len(document.text) <= _CHUNK_HERE_CHARS:
+            return _spans(chunker, document)
+        with self._lock:
+            if self._pool is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("forkserver"), initializer=os.nice,
+                                                 initargs=(10,))
+            pool = self._pool
+        return pool.submit(_spans, chunker, document).result()
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def vectors(self, document: CollectionDocument, chunker: Chunker, embedder: Any) -> np.ndarray:
         """The collection's chunk vectors: each file's rows from the store, the files without them embedded now

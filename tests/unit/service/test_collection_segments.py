@@ -136,3 +136,43 @@ def test_lc_below_the_window_reads_the_collection_as_before(tmp_path, scripted_r
         assert CRANE in prompt and PUMP in prompt
     finally:
         answering.close()
+
+
+def test_a_large_file_is_chunked_in_a_process_of_its_own_as_here(tmp_path, scripted_reader):
+    from lcrag.chunking import make_chunker
+    from lcrag.service.segments import _CHUNK_HERE_CHARS, _spans
+    from lcrag.types import Document
+
+    answering = make(tmp_path, scripted_reader())
+    try:
+        document = Document(text=PUMP * (_CHUNK_HERE_CHARS // len(PUMP) + 2))
+        chunker = make_chunker("words", 20)
+        assert answering.segments._chunk(document, chunker) == _spans(chunker, document)
+        assert answering.segments._pool is not None  # cut elsewhere
+    finally:
+        answering.close()
+
+
+def test_a_file_deleted_over_http_leaves_the_collection_and_an_upload_without_a_file_is_a_422(tmp_path,
+                                                                                            scripted_reader):
+    import httpx
+    from service_fixtures import running, wait_ready
+
+    from lcrag.service.app import create_app
+
+    answering = make(tmp_path, scripted_reader(lambda m: "7781"))
+    with running(create_app(answering)) as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        for name, text in (("crane.txt", CRANE), ("pump.txt", PUMP)):
+            reply = httpx.post(f"{url}/v1/collections/ops/files", files={"file": (name, text.encode())})
+            assert reply.status_code == 201 and reply.json()["name"] == name
+        assert wait_ready(url, "ops")["state"] == "ready"
+        assert httpx.delete(f"{url}/v1/collections/ops/files/pump.txt").status_code == 200
+        assert httpx.delete(f"{url}/v1/collections/ops/files/pump.txt").status_code == 404
+        assert wait_ready(url, "ops")["state"] == "ready"
+        assert [f["name"] for f in httpx.get(f"{url}/v1/collections/ops").json()["files"]] == ["crane.txt"]
+        sources = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "pump pressure?"}).json()["sources"]
+        assert {s["file"] for s in sources} == {"crane.txt"}
+        bad = httpx.post(f"{url}/v1/collections/ops/files", files={"other": ("a.txt", b"x")})
+        assert bad.status_code == 422 and "error" in bad.json()
+    answering.close()
