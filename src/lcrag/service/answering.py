@@ -36,6 +36,8 @@ from lcrag.types import Answer, Document, LLMCall
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
+
+
 def _stat_key(info: os.stat_result) -> tuple:
     """What tells a changed file from the one read before (a file is never rewritten in place; this is a check)."""
     return info.st_ino, info.st_size, info.st_mtime_ns
