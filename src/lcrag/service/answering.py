@@ -116,20 +116,20 @@ class Answering:
         # Regular files only, as Collections.paths lists them: a symbolic link planted among them is never read.
         directory = self.collections.files_dir(name)
         listing = self.collections.listing(name)
-        paths = [directory / file_name for file_name, _ in listing]
         with self._documents.lock:
             kept = self._documents.files.get(name)
         known = kept[1] if kept is not None and kept[0] == identity else {}
         read = {n: known[n] for n, info in listing if n in known and known[n][0] == _stat_key(info)}
-        fresh = [p for p in paths if p.name not in read]
+        fresh = [directory / n for n, _ in listing if n not in read]
         for done, (path, outcome) in enumerate(zip(fresh, self._parsing.map(self._read_file, fresh)), 1):
             read[path.name] = outcome
             if progress:
-                progress(len(paths) - len(fresh) + done, len(paths))
+                progress(len(listing) - len(fresh) + done, len(listing))
         with self._documents.lock:
             self._documents.files[name] = (identity, read)
-        entries = [read[p.name][1] for p in paths if isinstance(read[p.name][1], FileEntry)]
-        skipped = [read[p.name][1] for p in paths if isinstance(read[p.name][1], str)]
+        outcomes = [read[n][1] for n, _ in listing]
+        entries = [outcome for outcome in outcomes if isinstance(outcome, FileEntry)]
+        skipped = [outcome for outcome in outcomes if isinstance(outcome, str)]
         if not entries:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))

@@ -176,3 +176,19 @@ def test_a_file_deleted_over_http_leaves_the_collection_and_an_upload_without_a_
         bad = httpx.post(f"{url}/v1/collections/ops/files", files={"other": ("a.txt", b"x")})
         assert bad.status_code == 422 and "error" in bad.json()
     answering.close()
+
+
+def test_self_routes_lc_step_over_a_collection_larger_than_the_window_reads_whole_files(tmp_path, scripted_reader):
+    replies = iter(["unanswerable", "ok"])  # the RAG step declines, the LC step answers
+    reader = scripted_reader(lambda m: next(replies), context_window=700)
+    answering = make(tmp_path, reader)
+    try:
+        answering.collections.create("big")
+        for word in ("alpha", "beta", "gamma", "delta", "omega"):
+            add(answering, "big", f"{word}.txt", _topic(word, 60))
+        assert answering.collections.wait("big").state == "ready"
+        answer = answering.ask("big", "What does the gamma note say?", {"strategy": "self-route", "max_tokens": 64})
+        assert answer.route == "lc" and "gamma.txt" in answer.retrieval["files"]
+        assert _topic("gamma", 60) in "\n".join(message["content"] for message in reader.calls[-1])
+    finally:
+        answering.close()
