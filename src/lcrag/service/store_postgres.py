@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lcrag.errors import InputError
+from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
 from lcrag.service.collections import NAME, Collections, NotFound, Status, TooLarge, _numbered, safe_filename
 from lcrag.service.store import CollectionState, FileRecord, Segment, SegmentKey
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 Index = Callable[[str, Path, Callable[[int, int], None]], list[str]]
 BLOBS = ".blobs"
 PROGRESS_SECONDS = 0.5  # how often a job's progress (files read) is written while it indexes
+# Segments read or written, kept in memory: one key always makes the same segment, so a replica that has read one
+# never asks the database for it again (a collection's pass over its files asks only for the new ones).
+SEGMENT_CACHE_BYTES = 256 << 20
 
 _STATE = ("SELECT id, version, state, state_version, done, error, skipped, updated, "
           "(SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id) FROM lcrag_collections c WHERE name = %s")
@@ -76,6 +80,9 @@ class PostgresCollections:
         self.root = ensure_directory(Path(root).absolute(), "the collections directory", InputError)
         self._index, self.lease = index, lease
         self._mirror = threading.Lock()
+        self._mirrored: dict[str, tuple[str, int]] = {}  # collection -> (id, version) its mirror was made for
+        self._segments: SizedLRU[SegmentKey, Segment] = SizedLRU(
+            SEGMENT_CACHE_BYTES, lambda seg: 16 * len(seg.spans) + len(seg.embeddings or b"") + 200)
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
 
@@ -275,9 +282,13 @@ class PostgresCollections:
         return target
 
     def files_dir(self, name: str) -> Path:
-        """The collection's folder in this replica's mirror, brought up to date with the database."""
-        records = self.file_records(name)
+        """The collection's folder in this replica's mirror, brought up to date with the database (when its
+        version moved since the last time: one lookup otherwise)."""
+        row = self._row(name)
         directory = self.root / name / "files"
+        if self._mirrored.get(name) == (row[0], row[1]) and directory.is_dir():
+            return directory
+        records = self.file_records(name)
         with self._mirror:  # (another process sharing this cache directory may be syncing it too: either wins)
             directory.mkdir(parents=True, exist_ok=True)
             wanted = {r.name: r.content_hash for r in records}
@@ -290,24 +301,32 @@ class PostgresCollections:
                         os.link(self._local_blob(record.content_hash), directory / record.name)
                     except FileExistsError:
                         pass
+            self._mirrored[name] = (row[0], row[1])
         return directory
 
     def paths(self, name: str) -> list[Path]:
         return sorted(self.files_dir(name).iterdir())
+
+    def listing(self, name: str) -> list[tuple[str, os.stat_result]]:
+        """The collection's files in the mirror, by name, each with its ``lstat``."""
+        return [(path.name, path.lstat()) for path in self.paths(name)]
 
     def local_path(self, name: str, filename: str) -> Path:
         return self.file(name, filename)
 
     # -- segments and answers --------------------------------------------------------------------------------
     def segment(self, key: SegmentKey) -> Segment | None:
+        kept = self._segments.get(key)
+        if kept is not None:
+            return kept
         with self.db.connection() as db:
             row = db.execute("SELECT text_hash, spans, embeddings, dim, tokens FROM lcrag_segments WHERE hash = %s AND "
                              "chunking = %s AND embedder = %s", (key.content_hash, key.chunking, key.embedder)).fetchone()
         if row is None:
             return None
         text_hash, spans, embeddings, dim, tokens = row
-        return Segment(key, text_hash, _spans(bytes(spans)), None if embeddings is None else bytes(embeddings),
-                       int(dim), int(tokens))
+        return self._segments.put(key, Segment(key, text_hash, _spans(bytes(spans)),
+                                               None if embeddings is None else bytes(embeddings), int(dim), int(tokens)))
 
     def put_segment(self, segment: Segment) -> None:
         key = segment.key
@@ -318,6 +337,7 @@ class PostgresCollections:
                        "dim = EXCLUDED.dim, tokens = EXCLUDED.tokens, writes = lcrag_segments.writes + 1",
                        (key.content_hash, key.chunking, key.embedder, segment.text_hash, _span_bytes(segment.spans),
                         segment.embeddings, segment.dim, segment.tokens))
+        self._segments.put(key, segment)
 
     def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         with self.db.connection() as db:
