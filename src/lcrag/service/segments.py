@@ -33,7 +33,6 @@ from lcrag.retrieval.bm25 import terms_query
 from lcrag.retrieval.embedders import uncached
 from lcrag.retrieval.index import DocumentIndex
 from lcrag.service.store import Segment, SegmentKey
-from lcrag.tokenization import count_tokens
 from lcrag.types import Chunk, Document, ScoredChunk
 
 if TYPE_CHECKING:
@@ -41,8 +40,9 @@ if TYPE_CHECKING:
 
     from lcrag.pipeline import Pipeline
 
-# A collection whose text is at most this many characters per token of room is counted whole to see whether it fits
-# the window (no tokenizer yields fewer than 1/8 token per character... of text this short, counting is cheap).
+# A collection's text longer than this many characters per token of room is taken as over the window without
+# counting it (text averages 3-5 characters a token); shorter, it is counted once per tokenizer and window. Taken as
+# over when it is not, LC reads every file whole all the same, in the collection's order.
 _COUNT_WHOLE_CHARS_PER_TOKEN = 8
 _BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
 _CHUNK_HERE_CHARS = 1 << 20  # a file's text longer than this is chunked in a process of its own
@@ -82,19 +82,29 @@ class CollectionDocument(Document):
     def long_read(self, index: Callable[[], DocumentIndex], retriever: Any):
         """What LC reads for a question: whole files ranked by ``retriever`` when the collection is over the limit,
         else the text (cut in the middle as any document's)."""
+        whole: dict[tuple[str, int], TruncatedText | None] = {}  # per tokenizer and limit: the text, if it fits
+        lock = threading.Lock()
+
         def long_text(question: str, tokenizer, limit: int) -> TruncatedText:
-            if not self._over(tokenizer, limit):
-                return truncate_middle(self.text, tokenizer, limit)
+            with lock:
+                key = (tokenizer.name, limit)
+                if key not in whole:
+                    whole[key] = self._whole(tokenizer, limit)
+                fits = whole[key]
+            if fits is not None:
+                return fits
             built = index()
             assert isinstance(built, CollectionIndex)
             return built.read_files(question, retriever, tokenizer, limit)
 
         return long_text
 
-    def _over(self, tokenizer, limit: int) -> bool:
+    def _whole(self, tokenizer, limit: int) -> TruncatedText | None:
+        """The collection's text when it fits ``limit`` tokens (counted only when it may), else None."""
         if len(self.text) > limit * _COUNT_WHOLE_CHARS_PER_TOKEN:
-            return True
-        return count_tokens(tokenizer, self.text) > limit
+            return None
+        kept = truncate_middle(self.text, tokenizer, limit)
+        return None if kept.cut_tokens else kept
 
     def units(self) -> list[Chunk]:
         """Each file as one unit (its heading and text, as in :attr:`text`), numbered in name order."""
