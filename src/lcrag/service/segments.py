@@ -62,7 +62,7 @@ class FileEntry:
 @dataclass(frozen=True)
 class CollectionDocument(Document):
     """A collection's files as one document (their texts joined in name order, each a part), built by
-    :meth:`Segments.document`; its index is made of the files' segments and, over the window, LC reads its best
+    :func:`collection_document`; its index is made of the files' segments and, over the window, LC reads its best
     files whole."""
 
     files: tuple[FileEntry, ...] = field(default=(), compare=False, repr=False)
@@ -93,9 +93,7 @@ class CollectionDocument(Document):
                 fits = whole[key]
             if fits is not None:
                 return fits
-            built = index()
-            assert isinstance(built, CollectionIndex)
-            return built.read_files(question, retriever, tokenizer, limit)
+            return index().read_files(question, retriever, tokenizer, limit)  # a CollectionIndex (build_index)
 
         return long_text
 
@@ -119,7 +117,7 @@ class CollectionDocument(Document):
 def collection_document(name: str, collection_id: str, files: list[FileEntry], segments: Segments) -> Document:
     """The collection's files as one :class:`CollectionDocument` (each file a part, titled by its name)."""
     joined = join_documents([f.document for f in files], Path(name))
-    parts = joined.parts or ((0, joined),)
+    parts = joined.parts if len(files) > 1 else ((0, files[0].document),)  # one part per file, always
     return CollectionDocument(text=joined.text, id=name, title=name, source=name, parts=parts, files=tuple(files),
                               collection_id=collection_id, segments=segments)
 

@@ -192,3 +192,18 @@ def test_self_routes_lc_step_over_a_collection_larger_than_the_window_reads_whol
         assert _topic("gamma", 60) in "\n".join(message["content"] for message in reader.calls[-1])
     finally:
         answering.close()
+
+
+def test_a_collection_of_one_file_of_several_records_is_one_part(tmp_path, scripted_reader):
+    answering = make(tmp_path, scripted_reader(lambda m: "7781"))
+    try:
+        answering.collections.create("notes")
+        records = "\n".join('{"id": "%d", "title": "t%d", "text": "%s"}' % (i, i, text)
+                            for i, text in enumerate((CRANE, PUMP)))
+        add(answering, "notes", "notes.jsonl", records)
+        assert answering.collections.wait("notes").state == "ready"
+        document = answering.document("notes")
+        assert len(document.parts) == 1 and len(document.parts[0][1].parts) == 2
+        assert files_found(answering, "notes", "pump pressure limit")[0].startswith("notes.jsonl")
+    finally:
+        answering.close()
