@@ -207,3 +207,29 @@ def test_a_collection_of_one_file_of_several_records_is_one_part(tmp_path, scrip
         assert files_found(answering, "notes", "pump pressure limit")[0].startswith("notes.jsonl")
     finally:
         answering.close()
+
+
+def test_the_embedded_store_is_a_collection_store_whose_version_moves_with_its_files(tmp_path):
+    from lcrag.service.embedded_store import EmbeddedStore
+    from lcrag.service.store import CollectionStore, Segment, SegmentKey
+
+    store = EmbeddedStore(tmp_path / "collections")
+    try:
+        assert isinstance(store, CollectionStore)
+        store.create("ops")
+        first = store.state("ops").version
+        record, new = store.put_file("ops", "crane.txt", iter([CRANE.encode()]), 1 << 20)
+        assert new and record.size == len(CRANE) and store.version("ops") == first + 1
+        assert store.put_file("ops", "crane.txt", iter([CRANE.encode()]), 1 << 20)[1] is False  # the same: kept once
+        assert store.version("ops") == first + 1 and [r.content_hash for r in store.file_records("ops")] == [
+            record.content_hash]
+        store.remove_file("ops", "crane.txt")
+        assert store.version("ops") == first + 2 and store.file_records("ops") == []
+        key = SegmentKey(record.content_hash, "words:20:0", "e")
+        store.put_segment(Segment(key, "t", ((0, 5),), b"\0" * 8, 2))
+        assert store.segment(key) == Segment(key, "t", ((0, 5),), b"\0" * 8, 2)
+        identity = store.identity("ops")
+        store.cache_answer(identity, 3, "q", b"a")
+        assert store.cached_answer(identity, 3, "q") == b"a" and store.cached_answer(identity, 4, "q") is None
+    finally:
+        store.close()
