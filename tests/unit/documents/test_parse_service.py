@@ -130,7 +130,9 @@ def test_a_hostile_file_is_refused_naming_its_limit_while_the_service_answers(tm
             time.sleep(0.05)
         status = wait_ready(url, "ops", timeout=30)
         assert status["state"] == "ready" and len(latencies) > 10
-        assert max(latencies) < 0.5 and sorted(latencies)[len(latencies) // 2] < 0.1, latencies
+        # Not frozen behind the 3 s parse: each answer well under it (loose bounds: a loaded machine is slow; the
+        # figures are the audit's, benchmarks/audit_service.py)
+        assert max(latencies) < 2.5 and sorted(latencies)[len(latencies) // 2] < 0.5, latencies
         assert status["skipped"] == ["forms.pdf: reading it takes more than the 3 s one file may take "
                                      "(--max-parse-seconds); the file was refused"]
         assert ask(url, "ops").json()["text"] == "7781"  # the collection goes on with its other files
