@@ -110,7 +110,8 @@ def test_sessions_never_initialized_end_soon_and_one_client_cannot_fill_the_serv
     with mcp_server(tmp_path, scripted_reader(), limits) as (url, _, sessions):
         for _ in range(50):  # initialize, never followed up
             initialize(url, complete=False)
-        assert len(sessions.sessions) == 10 and sessions.ended["client_cap"] == 40
+        # 10 kept, 40 refused (on a loaded machine the first may already have timed out)
+        assert len(sessions.sessions) + sessions.ended["init_timeout"] == 10 and sessions.ended["client_cap"] == 40
         time.sleep(3)
         assert len(sessions.sessions) == 0 and sessions.ended["init_timeout"] == 10
         kept = [initialize(url) for _ in range(10)]  # complete sessions are kept ...
