@@ -72,7 +72,6 @@ class PostgresCollections:
     the service's indexing, run by jobs (:meth:`start_jobs`)."""
 
     public = Collections.public  # messages name files as clients know them, never a path of this replica's
-    file = Collections.file  # a stored file by its public name (in the mirror, brought up to date first)
 
     def __init__(self, url: str, root: Path, index: Index | None = None, connections: int = 32,
                  lease: float = 30.0):
@@ -80,7 +79,8 @@ class PostgresCollections:
         self.root = ensure_directory(Path(root).absolute(), "the collections directory", InputError)
         self._index, self.lease = index, lease
         self._mirror = threading.Lock()
-        self._mirrored: dict[str, tuple[str, int]] = {}  # collection -> (id, version) its mirror was made for
+        # collection -> (id, version, {file: content hash}) its mirror was last made for
+        self._mirrored: dict[str, tuple[str, int, dict[str, str | None]]] = {}
         self._segments: SizedLRU[SegmentKey, Segment] = SizedLRU(
             SEGMENT_CACHE_BYTES, lambda seg: 16 * len(seg.spans) + len(seg.embeddings or b"") + 200)
         self._stop = threading.Event()
@@ -214,12 +214,8 @@ class PostgresCollections:
             row = db.execute("SELECT id FROM lcrag_collections WHERE name = %s FOR UPDATE", (name,)).fetchone()
             if row is None:
                 raise NotFound(f"collection {name!r} was deleted while {wanted} was being uploaded")
-            held = dict(db.execute("SELECT name, hash FROM lcrag_files WHERE collection = %s", (row[0],)).fetchall())
-            stored = next((n for n in (wanted if i == 1 else _numbered(wanted, i) for i in range(1, 1000))
-                           if held.get(n) in (None, digest)), None)
-            if stored is None:
-                raise InputError(f"{wanted}: 999 files of that name are already in the collection")
-            if held.get(stored) == digest:
+            stored, new = self._free_name(db, row[0], wanted, digest)
+            if not new:
                 return stored, False
             if db.execute("SELECT 1 FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone() is None:
                 db.execute("INSERT INTO lcrag_blobs (hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
@@ -229,6 +225,22 @@ class PostgresCollections:
             self._changed(db, row[0], name)
         self._keep_local(local, digest)
         return stored, True
+
+    @staticmethod
+    def _free_name(db, cid: str, wanted: str, digest: str) -> tuple[str, bool]:
+        """The name an upload of ``digest`` is stored under in collection ``cid``: ``wanted`` unless another
+        content has it, else the first free ``name (N).ext``; and whether it is new (the same content under one of
+        those names is kept once)."""
+        held = db.execute("SELECT hash FROM lcrag_files WHERE collection = %s AND name = %s", (cid, wanted)).fetchone()
+        if held is None or held[0] == digest:
+            return wanted, held is None
+        candidates = [_numbered(wanted, i) for i in range(2, 1000)]
+        taken = dict(db.execute("SELECT name, hash FROM lcrag_files WHERE collection = %s AND name = ANY(%s)",
+                                (cid, candidates)).fetchall())
+        stored = next((n for n in candidates if taken.get(n) in (None, digest)), None)
+        if stored is None:
+            raise InputError(f"{wanted}: 999 files of that name are already in the collection")
+        return stored, stored not in taken
 
     def _changed(self, db, cid: str, name: str) -> None:
         """A new version of the collection, told to every replica, and its indexing queued (when this service
@@ -282,30 +294,42 @@ class PostgresCollections:
         return target
 
     def files_dir(self, name: str) -> Path:
-        """The collection's folder in this replica's mirror, brought up to date with the database (when its
-        version moved since the last time: one lookup otherwise)."""
+        """The collection's folder in this replica's mirror (NotFound: no such collection); one lookup. Its files
+        are brought up to date where they are read (:meth:`paths`, :meth:`listing`, :meth:`file`)."""
+        self._row(name)
+        return self.root / name / "files"
+
+    def file(self, name: str, filename: str) -> Path:
+        self._synced(name)
+        return Collections.file(self, name, filename)
+
+    def _synced(self, name: str) -> Path:
+        """The collection's folder in the mirror, brought up to date with the database when its version moved since
+        the last time (only the files added, removed or replaced are touched); one lookup otherwise."""
         row = self._row(name)
         directory = self.root / name / "files"
-        if self._mirrored.get(name) == (row[0], row[1]) and directory.is_dir():
+        mirrored = self._mirrored.get(name)
+        if mirrored is not None and mirrored[:2] == (row[0], row[1]) and directory.is_dir():
             return directory
-        records = self.file_records(name)
+        wanted = {r.name: r.content_hash for r in self.file_records(name)}
         with self._mirror:  # (another process sharing this cache directory may be syncing it too: either wins)
             directory.mkdir(parents=True, exist_ok=True)
-            wanted = {r.name: r.content_hash for r in records}
-            for path in directory.iterdir():
-                if path.name not in wanted or not os.path.samefile(path, self._local_blob(wanted[path.name])):
-                    path.unlink(missing_ok=True)
-            for record in records:
-                if not (directory / record.name).exists():
+            if mirrored is None or mirrored[0] != row[0]:  # first seen here, or another collection of that name
+                mirrored = (row[0], 0, {entry.name: None for entry in os.scandir(directory)})
+            held = mirrored[2]
+            for gone in [n for n in held if wanted.get(n) != held[n]]:
+                (directory / gone).unlink(missing_ok=True)
+            for filename, digest in wanted.items():
+                if held.get(filename) != digest:
                     try:
-                        os.link(self._local_blob(record.content_hash), directory / record.name)
+                        os.link(self._local_blob(digest), directory / filename)
                     except FileExistsError:
                         pass
-            self._mirrored[name] = (row[0], row[1])
+            self._mirrored[name] = (row[0], row[1], wanted)
         return directory
 
     def paths(self, name: str) -> list[Path]:
-        return sorted(self.files_dir(name).iterdir())
+        return sorted(self._synced(name).iterdir())
 
     def listing(self, name: str) -> list[tuple[str, os.stat_result]]:
         """The collection's files in the mirror, by name, each with its ``lstat``."""
@@ -395,7 +419,7 @@ class PostgresCollections:
                                (done, time.time(), name, version))
 
         try:
-            skipped = [self.public(line) for line in self._index(name, self.files_dir(name), progress)]
+            skipped = [self.public(line) for line in self._index(name, self._synced(name), progress)]
         except (InputError, NotFound) as exc:
             return "error", files, self.public(str(exc)), []
         except OSError as exc:
