@@ -142,6 +142,30 @@ def test_sixteen_clients_spread_over_two_replicas_get_no_5xx(database, tmp_path)
     assert codes.count(404) == 16 and set(codes) <= {200, 201, 404}
 
 
+def test_a_worker_indexes_for_replicas_that_leave_it_to_workers(database, tmp_path):
+    import subprocess
+    import sys
+
+    document, facts = needle_document(300, facts=tuple(DEFAULT_FACTS[:1]), seed=3)
+    with ExitStack() as stack:
+        a, _ = replica(stack, tmp_path, "a", "--store", database, "--index-workers", "0")
+        httpx.post(f"{a}/v1/collections", json={"name": "notes"}).raise_for_status()
+        httpx.post(f"{a}/v1/collections/notes/files", files={"file": ("n.txt", document.text.encode())}).raise_for_status()
+        time.sleep(1.0)
+        assert httpx.get(f"{a}/v1/collections/notes").json()["status"]["state"] == "indexing"  # nobody indexes yet
+        worker = subprocess.Popen([sys.executable, "-m", "lcrag.cli", "worker", "--store", database, "--cache-dir",
+                                   str(tmp_path / "worker")], stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_ready(a, "notes", timeout=300)["state"] == "ready"
+            assert ask(a, "notes", facts[0].question, strategy="rag").status_code == 200
+        finally:
+            worker.terminate()
+            assert worker.wait(60) == 0, worker.stderr.read()
+        with psycopg.connect(database, autocommit=True) as connection:
+            [owner] = connection.execute("SELECT DISTINCT owner FROM lcrag_jobs").fetchone()
+        assert owner.split(":")[1] == str(worker.pid)
+
+
 @pytest.mark.parametrize("url", ["mysql://u:secret@h/db", "postgresql://u:secret@127.0.0.1:1/none"])
 def test_a_bad_store_is_one_line_exit_2_without_the_password(url, tmp_path):
     import subprocess
