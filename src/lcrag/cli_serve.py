@@ -127,6 +127,7 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
                           parse_workers=parse_workers, store=shared)
     if shared:
         answering.collections.start_jobs(index_workers)
+        answering.collections.watch(answering.forget)  # another replica's change lets go of what is kept here
     return answering
 
 

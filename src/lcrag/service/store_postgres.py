@@ -431,6 +431,25 @@ class PostgresCollections:
             return "error", files, self.public(f"indexing failed: {type(exc).__name__}: {exc}"), []
         return "ready", files, None, skipped
 
+    def watch(self, changed: Callable[[str], None]) -> None:
+        """Call ``changed(name)`` for every collection another process changes or deletes (LISTEN lcrag_changes),
+        in a background thread until :meth:`close`: what a replica keeps of it is let go at once, not at its next
+        question."""
+        def listen() -> None:
+            while not self._stop.is_set():
+                try:
+                    with self.db.listening(CHANNEL) as wait:
+                        while not self._stop.is_set():
+                            for payload in wait(1.0):
+                                changed(payload.rpartition(":")[0])
+                except Exception as exc:  # noqa: BLE001 - the database went away for a while: listen again
+                    log.warning("collection changes: %s; listening again in 1 s", exc)
+                    self._stop.wait(1.0)
+
+        thread = threading.Thread(target=listen, daemon=True, name="lcrag-changes")
+        thread.start()
+        self._workers.append(thread)
+
     def jobs(self) -> list[dict]:
         return self.db.jobs()
 

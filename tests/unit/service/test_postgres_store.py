@@ -58,6 +58,25 @@ def test_it_is_a_collection_store_and_every_change_is_a_new_version_told_to_all(
     other.close()
 
 
+def test_a_replica_is_told_of_another_ones_changes(store, tmp_path):
+    told: list[str] = []
+    store.watch(told.append)
+    other = PostgresCollections(store.db.url, tmp_path / "replica")
+    other.create("docs")
+    deadline = time.time() + 10
+    for n in range(200):  # changes until the listener, started in the background, hears one
+        add(other, "docs", b"%d" % n, f"f{n}.txt")
+        time.sleep(0.05)
+        if "docs" in told or time.time() > deadline:
+            break
+    told.clear()
+    other.delete("docs")
+    while "docs" not in told and time.time() < deadline:
+        time.sleep(0.05)
+    assert "docs" in told
+    other.close()
+
+
 def test_an_upload_over_the_limit_keeps_nothing(store):
     store.create("docs")
     with pytest.raises(TooLarge):
