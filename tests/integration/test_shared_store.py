@@ -102,8 +102,7 @@ def test_the_replica_indexing_a_collection_killed_the_other_finishes_it_nothing_
         pid = int(job["owner"].split(":")[1])
         victim, survivor = (a, b) if pid == process_a.pid else (b, a)
         assert pid in (process_a.pid, process_b.pid)
-        time.sleep(0.5)  # into the indexing (61 files take seconds to parse and embed)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)  # while it indexes (61 files take seconds to read and embed)
         status = wait_ready(survivor, "big", timeout=600)
         assert (status["state"], status["files"], status["done"]) == ("ready", files + 1, files + 1), status
         with psycopg.connect(database, autocommit=True) as connection:
