@@ -80,7 +80,8 @@ def ask_overhead(server: str, tmp: Path, reader: str, questions: int) -> list[li
 
 
 def throughput(urls: list[str], clients: int, seconds: float) -> float:
-    """Questions answered per second by ``clients`` asking in turn over ``urls`` for ``seconds``."""
+    """Questions answered per second by ``clients`` asking in turn over ``urls`` for ``seconds`` (each question
+    asked once: no completion cache answers it)."""
     answered, stop = [], threading.Event()
 
     def client(number: int) -> None:
@@ -88,7 +89,8 @@ def throughput(urls: list[str], clients: int, seconds: float) -> float:
             count = 0
             while not stop.is_set():
                 url = urls[(number + count) % len(urls)]
-                http.post(f"{url}/v1/ask", json={"collection": "other", "question": "What is the code of unit 7?",
+                question = f"What is the code of unit {count * clients + number}?"  # never cached: read each time
+                http.post(f"{url}/v1/ask", json={"collection": "other", "question": question,
                                                  "strategy": "rag"}).raise_for_status()
                 count += 1
             answered.append(count)
@@ -129,7 +131,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--sizes", default="100,1000,5000")
     parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--delay", type=float, default=0.25, help="the stand-in readers' fixed latency (s)")
+    parser.add_argument("--delay", type=float, default=0.5, help="the stand-in readers' fixed latency (s)")
     parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()
     processes, readers = stub_readers(1, 0.0)
