@@ -140,7 +140,12 @@ def shared_store(url: str | None, lease: float):
     from lcrag.postgres_store import check_url
     from lcrag.service.store_postgres import PostgresCollections
 
-    return partial(PostgresCollections, check_url(url), lease=lease)
+    check_url(url)
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise OptionError("--store needs PostgreSQL's driver: pip install 'lcrag[postgres]'") from None
+    return partial(PostgresCollections, url, lease=lease)
 
 
 def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:

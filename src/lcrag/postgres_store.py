@@ -153,7 +153,7 @@ class PostgresStore:
         try:
             return psycopg.connect(self.url, connect_timeout=max(1, int(self._timeout)))
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            reason = " ".join(str(exc).split()) or type(exc).__name__  # psycopg's lines, as one
             raise StoreUnavailable(f"cannot use the store {self.shown}: {redact_url(reason)}") from None
 
     @contextmanager
