@@ -128,6 +128,7 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     if shared:
         answering.collections.start_jobs(index_workers)
         answering.collections.watch(answering.forget)  # another replica's change lets go of what is kept here
+        answering.parser.cache = answering.collections.shared_parses(answering.parser.cache)  # parsed once for all
     return answering
 
 

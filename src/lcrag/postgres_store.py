@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS lcrag_jobs (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS lcrag_jobs_queued ON lcrag_jobs (collection) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS lcrag_jobs_open ON lcrag_jobs (id) WHERE state IN ('queued', 'running');
+CREATE TABLE IF NOT EXISTS lcrag_parses (key text PRIMARY KEY, outcome bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS lcrag_answers (
     collection text NOT NULL,
     version bigint NOT NULL,

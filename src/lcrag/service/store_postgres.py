@@ -15,6 +15,7 @@ another replica changed the collection (checked per question: one indexed lookup
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import socket
@@ -22,10 +23,12 @@ import tempfile
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
+from lcrag.documents.sandbox import _shape_checked, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
@@ -431,6 +434,10 @@ class PostgresCollections:
             return "error", files, self.public(f"indexing failed: {type(exc).__name__}: {exc}"), []
         return "ready", files, None, skipped
 
+    def shared_parses(self, local=None) -> SharedParses:
+        """A parse cache shared through the database, over ``local`` (this machine's)."""
+        return SharedParses(self.db, local)
+
     def watch(self, changed: Callable[[str], None]) -> None:
         """Call ``changed(name)`` for every collection another process changes or deletes (LISTEN lcrag_changes),
         in a background thread until :meth:`close`: what a replica keeps of it is let go at once, not at its next
@@ -459,3 +466,34 @@ class PostgresCollections:
             thread.join(10)
         self.db.close()
 
+
+class SharedParses:
+    """The sandbox's parse cache (:class:`lcrag.documents.sandbox.ParseCache`'s get and put) over this machine's
+    and the database: a file parsed by any replica or worker is read, not parsed again, by every other (a parse is
+    kept by its key: the file's content, name, limits and the parsers' versions)."""
+
+    def __init__(self, db: PostgresStore, local=None):
+        self.db, self.local = db, local
+
+    def get(self, key: str) -> dict | None:
+        outcome = self.local.get(key) if self.local is not None else None
+        if outcome is not None:
+            return outcome
+        with self.db.connection() as db:
+            row = db.execute("SELECT outcome FROM lcrag_parses WHERE key = %s", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            outcome = _shape_checked(json.loads(zlib.decompress(row[0])))
+        except (zlib.error, ValueError, UnicodeDecodeError, RecursionError):
+            return None  # not one this version reads: parsed again (and replaced)
+        if self.local is not None:
+            self.local.put(key, outcome)
+        return outcome
+
+    def put(self, key: str, outcome: dict) -> None:
+        if self.local is not None:
+            self.local.put(key, outcome)
+        with self.db.connection() as db:
+            db.execute("INSERT INTO lcrag_parses (key, outcome) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+                       "outcome = EXCLUDED.outcome", (key, zlib.compress(encode(outcome), 1)))

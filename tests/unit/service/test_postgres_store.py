@@ -77,6 +77,24 @@ def test_a_replica_is_told_of_another_ones_changes(store, tmp_path):
     other.close()
 
 
+def test_a_parse_made_by_one_replica_is_read_by_another(store, tmp_path):
+    from lcrag.documents.sandbox import ParseCache, Sandbox, documents_of
+
+    path = tmp_path / "a.txt"
+    path.write_text("The passkey is 48213.")
+    first = Sandbox(cache_dir=None)
+    first.cache = store.shared_parses()
+    assert first.load(path)[0].text.startswith("The passkey")
+    other = PostgresCollections(store.db.url, tmp_path / "replica")
+    second = Sandbox(cache_dir=None)
+    second.cache = other.shared_parses(ParseCache(tmp_path / "parsed"))
+    key = second.key(path)
+    outcome = second.cache.get(key)
+    assert outcome is not None and documents_of(outcome, path)[0].text == "The passkey is 48213."
+    assert second.cache.local.get(key) is not None  # kept on this machine too
+    other.close()
+
+
 def test_an_upload_over_the_limit_keeps_nothing(store):
     store.create("docs")
     with pytest.raises(TooLarge):
