@@ -1,7 +1,9 @@
 """What the service answers with: one Pipeline for every request (its reader, embedder and kept indexes; a request's
 options, such as strategy, retriever, k, budget and routing, are that question's choices), the collections'
-documents kept loaded, and a bounded queue in front of the reader (one generation at a time; more waiting than
-``max_waiting`` is refused with 429).
+documents kept loaded, and a bounded queue in front of the reader (as many generations at once as the reader takes:
+:mod:`lcrag.service.slots`, one for the embedded reader, a pool's servers' together; more in flight than
+``max_waiting`` is refused with 429). An answer is kept in the collection store (:mod:`lcrag.service.answer_cache`):
+the same question about the same version of a collection is answered again, by any replica, without a reader call.
 
 Uploaded files are untrusted: they are parsed in a sandbox (:mod:`lcrag.documents.sandbox`: confined processes, each
 file once per content, the outcome kept on disk beside the collections). A question costs nothing before its place
@@ -26,10 +28,12 @@ from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
+from lcrag.service.answer_cache import AnswerCache
 from lcrag.service.collections import NotFound
 from lcrag.service.embedded_store import EmbeddedStore, file_digest
 from lcrag.service.segments import FileEntry, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
+from lcrag.service.slots import ReaderSlots
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.registry import RETRIEVERS
 from lcrag.types import Answer, Document, LLMCall
@@ -80,7 +84,8 @@ class Answering:
     def __init__(self, settings: Settings, collections_root: Path, prices: PriceTable | None = None,
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
                  routers: dict[str, str] | None = None, memory_bytes: int | None = None,
-                 parse_limits: ParseLimits | None = None, parse_workers: int = 2, store=None):
+                 parse_limits: ParseLimits | None = None, parse_workers: int = 2, store=None,
+                 answer_cache: bool | None = None):
         self.settings = settings
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
@@ -91,19 +96,22 @@ class Answering:
         # The collection store: ``store(root, index)`` (a shared one: lcrag.service.store_postgres), else the embedded.
         self.collections = (store or EmbeddedStore)(collections_root, self._index)
         # Files' segments (chunks, embeddings) by content, in the store; a chunker using the reader's tokenizer
-        # takes the reader's lock for it (parsing and embedding never do).
-        self.segments = Segments(self.collections, lambda: self._reader)
+        # takes a place at the reader for it (parsing and embedding never do).
+        self.segments = Segments(self.collections, lambda: self.slots)
+        # Answers kept in the store, by collection version and question (on with the completion cache, by default).
+        self.answers = AnswerCache(self.collections, self.base, settings.cache if answer_cache is None else answer_cache)
         # Uploaded files are parsed in confined processes, at most parse_workers at a time, each once per content
         # (the outcomes kept beside the collections, for lcrag serve and lcrag mcp alike, across restarts).
         self.parser = Sandbox(parse_limits, self.collections.root.parent / "parsed", parse_workers)
         self.parser.start()
         self._documents = _Loaded()
         self._parsing = ThreadPoolExecutor(parse_workers, thread_name_prefix="lcrag-parse")
-        self._reader = threading.Lock()
+        # Places at the reader: as many questions at once as it takes, never more than are let in.
+        self.slots = ReaderSlots(lambda: self.base.reader, max_waiting)
         self._waiting = 0
         self._count = threading.Lock()
         self.max_waiting = max_waiting
-        # Questions run in their own pool, one thread per place in the queue (and one for the reader): a question
+        # Questions run in their own pool, one thread per place in the queue (and one more): a question
         # beyond the queue gets its 429 at once, and uploads and metadata never wait behind questions for a thread.
         self.executor = ThreadPoolExecutor(max_waiting + 1, thread_name_prefix="lcrag-answer")
 
@@ -262,10 +270,11 @@ class Answering:
 
     def ask(self, collection: str, question: str, options: dict[str, Any],
             listener: streaming.Listener | None = None, history: list[dict[str, str]] = ()) -> Answer:
-        """The answer, after the questions queued before it. The ``listener`` gets the answer's events as they
-        happen (``started`` once the reader is this question's, then those of :mod:`lcrag.readers.streaming`);
-        setting its ``cancelled`` (the client left) drops a waiting question from the queue and stops a running
-        generation. ``history``: the conversation the question follows (role and content, oldest first)."""
+        """The answer, after the questions queued before it (or the one kept for this version of the collection,
+        without a reader call). The ``listener`` gets the answer's events as they happen (``started`` once the reader
+        is this question's, then those of :mod:`lcrag.readers.streaming`; a kept answer: ``started`` and its text as
+        one ``token``); setting its ``cancelled`` (the client left) drops a waiting question from the queue and stops
+        a running generation. ``history``: the conversation the question follows (role and content, oldest first)."""
         listener = listener or streaming.Listener()
         choices = self.choices(options)
         self.check_answerable(collection)
@@ -274,24 +283,44 @@ class Answering:
                 raise Busy(f"{self._waiting} requests are already waiting for the reader")
             self._waiting += 1
         try:
+            version = self.answers.version(collection)  # before the document: a change meanwhile is a new version
             document = self.document(collection, listener.cancelled)
-            while not self._reader.acquire(timeout=0.1):
-                if listener.cancelled.is_set():
-                    raise streaming.Cancelled("the client left while its question waited")
-            try:
-                read: list[str] = []  # the files LC read whole, over a collection larger than the window
-                with streaming.listening(self._describing(listener, document, read)):
-                    streaming.check_cancelled()
-                    listener.on_event("started", {"collection": collection})
-                    answer = billed(self.base.ask(document, question, history=history, **choices))
-                if read and answer.route == "lc":
-                    answer.retrieval = {"unit": "file", "files": read}
-                return answer
-            finally:
-                self._reader.release()
+            key = self.answers.key(document, question, list(history), choices) if version else ""
+            kept = self.answers.get(version, key)
+            if kept is not None:
+                return self._replay(kept, collection, listener)
+            answer = self._generate(collection, document, question, history, choices, listener)
+            self.answers.put(version, key, answer, collection)
+            return answer
         finally:
             with self._count:
                 self._waiting -= 1
+
+    def _generate(self, collection: str, document: Document, question: str, history: list[dict[str, str]],
+                  choices: dict[str, Any], listener: streaming.Listener) -> Answer:
+        """The reader's answer, in a place at the reader (waited for until ``listener`` is cancelled)."""
+        self.slots.take(listener.cancelled)
+        try:
+            read: list[str] = []  # the files LC read whole, over a collection larger than the window
+            with streaming.listening(self._describing(listener, document, read)):
+                streaming.check_cancelled()
+                listener.on_event("started", {"collection": collection})
+                answer = billed(self.base.ask(document, question, history=history, **choices))
+            if read and answer.route == "lc":
+                answer.retrieval = {"unit": "file", "files": read}
+            return answer
+        finally:
+            self.slots.give_back()
+
+    @staticmethod
+    def _replay(answer: Answer, collection: str, listener: streaming.Listener) -> Answer:
+        """A kept answer, told as a live one is: ``started``, then its text as one token (as a reader that cannot
+        stream gives it)."""
+        if listener.cancelled.is_set():
+            raise streaming.Cancelled("the client left while its question waited")
+        listener.on_event("started", {"collection": collection, "from_cache": True})
+        listener.on_event("token", {"text": answer.text, "stage": "answer", "provisional": False})
+        return answer
 
     def search(self, collection: str, query: str, k: int, retriever: str | None = None) -> list[dict[str, Any]]:
         """The ``k`` passages of the collection that best match ``query`` (file, pages, section, a quote, score), by

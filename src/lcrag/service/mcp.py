@@ -29,6 +29,7 @@ except ImportError:  # 1.x (1.10 or newer: structured output, transport security
     SDK_MAJOR = 1
 
 from lcrag.errors import LcragError
+from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering, Busy
 from lcrag.service.collections import NotFound
 from lcrag.service.limits import Limits
@@ -148,7 +149,7 @@ class LcragMCP(SDKServer):
                         usage={"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
                                "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in answer.calls)},
                         conversation=answer.conversation, routing=answer.routing,
-                        from_cache=bool(answer.calls) and all(c.from_cache for c in answer.calls))
+                        from_cache=from_cache(answer))
 
     async def search(self, query: str, collection: str, k: int = 5, retriever: str | None = None) -> Passages:
         try:

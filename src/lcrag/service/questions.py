@@ -12,6 +12,7 @@ from fastapi import Request
 
 from lcrag.errors import InputError, LcragError
 from lcrag.readers import streaming
+from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
@@ -73,7 +74,7 @@ class Questions:
         return {"route": answer.route, "strategy": answer.strategy, "sources": [s.to_dict() for s in answer.sources],
                 "cost": self.answering.cost(answer), "timings": answer.timings,
                 "decline_probability": answer.decline_probability, "conversation": answer.conversation,
-                "routing": answer.routing}
+                "routing": answer.routing, "from_cache": from_cache(answer)}
 
 
 def unencodable(field: str, value: Any) -> None:

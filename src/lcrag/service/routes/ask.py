@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
+from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering
 from lcrag.service.errors import error_body
 from lcrag.service.deps import questions
@@ -23,10 +24,16 @@ async def ask(body: AskRequest, request: Request, asked: Questions = Depends(que
     options = body.answer_options()
     if not body.stream:
         answer = await asked.answer(body.collection, body.question, options, request, history=body.conversation())
-        return answer.to_dict() | {"cost": engine.cost(answer)}
+        return answered(answer, engine)
     asked.check(body.question, options, body.conversation())
     events = await asked.live(body.collection, body.question, options, request, body.conversation())
     return StreamingResponse(ask_events(events, engine), media_type="text/event-stream")
+
+
+def answered(answer, answering: Answering) -> dict:
+    """The whole answer object: the answer, its cost, and whether it was kept from an earlier identical question
+    (``from_cache``: no reader call)."""
+    return answer.to_dict() | {"cost": answering.cost(answer), "from_cache": from_cache(answer)}
 
 
 async def ask_events(events, answering: Answering):
@@ -34,7 +41,7 @@ async def ask_events(events, answering: Answering):
     whole answer (``answer``) or an ``error``."""
     async for kind, data in events:
         if kind == "answer":
-            yield sse(data.to_dict() | {"cost": answering.cost(data)}, "answer")
+            yield sse(answered(data, answering), "answer")
         elif kind == "error":
             yield sse({"error": error_body(data)}, "error")
         else:

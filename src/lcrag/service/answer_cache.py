@@ -1,0 +1,115 @@
+"""The answer cache: an answer kept in the collection store (:meth:`CollectionStore.cache_answer`), so that the same
+question about the same collection is answered again — by this replica or any other on the store — without a reader
+call.
+
+An answer is kept under the collection's id and version (a file added or removed, or the collection made again, is
+a new version: nothing of an earlier one is served) and a key (:meth:`AnswerCache.key`) hashing everything else that
+shapes it: the question, the conversation it follows, every per-question choice as resolved
+(:class:`lcrag.specs.QuestionSpec`: strategy and retriever with all their options, k, budget, chunking, max tokens,
+prompts, how a follow-up is condensed), the router's file by content, the reader's identity (model and servers:
+:func:`lcrag.readers.reader_identity`), the embedder, and the text the collection's files gave (its content hash:
+an answer written while a change was being indexed is never served for the content that follows it).
+
+Not kept: an answer a learned router decided while holding an LC share (``answer.routing``): its ledger must move
+with every question it routes, which a cached answer would skip. A cache-aware Self-Route's answer is kept: its
+state only makes a route cheaper, and a cached answer costs nothing.
+
+A cached answer is the one written then, its calls marked ``from_cache`` (as the completion cache marks a completion
+it serves: the counts are the original call's, its seconds 0); it is stored as JSON, never as a pickle (a shared
+database is no place to take code from)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from lcrag.pipeline import Pipeline
+from lcrag.provenance import Source
+from lcrag.readers import reader_identity
+from lcrag.service.collections import NotFound
+from lcrag.specs import resolve
+from lcrag.strategies.learned_router import BUNDLED
+from lcrag.types import Answer, ChunkUsed, Document, LLMCall
+
+# Changes when what a key hashes or how an answer is written changes: answers kept before are not read.
+FORMAT = "lcrag-answer-1"
+_FIELDS = frozenset(f.name for f in fields(Answer))
+
+
+def router_digest(router: str | None) -> str | None:
+    """A router as its content (a shipped one by its name): the same file on two replicas is one router."""
+    if not router:
+        return None
+    try:
+        return hashlib.sha256(Path(router).read_bytes()).hexdigest()
+    except (OSError, ValueError):
+        return router if router in BUNDLED else f"unreadable:{router}"
+
+
+def from_cache(answer: Answer) -> bool:
+    """Whether every call of ``answer`` was answered from a cache (no generation)."""
+    return bool(answer.calls) and all(call.from_cache for call in answer.calls)
+
+
+def dump(answer: Answer) -> bytes:
+    return json.dumps({"format": FORMAT, "answer": answer.to_dict()}, ensure_ascii=False).encode("utf-8")
+
+
+def load(raw: bytes) -> Answer | None:
+    """The answer written by :func:`dump`, its calls marked from the cache; None for anything else."""
+    try:
+        data = json.loads(raw)
+        if data.get("format") != FORMAT:
+            return None
+        kept = {name: value for name, value in data["answer"].items() if name in _FIELDS}
+        kept["calls"] = [replace(LLMCall(**call), from_cache=True, seconds=0.0) for call in kept["calls"]]
+        kept["chunks"] = [ChunkUsed(**chunk) for chunk in kept["chunks"]]
+        kept["sources"] = [Source(**source) for source in kept["sources"]]
+        return Answer(**kept)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None  # another version's or a damaged entry: answered afresh (and written again)
+
+
+class AnswerCache:
+    """Answers in ``store`` for the questions ``pipeline`` answers; ``enabled`` False: nothing is read or kept."""
+
+    def __init__(self, store: Any, pipeline: Pipeline, enabled: bool):
+        self.store, self.pipeline, self.enabled = store, pipeline, enabled
+
+    def version(self, collection: str) -> tuple[str, int] | None:
+        """The collection's id and version now (None: the cache is off)."""
+        if not self.enabled:
+            return None
+        state = self.store.state(collection)
+        return state.id, state.version
+
+    def key(self, document: Document, question: str, history: list[dict[str, str]],
+            choices: dict[str, Any]) -> str:
+        settings = self.pipeline.settings_for(choices)
+        spec = resolve(settings, settings.strategy)
+        parts = [FORMAT, reader_identity(self.pipeline.reader), settings.context_window, settings.embedder,
+                 settings.summary_llm, repr(spec), router_digest(spec.strategy.kwargs.get("router")),
+                 document.content_hash, question, list(history)]
+        return hashlib.sha256(json.dumps(parts, default=repr, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    def get(self, version: tuple[str, int] | None, key: str) -> Answer | None:
+        if version is None:
+            return None
+        raw = self.store.cached_answer(version[0], version[1], key)
+        return None if raw is None else load(raw)
+
+    def put(self, version: tuple[str, int] | None, key: str, answer: Answer, collection: str) -> bool:
+        """Keep ``answer`` when it may be served again and the collection is still at ``version`` (a change that
+        came in while it was answered makes a new version, which it does not belong to); whether it was kept."""
+        if version is None or answer.routing is not None:
+            return False
+        try:
+            if self.version(collection) != version:
+                return False
+        except NotFound:  # deleted meanwhile
+            return False
+        self.store.cache_answer(version[0], version[1], key, dump(answer))
+        return True
