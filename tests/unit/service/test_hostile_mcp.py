@@ -111,7 +111,7 @@ def test_sessions_never_initialized_end_soon_and_one_client_cannot_fill_the_serv
         for _ in range(50):  # initialize, never followed up
             initialize(url, complete=False)
         # 10 kept, 40 refused (on a loaded machine the first may already have timed out)
-        assert len(sessions.sessions) + sessions.ended["init_timeout"] == 10 and sessions.ended["client_cap"] == 40
+        assert len(sessions.sessions) + sessions.ended.get("init_timeout", 0) == 10 and sessions.ended["client_cap"] == 40
         time.sleep(3)
         assert len(sessions.sessions) == 0 and sessions.ended["init_timeout"] == 10
         kept = [initialize(url) for _ in range(10)]  # complete sessions are kept ...
