@@ -53,7 +53,7 @@ class Answered(BaseModel):
     usage: dict[str, int]
     sources: list[dict[str, Any]]
     conversation: dict[str, Any] | None = None
-    from_cache: bool = False  # every call answered from the completion cache (no generation)
+    from_cache: bool = False  # answered from the store's answer cache or every call from the completion cache
     routing: dict[str, Any] | None = None  # a learned router's choice: score, threshold, LC share held and realized
 
 
