@@ -29,8 +29,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-WINDOW = 400  # recent questions whose scores set the threshold
+WINDOW = 800  # recent questions whose scores set the threshold (chosen with HORIZON on the LaRA replay)
 HORIZON = 10  # questions over which a realized share's error is paid back
+SEEDS = 200  # calibration scores the window starts with: real questions outweigh them after a few hundred
 MEMORY = 1000  # the realized share forgets at this rate (a decay per question), so an old error does not wind up
 TARGETS_KEPT = 16  # realized counts kept per ledger, one per target (LC share or cost share value)
 LEDGERS_KEPT = 64  # ledgers a process keeps in memory (one per reader and router)
@@ -122,9 +123,9 @@ class ShareState:
         costing what this question costs; real questions push the seeds out."""
         if self.recent or not calibration:
             return
-        n = len(calibration)
-        for i in range(WINDOW):
-            self.recent.append((calibration[round(i * (n - 1) / max(1, WINDOW - 1))], lc_tokens, rag_tokens))
+        n, seeds = len(calibration), min(SEEDS, WINDOW)
+        for i in range(seeds):
+            self.recent.append((calibration[round(i * (n - 1) / max(1, seeds - 1))], lc_tokens, rag_tokens))
 
     def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
         """Route one question and remember it."""
