@@ -79,9 +79,10 @@ def ask_overhead(server: str, tmp: Path, reader: str, questions: int) -> list[li
         ["PostgreSQL - embedded", f"{(medians['PostgreSQL'] - medians['embedded']) * 1000:+.2f}"]]
 
 
-def throughput(urls: list[str], clients: int, seconds: float) -> float:
+def throughput(urls: list[str], clients: int, seconds: float, run: str) -> float:
     """Questions answered per second by ``clients`` asking in turn over ``urls`` for ``seconds`` (each question
-    asked once: no completion cache answers it)."""
+    asked once, ``run`` in its text: neither the completion cache nor the store's answer cache answers it, in this run
+    or a later one on the same database)."""
     answered, stop = [], threading.Event()
 
     def client(number: int) -> None:
@@ -89,7 +90,7 @@ def throughput(urls: list[str], clients: int, seconds: float) -> float:
             count = 0
             while not stop.is_set():
                 url = urls[(number + count) % len(urls)]
-                question = f"What is the code of unit {count * clients + number}?"  # never cached: read each time
+                question = f"What is the code of unit {count * clients + number} ({run})?"  # never cached
                 http.post(f"{url}/v1/ask", json={"collection": "other", "question": question,
                                                  "strategy": "rag"}).raise_for_status()
                 count += 1
@@ -114,7 +115,7 @@ def replicas_vs_one(server: str, tmp: Path, delay: float, clients: int, seconds:
         warm_ask(replicas[0].url, 5)
         rows = []
         for count in (1, 2):
-            rate = throughput([r.url for r in replicas[:count]], clients, seconds)
+            rate = throughput([r.url for r in replicas[:count]], clients, seconds, f"{count} replicas")
             rows.append([f"{count} replica{'s' if count > 1 else ''}", f"{rate:.2f}"])
             log(rows[-1])
         rows.append(["ratio", f"{float(rows[1][1]) / float(rows[0][1]):.2f}x"])
@@ -143,7 +144,7 @@ def main() -> None:
         process.kill()
     text = "\n".join([
         "## PostgreSQL store: replicas on one database (issue 36, items 3-4)", "",
-        f"Machine: {machine()}. Command: `python benchmarks/bench_shared_store.py --out benchmarks/results/scale.md`.",
+        f"Machine: {machine()}. Command: `python benchmarks/bench_shared_store.py {' '.join(sys.argv[1:])}`.",
         "Real `lcrag serve --store postgresql://…` processes on loopback, a real PostgreSQL started by the script "
         "(initdb in a temporary folder, fsync off), the stand-in reader of benchmarks/stub_reader.py; small text "
         "files (~450 bytes) uploaded 20 at a time over HTTP, indexed by the replica's own job thread.", "",
