@@ -70,10 +70,13 @@ def random_choices(rng: random.Random, service: bool = False) -> dict:
     if strategy in ("self-route", "cascade") and rng.random() < 0.7:
         choices["route_threshold"] = round(rng.random(), 3)
     if strategy == "self-route" and rng.random() < 0.3:
+        # A router holding an LC share decides by the reader's recent questions (by design, shared per reader), so a
+        # fresh pipeline answers differently: here its threshold is fixed, or its share is 0 or 1 (no history needed).
         choices["router"] = "lara"
+        choices.setdefault("route_threshold", round(rng.random(), 3))
         if rng.random() < 0.5:
             choices.pop("route_threshold", None)
-            choices["lc_share"] = round(rng.random(), 2)
+            choices["lc_share"] = rng.choice([0.0, 1.0])
     if strategy == "cascade" and rng.random() < 0.6:
         options["widen"] = rng.randint(2, 4)
     return choices | ({"options": options} if options else {})
