@@ -319,6 +319,10 @@ class Answering:
         if listener.cancelled.is_set():
             raise streaming.Cancelled("the client left while its question waited")
         listener.on_event("started", {"collection": collection, "from_cache": True})
+        if answer.conversation:  # how a follow-up was asked, and what it read, as the live answer told them
+            listener.on_event("conversation", answer.conversation)
+        if answer.chunks:
+            listener.on_event("retrieved", {"tokens": None, "chunks": [s.to_dict() for s in answer.sources]})
         listener.on_event("token", {"text": answer.text, "stage": "answer", "provisional": False})
         return answer
 

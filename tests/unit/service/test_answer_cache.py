@@ -91,8 +91,9 @@ def test_another_replica_answers_from_the_store_without_its_reader(tmp_path, scr
         through_b = b.ask("ops", QUESTION, {}, streaming.Listener(lambda kind, data: events.append((kind, data))))
         assert readers[1].calls == [] and through_b.text == first.text == "7781" and from_cache(through_b)
         assert [s.to_dict() for s in through_b.sources] == [s.to_dict() for s in first.sources]
-        # streamed: the answer's text as one token, after started
-        assert [kind for kind, _ in events] == ["started", "token"] and events[1][1]["text"] == "7781"
+        # streamed: what it read (its sources), then the answer's text as one token, after started
+        assert [kind for kind, _ in events] == ["started", "retrieved", "token"] and events[2][1]["text"] == "7781"
+        assert events[1][1]["chunks"] == [s.to_dict() for s in first.sources]
         add(b, "ops", "pump.txt", PUMP)  # a change through B: A misses
         assert a.collections.wait("ops", 60).state == "ready"
         a.forget("ops")
