@@ -36,12 +36,12 @@ from types import MappingProxyType
 from typing import Any
 
 from lcrag.errors import InputError
-from lcrag.text import WORD, content_words, declines, declines_first, hedges
+from lcrag.text import content_words, declines, declines_first, hedges
 
 FORMAT = "lcrag-freeform-calibration"
 FEATURES = ("new_gold_recall", "number_recall", "gold_has_numbers", "all_gold_numbers", "number_precision", "declines",
-            "declines_first", "denies_first", "hedges", "log_gold_words", "similarity", "lead_precision",
-            "log_lead_terms", "lead_contrasts")
+            "declines_first", "denies_first", "hedges", "similarity", "lead_precision", "log_lead_terms",
+            "lead_contrasts")
 TASKS = ("location", "reasoning", "comp", "hallu")  # LaRA's tasks; hallu: the document does not hold the answer
 ABSENT_TASK = "hallu"
 
@@ -266,9 +266,8 @@ def answer_features(question: str, gold: str, answer: str, similarity: float) ->
     return [(_recall(wanted, said) or 0.0) if recall is None else recall,
             number or 0.0, float(number is not None), float(number is not None and number >= 1.0),
             _number_precision(question, gold, answer), float(declines(answer)), float(declines_first(answer)),
-            float(_denies(parts[0]) and not _denies(question)), float(hedges(answer)),
-            math.log1p(len(WORD.findall(gold.lower()))), similarity, from_gold / size if size else 0.0,
-            math.log1p(size), float(bool(_CONTRAST.search(lead_text)))]
+            float(_denies(parts[0]) and not _denies(question)), float(hedges(answer)), similarity,
+            from_gold / size if size else 0.0, math.log1p(size), float(bool(_CONTRAST.search(lead_text)))]
 
 
 @dataclass(frozen=True)
@@ -366,5 +365,6 @@ class FreeformScorer:
         return max((self.score(item.question, gold, prediction, task) for gold in item.answers), default=0.0)
 
 
-__all__ = ["ABSENT_TASK", "Calibration", "FEATURES", "FreeformScorer", "TASKS", "answer_features", "content_words",
-           "number_recall", "numbers"]
+__all__ = ["ABSENT_TASK", "Calibration", "FEATURES", "FreeformScorer", "Number", "TASKS", "answer_features", "canonical",
+           "canonical_answer", "canonical_numbers", "content_words", "number_mentions", "number_recall", "numbers",
+           "render_number", "sentences"]

@@ -17,7 +17,7 @@ from .test_freeform import BagOfWordsEmbedder
 
 # Hand-made (task, question, gold, answer) cases: right, wrong and partly right answers and declines, each of more
 # than one sentence whose first sentence already says all the answer says of the gold answer.
-CASES = [
+CASES = (
     ("location", "What game did Miles try to play with Atkins?", "Canasta.",
      "Miles tried to play Canasta with Atkins. They played at the inn after dinner, and Atkins won twice."),
     ("location", "What game did Miles try to play with Atkins?", "Canasta.",
@@ -42,9 +42,9 @@ CASES = [
      "Jack's horse is not named. He rode to town with Clara on a cart."),
     ("hallu", "What was the name of the horse Jack rode to town?", "The text does not mention a horse.",
      "The horse was called Thunder. Jack rode it every day."),
-]
+)
 # What keeping the first sentence may change: the whole answer's embedding, hedges and figures of its own.
-WHOLE_ANSWER = {"similarity", "hedges", "number_precision"}
+WHOLE_ANSWER = frozenset({"similarity", "hedges", "number_precision"})
 
 
 @pytest.fixture(scope="module")
