@@ -29,7 +29,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -128,6 +128,28 @@ def _numbered(name: str, number: int) -> str:
     """``name`` as the ``number``-th file of that name: ``report (2).pdf``."""
     path = Path(name)
     return f"{path.stem} ({number}){path.suffix}"
+
+
+def receive_upload(chunks: Iterable[bytes], directory: Path, prefix: str, wanted: str,
+                   max_bytes: int) -> tuple[Path, str, int]:
+    """An upload streamed once into a temporary file in ``directory``, hashed as it comes and synced: its path,
+    SHA-256 and size. Removed again when it runs over ``max_bytes`` (:class:`TooLarge`) or anything else fails."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix)
+    digest, size = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLarge(f"{wanted} is over the {max_bytes:,}-byte upload limit")
+                out.write(chunk)
+                digest.update(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp), digest.hexdigest(), size
 
 
 @dataclass
@@ -304,33 +326,19 @@ class Collections:
         directory = self.files_dir(name)
         wanted = safe_filename(filename)
         tmp = None
-        size = 0
-        digest = hashlib.sha256()
         try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMPORARY)
-            with os.fdopen(fd, "wb") as out:
-                for chunk in chunks:
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise TooLarge(f"{wanted} is over the {max_bytes:,}-byte upload limit")
-                    out.write(chunk)
-                    digest.update(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            stored, new = self._place(Path(tmp), directory, wanted)
+            tmp, digest, size = receive_upload(chunks, directory, TEMPORARY, wanted, max_bytes)
+            stored, new = self._place(tmp, directory, wanted)
         except OSError as exc:
             if not directory.is_dir():  # the collection was deleted while the file came in
                 raise NotFound(f"collection {name!r} was deleted while {wanted} was being uploaded") from None
             raise StorageError(f"{wanted} could not be stored", exc) from None
         finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:  # placed under its name (a hard link) or gone with its collection
-                    pass
+            if tmp is not None:  # placed under its name (a hard link) or gone with its collection
+                tmp.unlink(missing_ok=True)
         if new:
             self._changed(name)
-        return FileRecord(stored, digest.hexdigest(), size, time.time()), new
+        return FileRecord(stored, digest, size, time.time()), new
 
     def remove_file(self, name: str, filename: str) -> None:
         """Remove one file from the collection and index what is left (its segment leaves the collection's index;

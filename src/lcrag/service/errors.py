@@ -80,7 +80,7 @@ def add_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TooLarge)
     async def too_large(request, exc):
-        return error(413, str(exc), "invalid_request_error", CLOSE)
+        return error(413, f"{exc} (lcrag serve --max-upload-mb)", "invalid_request_error", CLOSE)
 
     @app.exception_handler(Busy)
     async def busy(request, exc):

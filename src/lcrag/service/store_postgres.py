@@ -14,7 +14,6 @@ another replica changed the collection (checked per question: one indexed lookup
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -32,7 +31,8 @@ from lcrag.documents.sandbox import _shape_checked, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
-from lcrag.service.collections import NAME, Collections, NotFound, Status, TooLarge, _numbered, safe_filename
+from lcrag.service.collections import (NAME, Collections, NotFound, Status, _numbered, receive_upload,
+                                      safe_filename)
 from lcrag.service.store import CollectionState, FileRecord, Segment, SegmentKey
 from lcrag.storage import ensure_directory
 
@@ -189,20 +189,7 @@ class PostgresCollections:
     def _receive(self, chunks: Iterable[bytes], max_bytes: int, wanted: str) -> tuple[Path, str, int]:
         """The upload streamed once to a temporary file beside the local copies, hashed as it comes."""
         blobs = ensure_directory(self.root / BLOBS, "the collections directory", InputError)
-        fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".upload-")
-        digest, size = hashlib.sha256(), 0
-        try:
-            with os.fdopen(fd, "wb") as out:
-                for chunk in chunks:
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise TooLarge(f"{wanted} is over the {max_bytes:,}-byte upload limit")
-                    digest.update(chunk)
-                    out.write(chunk)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        return Path(tmp), digest.hexdigest(), size
+        return receive_upload(chunks, blobs, ".upload-", wanted, max_bytes)
 
     def _insert(self, name: str, wanted: str, local: Path, digest: str, size: int) -> tuple[str, bool]:
         import psycopg
