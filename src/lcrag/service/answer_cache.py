@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from lcrag.service.collections import NotFound
 from lcrag.specs import resolve
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.types import Answer, ChunkUsed, Document, LLMCall
+
+logger = logging.getLogger(__name__)
 
 # Changes when what a key hashes or how an answer is written changes: answers kept before are not read.
 FORMAT = "lcrag-answer-1"
@@ -103,7 +106,8 @@ class AnswerCache:
 
     def put(self, version: tuple[str, int] | None, key: str, answer: Answer, collection: str) -> bool:
         """Keep ``answer`` when it may be served again and the collection is still at ``version`` (a change that
-        came in while it was answered makes a new version, which it does not belong to); whether it was kept."""
+        came in while it was answered makes a new version, which it does not belong to); whether it was kept. A store
+        that fails to keep it (a full disk, a database gone away) is logged: the question was answered all the same."""
         if version is None or answer.routing is not None:
             return False
         try:
@@ -111,5 +115,9 @@ class AnswerCache:
                 return False
         except NotFound:  # deleted meanwhile
             return False
-        self.store.cache_answer(version[0], version[1], key, dump(answer))
+        try:
+            self.store.cache_answer(version[0], version[1], key, dump(answer))
+        except Exception as exc:  # whatever the store raises (OSError, psycopg's errors): the answer stands
+            logger.warning("an answer to %r could not be kept in the answer cache: %s", collection, exc)
+            return False
         return True

@@ -178,3 +178,22 @@ def test_the_embedded_reader_and_a_reader_that_says_nothing_answer_one_at_a_time
         answering.slots.give_back()
     finally:
         answering.close()
+
+
+def test_a_store_that_cannot_keep_an_answer_still_answers_the_question(tmp_path, scripted_reader, caplog):
+    reader = scripted_reader(lambda m: "7781")
+    answering = replica(tmp_path, "a", reader)
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "crane.txt", CRANE)
+
+        def full_disk(*args):
+            raise OSError(28, "No space left on device")
+
+        answering.collections.cache_answer = full_disk
+        answer = answering.ask("ops", QUESTION, {})
+        assert answer.text == "7781" and not from_cache(answer)
+        assert "could not be kept in the answer cache" in caplog.text
+        assert not from_cache(answering.ask("ops", QUESTION, {}))  # nothing was kept: answered again
+    finally:
+        answering.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering
@@ -20,7 +21,7 @@ router = APIRouter()
 @router.post("/v1/ask")
 async def ask(body: AskRequest, request: Request, asked: Questions = Depends(questions)):
     engine = asked.answering
-    engine.collections.files_dir(body.collection)
+    await run_in_threadpool(engine.collections.files_dir, body.collection)  # a store may be a database
     options = body.answer_options()
     if not body.stream:
         answer = await asked.answer(body.collection, body.question, options, request, history=body.conversation())

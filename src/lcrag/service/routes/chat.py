@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from lcrag.readers import streaming
 from lcrag.service.answering import Answering
@@ -27,7 +28,7 @@ router = APIRouter()
 
 
 @router.get("/v1/models")
-async def models(engine: Answering = Depends(answering)):
+def models(engine: Answering = Depends(answering)):
     return {"object": "list", "data": [{"id": MODEL_PREFIX + n, "object": "model", "owned_by": "lcrag",
                                         "created": 0} for n in engine.collections.names()]}
 
@@ -40,7 +41,7 @@ async def chat(body: ChatRequest, request: Request, asked: Questions = Depends(q
         unencodable(f"messages[{index}].content", message.content if isinstance(message.content, str) else
                     [part.text for part in message.content or ()])
     collection, question, options = body.model[len(MODEL_PREFIX):], body.question(), body.answer_options()
-    asked.answering.collections.files_dir(collection)
+    await run_in_threadpool(asked.answering.collections.files_dir, collection)  # a store may be a database
     reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if not body.stream:
         answer = await asked.answer(collection, question, options, request, history=body.conversation())

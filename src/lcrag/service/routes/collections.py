@@ -1,9 +1,10 @@
 """Collections over HTTP: create, list, describe and delete them; upload documents (streamed to disk, indexed in the
-background); download a file as it was uploaded — served inert, as a type that cannot run script on this origin."""
+background); download a file as it was uploaded — served inert, as a type that cannot run script on this origin.
+Every call to the store runs off the event loop (a plain ``def`` route runs in the thread pool): a store may be a
+database across the network, and one slow call must not hold every other request."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict
 from typing import Annotated
 
@@ -31,7 +32,7 @@ Engine = Annotated[Answering, Depends(answering)]
 
 
 @router.get("")
-async def list_collections(engine: Engine):
+def list_collections(engine: Engine):
     return {"data": described(engine.collections, engine.collections.names())}
 
 
@@ -48,17 +49,17 @@ def described(collections, names: list[str]) -> list[dict]:
 
 
 @router.post("", status_code=201)
-async def create_collection(body: NewCollection, engine: Engine):
+def create_collection(body: NewCollection, engine: Engine):
     return engine.collections.create(body.name)
 
 
 @router.get("/{name}")
-async def get_collection(name: str, engine: Engine):
+def get_collection(name: str, engine: Engine):
     return engine.collections.describe(name)
 
 
 @router.delete("/{name}")
-async def delete_collection(name: str, engine: Engine):
+def delete_collection(name: str, engine: Engine):
     engine.collections.delete(name)
     engine.forget(name)
     return {"deleted": name}
@@ -71,7 +72,7 @@ async def delete_collection(name: str, engine: Engine):
 async def upload(name: str, request: Request, engine: Engine, limit: Annotated[Limits, Depends(limits)]):
     """A multipart ``file``, streamed from the body to its place in the collection once (:mod:`..uploads`)."""
     collections = engine.collections
-    collections.files_dir(name)
+    await anyio.to_thread.run_sync(collections.files_dir, name)
     body = StreamedUpload(request)
     filename = await body.start()
 
@@ -81,19 +82,19 @@ async def upload(name: str, request: Request, engine: Engine, limit: Annotated[L
 
     stored = await anyio.to_thread.run_sync(collections.add_file, name, filename, chunks(), limit.max_upload_bytes)
     engine.forget(name)
-    return stored | {"status": asdict(collections.status(name))}
+    return stored | {"status": asdict(await anyio.to_thread.run_sync(collections.status, name))}
 
 
 @router.delete("/{name}/files/{filename}")
 async def delete_file(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
     """Remove one file: the collection is indexed again without it (its segment leaves the collection's index)."""
-    await asyncio.to_thread(engine.collections.remove_file, name, filename)
+    await anyio.to_thread.run_sync(engine.collections.remove_file, name, filename)
     engine.forget(name)
-    return {"deleted": filename, "status": asdict(engine.collections.status(name))}
+    return {"deleted": filename, "status": asdict(await anyio.to_thread.run_sync(engine.collections.status, name))}
 
 
 @router.get("/{name}/files/{filename}")
-async def download(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
+def download(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
     path = engine.collections.file(name, filename)
     inline = SHOWN_INLINE.get(path.suffix.lower())
     headers = {} if inline == "application/pdf" else {"Content-Security-Policy": FILE_CSP}

@@ -20,7 +20,7 @@ router = APIRouter()
 
 
 @router.get("/healthz")
-async def healthz(engine: Answering = Depends(answering)):
+def healthz(engine: Answering = Depends(answering)):
     return {"status": "ok", "collections": len(engine.collections.names())}
 
 
@@ -30,7 +30,7 @@ async def metrics_page(request: Request):
 
 
 @router.get("/v1/routers")
-async def routers(engine: Answering = Depends(answering)):
+def routers(engine: Answering = Depends(answering)):
     """The routers a request may name (``"router": NAME``)."""
     return {"data": sorted(engine.routers)}
 
