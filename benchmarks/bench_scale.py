@@ -26,9 +26,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "unit" / "evaluation"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from common import free_port, log, machine, md_table  # noqa: E402
-from openai_stub import Stub, serve  # noqa: E402
+from reader_servers import Stub, closest_line  # noqa: E402  (the tests' stand-in reader)
 
 WORDS = "crane pump valve motor sensor relay switch fuse cable panel gauge filter belt gear drive".split()
 
@@ -198,8 +198,8 @@ def main() -> None:
     parser.add_argument("--many", type=int, default=1200)
     parser.add_argument("--only-upload", action="store_true", help="only the question during a large upload")
     args = parser.parse_args()
-    stub = serve(Stub())
-    reader_url = f"http://127.0.0.1:{stub.server_address[1]}/v1"
+    stub = Stub(answer=closest_line)
+    reader_url = stub.url
     tables = []
     with tempfile.TemporaryDirectory() as tmp, httpx.Client(timeout=600) as client:
         if not args.only_upload:
@@ -210,7 +210,7 @@ def main() -> None:
                                    many_uploads(Path(tmp), client, reader_url, args.many)))
         tables.append(md_table(["question on an unrelated collection", "p50 (ms)"],
                                during_upload(Path(tmp), client, reader_url, args.upload_mb)))
-    stub.shutdown()
+    stub.kill()
     text = "\n".join(["## Embedded store: collections that grow file by file (issue 36)", "",
                       f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end (other jobs share it). "
                       "Command: `python benchmarks/bench_scale.py --out benchmarks/results/scale.md`.",

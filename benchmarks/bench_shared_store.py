@@ -1,6 +1,6 @@
 """The PostgreSQL collection store (issue 36, items 3-4) against real `lcrag serve` processes on loopback and a real
 PostgreSQL started here (initdb in a temporary folder: tests/postgres_fixtures.py); the reader is a stand-in
-OpenAI-compatible server (benchmarks/stub_reader.py), so questions time the service, not a model.
+OpenAI-compatible server (the tests' stand-in, tests/reader_servers.py), so questions time the service, not a model.
 
 1. Time from the last upload to ready for 100, 1,000 and 5,000 small files uploaded 20 at a time into an empty
    collection of a replica on PostgreSQL (its indexing a job it claims itself).
@@ -34,10 +34,10 @@ from postgres_fixtures import new_database, postgres_server  # noqa: E402
 
 def stub_readers(n: int, delay: float) -> tuple[list[subprocess.Popen], list[str]]:
     """``n`` stand-in readers, each in its own process, answering after ``delay`` seconds; their base URLs."""
-    code = ("import sys, threading; sys.path.insert(0, sys.argv[1]); import stub_reader; "
-            "reader, url = stub_reader.start(); reader.delay = float(sys.argv[2]); print(url, flush=True); "
+    code = ("import sys, threading; sys.path.insert(0, sys.argv[1]); import reader_servers as r; "
+            "reader = r.Stub(answer=r.closest_line); reader.delay = float(sys.argv[2]); print(reader.url, flush=True); "
             "threading.Event().wait()")
-    processes = [subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(delay)],
+    processes = [subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parents[1] / "tests"), str(delay)],
                                   stdout=subprocess.PIPE, text=True) for _ in range(n)]
     return processes, [p.stdout.readline().strip() for p in processes]
 
@@ -146,7 +146,7 @@ def main() -> None:
         "## PostgreSQL store: replicas on one database (issue 36, items 3-4)", "",
         f"Machine: {machine()}. Command: `python benchmarks/bench_shared_store.py {' '.join(sys.argv[1:])}`.",
         "Real `lcrag serve --store postgresql://…` processes on loopback, a real PostgreSQL started by the script "
-        "(initdb in a temporary folder, fsync off), the stand-in reader of benchmarks/stub_reader.py; small text "
+        "(initdb in a temporary folder, fsync off), the stand-in reader of tests/reader_servers.py; small text "
         "files (~450 bytes) uploaded 20 at a time over HTTP, indexed by the replica's own job thread.", "",
         md_table(["upload (PostgreSQL)", "uploading (s)", "last upload -> ready (s)"], ready), "",
         md_table([f"warm question, p50 over {args.questions} (rag, the reader answering at once)", "ms"], overhead), "",

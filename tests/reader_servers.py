@@ -1,9 +1,10 @@
 """OpenAI-compatible reader servers for the tests of a pool of readers (lcrag.readers.pool) and its benchmark:
 
-- :class:`Stub`, a stand-in on loopback (unit tests only) with a prefix cache like llama.cpp's — the cached tokens it
-  reports are those its recent prompts share with the new prompt's start, a token being a word with the spaces
-  before it — that can fail on purpose (a status for every request, streams cut after some tokens), be killed (its
-  port refuses, its open connections are cut) and start again on its port;
+- :class:`Stub`, a stand-in on loopback (tests, and benchmarks of what surrounds the reader) with a prefix cache like
+  llama.cpp's — the cached tokens it reports are those its recent prompts share with the new prompt's start, a token
+  being a word with the spaces before it — that can fail on purpose (a status for every request, streams cut after
+  some tokens), hold one request unanswered, be killed (its port refuses, its open connections are cut) and start
+  again on its port;
 - :func:`llama_server`, a real llama.cpp server (xllamacpp, the build the embedded reader runs) serving a GGUF in a
   process of its own, to be killed with SIGKILL:
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -27,11 +29,17 @@ PIECES = re.compile(r"\s*\S+|\s+")
 
 
 class Stub:
-    """An OpenAI-compatible server whose answer is :func:`answer_of` the prompt, streamed a word a token;
-    ``delay`` seconds before each answer; ``fail_status``: the status of every request while set; ``cut_after``: a
-    streamed answer is cut (the connection torn down) after this many tokens while set."""
+    """An OpenAI-compatible server whose answer is ``answer`` of the last message (default :func:`answer_of`),
+    streamed a word a token; ``delay`` seconds before each answer; ``fail_status``: the status of every request while
+    set; ``cut_after``: a streamed answer is cut (the connection torn down) after this many tokens while set;
+    ``hold_at``: the chat request of that number (1-based) is left unanswered, ``holding`` set, until ``release``
+    is set (a test kills its client meanwhile)."""
 
-    def __init__(self, port: int = 0, cache_prompts: int = 16):
+    def __init__(self, port: int = 0, cache_prompts: int = 16, answer: Callable[[str], str] | None = None,
+                 hold_at: int | None = None):
+        self.answer = answer or answer_of
+        self.hold_at = hold_at
+        self.holding, self.release = threading.Event(), threading.Event()
         self.delay = 0.0
         self.fail_status: int | None = None
         self.cut_after: int | None = None
@@ -78,7 +86,8 @@ class Stub:
             (self._connections.add if open_ else self._connections.discard)(connection)
 
     def usage(self, prompt: str) -> dict:
-        """Prompt tokens, and those its cache held (at least the last token is computed, as llama.cpp does)."""
+        """Prompt tokens, and those its cache held (at least the last token is computed, as llama.cpp does); the
+        prompt is recorded, and held when it is the ``hold_at``-th."""
         tokens = PIECES.findall(prompt)
         with self.lock:
             cached = max((_common_prefix(tokens, seen) for seen in self._cache), default=0)
@@ -87,6 +96,10 @@ class Stub:
                      "prompt_tokens_details": {"cached_tokens": min(cached, len(tokens) - 1)}}
             self.chats.append(prompt)
             self.reported.append(usage)
+            held = len(self.chats) == self.hold_at
+        if held:
+            self.holding.set()
+            self.release.wait(300)
         return usage
 
 
@@ -103,6 +116,14 @@ def answer_of(prompt: str) -> str:
     """``the answer is`` and the last word of the prompt's question (its line after the last ``Question:``)."""
     question = prompt.rsplit("Question:", 1)[-1].split("\n")[0].split()
     return "the answer is " + (question[-1] if question else "nothing")
+
+
+def closest_line(prompt: str) -> str:
+    """The last word of the prompt's line sharing most words with its question (an answer found in the context)."""
+    question = set(prompt.rsplit("Question:", 1)[-1].split("\n")[0].lower().split())
+    lines = [line for line in prompt.split("\n") if line.strip() and "Question:" not in line] or ["unanswerable"]
+    best = max(lines, key=lambda line: len(set(line.lower().split()) & question))
+    return best.split()[-1].strip(".")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -155,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = "\n".join(m["content"] for m in body["messages"])
         usage = self.stub.usage(prompt)
         time.sleep(self.stub.delay)
-        text = answer_of(prompt)
+        text = self.stub.answer(body["messages"][-1]["content"])
         if not body.get("stream"):
             return self._json({"choices": [{"message": {"content": text}}], "usage": usage,
                                "system_fingerprint": "stub-1"})

@@ -10,27 +10,19 @@ import sys
 
 import pytest
 
-from .openai_stub import Stub, serve
+from reader_servers import Stub
 
 pytestmark = pytest.mark.unit
 
 IDENTITY = "gguf:SmolLM2-135M-Instruct.Q4_1.gguf#0123456789abcdef"  # how the bundled reader is recorded
 
 
-class Classifier(Stub):
-    """Answers every classification "(B)"."""
-
-    def answer(self, prompt: str) -> str:
-        return "(B)"
-
-
 @pytest.fixture
 def server():
     """An OpenAI-compatible reader on loopback that answers every classification "(B)" and records the prompts."""
-    stub = Classifier()
-    httpd = serve(stub)
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", stub.chat_requests
-    httpd.shutdown()
+    stub = Stub(answer=lambda prompt: "(B)")
+    yield stub.url, stub.chats
+    stub.kill()
 
 
 def write_run(run_dir, dataset, manifest_extra):

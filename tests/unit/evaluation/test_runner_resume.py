@@ -1,10 +1,10 @@
 """Kill `lcrag eval` at fixed moments, run it again: no finished LLM call repeated, no row lost or doubled, same
 scores.
 
-The reader is a deterministic OpenAI-compatible stub on loopback that counts the requests it serves, so the test
-sees every real call; the runner, cache, CLI and HTTP client are the real ones. The kill moment is deterministic:
-the stub holds the N-th completion request unanswered, and the process is killed while it waits on it (optionally
-with a torn row appended, as a kill in the middle of a write leaves one).
+The reader is a deterministic OpenAI-compatible stub on loopback (tests/reader_servers.py) that records the requests
+it serves, so the test sees every real call; the runner, cache, CLI and HTTP client are the real ones. The kill
+moment is deterministic: the stub holds the N-th completion request unanswered, and the process is killed while it
+waits on it (optionally with a torn row appended, as a kill in the middle of a write leaves one).
 """
 
 import json
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from .openai_stub import Stub, serve
+from reader_servers import Stub, closest_line
 
 
 @pytest.fixture
@@ -47,16 +47,15 @@ def scores(out):
 
 @pytest.mark.parametrize("kill_at_call, torn_write", [(1, False), (9, True), (23, False), (23, True)])
 def test_kill_and_resume(tmp_path, dataset, kill_at_call, torn_write):
-    stub = Stub()
-    server = serve(stub)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    stub = Stub(answer=closest_line)
+    url = stub.url.removesuffix("/v1")
     try:
         clean = run_eval(dataset, tmp_path / "clean", url)
         assert clean.returncode == 0, clean.stderr
-        clean_calls = len(stub.chat_requests)
+        clean_calls = len(stub.chats)
         clean_rows, clean_scores = scores(tmp_path / "clean")
 
-        stub.chat_requests.clear()
+        stub.chats.clear()
         stub.hold_at = kill_at_call
         proc = run_eval(dataset, tmp_path / "killed", url, wait=False)
         assert stub.holding.wait(120), "the run never reached the call to kill it at"
@@ -75,7 +74,7 @@ def test_kill_and_resume(tmp_path, dataset, kill_at_call, torn_write):
         assert ("torn last line" in resumed.stderr) == torn_write
     finally:
         stub.release.set()
-        server.shutdown()
+        stub.kill()
 
     resumed_rows, resumed_scores = scores(tmp_path / "killed")
     # no row lost or written twice
@@ -85,16 +84,15 @@ def test_kill_and_resume(tmp_path, dataset, kill_at_call, torn_write):
     # have seen one request more than a clean run: the one in flight when the process was killed, never answered.
     log = (tmp_path / "killed" / "llm_calls.log").read_text().split()
     assert len(log) == len(set(log)) <= clean_calls
-    assert len(set(stub.chat_requests)) == clean_calls
-    assert len(stub.chat_requests) == clean_calls + 1  # the held request, asked again on resume
+    assert len(set(stub.chats)) == clean_calls
+    assert len(stub.chats) == clean_calls + 1  # the held request, asked again on resume
     # identical final scores
     assert resumed_scores == clean_scores
 
 
 def test_second_eval_on_a_running_run_is_refused_naming_the_first(tmp_path, dataset):
-    stub = Stub(hold_at=3)
-    server = serve(stub)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    stub = Stub(answer=closest_line, hold_at=3)
+    url = stub.url.removesuffix("/v1")
     out = tmp_path / "run"
     try:
         first = run_eval(dataset, out, url, wait=False)
@@ -104,28 +102,27 @@ def test_second_eval_on_a_running_run_is_refused_naming_the_first(tmp_path, data
         assert first.wait(300) == 0, first.stderr.read()
     finally:
         stub.release.set()
-        server.shutdown()
+        stub.kill()
     assert second.returncode == 2 and second.stderr.count("\n") == 1
     assert f"is in use by another lcrag eval (pid {first.pid} on " in second.stderr
     rows, keyed = scores(out)
     assert len(rows) == len(keyed) == 8 * 7  # no duplicate row
-    assert len(stub.chat_requests) == len(set(stub.chat_requests))  # no repeated LLM call
+    assert len(stub.chats) == len(set(stub.chats))  # no repeated LLM call
 
 
 def test_closed_book_filter_marks_and_drops(tmp_path, dataset):
     with dataset.open("a") as f:
         f.write(json.dumps({"id": "easy", "question": "Repeat the word banana", "answers": ["banana"],
                             "context": "Nothing relevant here."}) + "\n")
-    stub = Stub()
-    server = serve(stub)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    stub = Stub(answer=closest_line)
+    url = stub.url.removesuffix("/v1")
     try:
         base = [sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--strategies", "rag",
                 "--llm", f"openai:stub@{url}/v1", "--chunking", "words:20"]
         marked = subprocess.run([*base, "--out", str(tmp_path / "mark"), "--filter-closed-book"], capture_output=True, text=True)
         dropped = subprocess.run([*base, "--out", str(tmp_path / "drop"), "--drop-closed-book"], capture_output=True, text=True)
     finally:
-        server.shutdown()
+        stub.kill()
     assert marked.returncode == 0 and dropped.returncode == 0, marked.stderr + dropped.stderr
     rows, _ = scores(tmp_path / "mark")
     rag = {r["item_id"]: r for r in rows if r["strategy"] == "rag"}
@@ -137,20 +134,19 @@ def test_closed_book_filter_marks_and_drops(tmp_path, dataset):
 
 
 def test_concurrent_run_and_extension_with_a_larger_limit(tmp_path, dataset):
-    stub = Stub()
-    server = serve(stub)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    stub = Stub(answer=closest_line)
+    url = stub.url.removesuffix("/v1")
     base = [sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--out", str(tmp_path / "run"),
             "--strategies", "lc,rag", "--llm", f"openai:stub@{url}/v1", "--chunking", "words:20", "--concurrency", "4"]
     try:
         first = subprocess.run([*base, "--limit", "3"], capture_output=True, text=True)
-        calls_first = len(stub.chat_requests)
+        calls_first = len(stub.chats)
         second = subprocess.run([*base, "--limit", "8"], capture_output=True, text=True)
         other = subprocess.run([*base, "--limit", "8", "--strategies", "lc"], capture_output=True, text=True)
     finally:
-        server.shutdown()
+        stub.kill()
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     rows, keyed = scores(tmp_path / "run")
     assert len(rows) == len(keyed) == 8 * 2
-    assert calls_first == 3 * 2 and len(stub.chat_requests) == 8 * 2  # the extension asked only the new questions
+    assert calls_first == 3 * 2 and len(stub.chats) == 8 * 2  # the extension asked only the new questions
     assert other.returncode == 2 and "holds a different run (configs differ)" in other.stderr
