@@ -21,7 +21,7 @@ from lcrag.cli_corpus import corpus_app
 from lcrag.cli_routing import route_app
 from lcrag.cli_mcp import mcp
 from lcrag.cli_worker import worker
-from lcrag.cli_serve import BaseUrl as BaseURL, PoolBackoff, PoolMaxBackoff, serve
+from lcrag.cli_serve import BaseUrl as BaseURL, PoolBackoff, PoolMaxBackoff, ServerSlots, serve
 from lcrag.assembly.context import ORDERS
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, option_values, reader_forms
@@ -126,6 +126,7 @@ def ask(
     timeout: Timeout = DEFAULT_TIMEOUT,
     backoff: PoolBackoff = None,
     max_backoff: PoolMaxBackoff = None,
+    server_slots: ServerSlots = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
     window: Window = 3,
     tree_navigation: TreeNavigation = "embedding",
@@ -374,6 +375,7 @@ def evaluate(
     timeout: Timeout = DEFAULT_TIMEOUT,
     backoff: PoolBackoff = None,
     max_backoff: PoolMaxBackoff = None,
+    server_slots: ServerSlots = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
     unit: Annotated[str, typer.Option("--unit", help=f"Corpus strategies (longrag): comma-separated units, of {', '.join(longrag_choices('unit'))}.")] = "grouped",
     window: Window = 3,

@@ -15,7 +15,8 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              MaxClientConnections, MaxConnections, MaxDocumentChars, MaxHeader, MaxParseMb,
                              MaxParseSeconds,
                              MaxQuestion, MaxTokens, MaxWaiting, ParseWorkers, PartOptions, Port, PriceAs, Prices,
-                             PoolBackoff, PoolMaxBackoff, Retrievers, Routers, RunFile, Strategies, Threads, allowed_retrievers,
+                             PoolBackoff, PoolMaxBackoff, Retrievers, Routers, RunFile, ServerSlots, Strategies, Threads,
+                             allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
 from lcrag.cli_serve import IndexWorkers, JobLease, StoreUrl
@@ -38,6 +39,7 @@ def mcp(
     base_url: BaseUrl = None,
     backoff: PoolBackoff = None,
     max_backoff: PoolMaxBackoff = None,
+    server_slots: ServerSlots = None,
     context_window: ContextWindow = None,
     threads: Threads = None,
     cache_dir: CacheDir = None,
@@ -90,7 +92,7 @@ def mcp(
     LcragMCP = mcp_server_class()
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir, "backoff": backoff,
-                                "max_backoff": max_backoff},
+                                "max_backoff": max_backoff, "server_slots": server_slots},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
                        parse_workers, store, index_workers, job_lease)

@@ -64,6 +64,7 @@ Llm = Annotated[Optional[str], typer.Option("--llm", help="The reader (default: 
 BaseUrl = Annotated[Optional[list[str]], typer.Option("--base-url", envvar="LCRAG_BASE_URL", help="OpenAI-compatible reader server, e.g. http://localhost:8000/v1; repeat it (or separate URLs with commas) for a pool of servers serving one model: the questions about one document go to one server while it is up (its prefix cache keeps hitting), other calls to the least busy, and a failing server is skipped and its calls retried on another.")]
 PoolBackoff = Annotated[Optional[float], typer.Option("--backoff", help="A pool of reader servers: seconds a failing server is skipped at first, doubled at each failure in a row (default 1).")]
 PoolMaxBackoff = Annotated[Optional[float], typer.Option("--max-backoff", help="A pool of reader servers: the most seconds a failing server is skipped (default 60).")]
+ServerSlots = Annotated[Optional[int], typer.Option("--server-slots", min=1, help="Calls sent to one OpenAI-compatible reader server at once (default 4): what it runs together (llama.cpp's --parallel; more for vLLM). It is how many questions are answered at once per server.")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens.")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.", min=1)]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Indexes, caches and collections (collections/).")]
@@ -182,6 +183,7 @@ def serve(
     base_url: BaseUrl = None,
     backoff: PoolBackoff = None,
     max_backoff: PoolMaxBackoff = None,
+    server_slots: ServerSlots = None,
     context_window: ContextWindow = None,
     threads: Threads = None,
     cache_dir: CacheDir = None,
@@ -226,7 +228,7 @@ def serve(
 
     answering = engine(config, {"llm": llm, "base_url": base_url, "context_window": context_window,
                                 "threads": threads, "cache_dir": cache_dir, "backoff": backoff,
-                                "max_backoff": max_backoff},
+                                "max_backoff": max_backoff, "server_slots": server_slots},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
                        parse_workers, store, index_workers, job_lease)

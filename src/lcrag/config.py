@@ -68,9 +68,13 @@ class ReaderConfig:
     # A pool of servers: seconds a failing one is skipped at first, doubled at each failure in a row up to the max.
     backoff: float = DEFAULT_BACKOFF
     max_backoff: float = DEFAULT_MAX_BACKOFF
+    # Calls one OpenAI-compatible server is sent at once (None: 4); set it to what the server runs together
+    # (llama.cpp's --parallel, more for vLLM): it is how many questions the service answers at once per server.
+    server_slots: int | None = None
 
     def __post_init__(self) -> None:
         at_least("context_window", self.context_window, 1, optional=True)
+        at_least("server_slots", self.server_slots, 1, optional=True)
         at_least("threads", self.threads, 1, optional=True)
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 1e9:
             raise SettingError("timeout", f"must be a number of seconds above 0 and below 1e9, got {self.timeout!r}")
@@ -104,9 +108,10 @@ class ReaderConfig:
 
     def reader_endpoint(self) -> dict[str, Any]:
         """How a reader of these settings is reached, as :func:`lcrag.readers.make_reader` takes it: the server or
-        pool of servers, the key, threads, the deadline and how long a pool skips a failing server."""
+        pool of servers, the key, threads, the deadline, how long a pool skips a failing server and how many calls
+        each server is sent at once."""
         return {"base_url": self.base_url, "api_key": self.api_key, "threads": self.threads, "timeout": self.timeout,
-                "backoff": self.backoff, "max_backoff": self.max_backoff}
+                "backoff": self.backoff, "max_backoff": self.max_backoff, "server_slots": self.server_slots}
 
     def to_dict(self) -> dict:
         values = _plain(self)

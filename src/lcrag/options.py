@@ -20,6 +20,7 @@ FLAGS = {
     "context_tokens": "--context-tokens", "piece_words": "--piece-words", "group_tokens": "--group-tokens",
     "batch": "--batch", "top": "--top", "timeout": "--timeout", "scorer": "--scorer", "prompt": "--prompt",
     "base_url": "--base-url", "backoff": "--backoff", "max_backoff": "--max-backoff",
+    "server_slots": "--server-slots",
     "unit": "--unit", "route_threshold": "--route-threshold", "lc_share": "--lc-share",
     "lc_cost_share": "--lc-cost-share", "options": "--option",
 }

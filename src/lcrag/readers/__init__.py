@@ -44,6 +44,7 @@ def make_reader(
     timeout: float | None = None,
     backoff: float | None = None,
     max_backoff: float | None = None,
+    server_slots: int | None = None,
 ) -> Reader:
     """A reader from a spec.
 
@@ -52,14 +53,16 @@ def make_reader(
     - ``openai:MODEL`` or ``openai:MODEL@BASE_URL``: an OpenAI-compatible server (base URL and key from the
       arguments or LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY); several base URLs separated
       by commas are a pool of servers serving one model (:mod:`lcrag.readers.pool`: ``backoff`` and
-      ``max_backoff`` are the seconds a failing one is skipped, at first and at most);
+      ``max_backoff`` are the seconds a failing one is skipped, at first and at most); ``server_slots``: calls
+      sent to one server at once (default 4);
     - ``replay:SOURCE``: recorded answers replayed, no model call (:mod:`lcrag.readers.replay`; ``tokenizer``: the
       tokenizer standing in for the recorded reader's).
     ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
     one HTTP call may take, retries included (default :data:`lcrag.http_client.DEFAULT_TIMEOUT`).
     """
     part, model, url = _reader_part(spec)
-    pool = {name: value for name, value in (("backoff", backoff), ("max_backoff", max_backoff)) if value is not None}
+    pool = {name: value for name, value in (("backoff", backoff), ("max_backoff", max_backoff),
+                                            ("server_slots", server_slots)) if value is not None}
     return part.create(model, url, base_url=base_url, api_key=api_key, context_window=context_window,
                        tokenizer=tokenizer, threads=threads, timeout=timeout, **pool)
 

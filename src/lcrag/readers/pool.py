@@ -49,6 +49,7 @@ T = TypeVar("T")
 
 # Seconds a failing server is skipped at first, and at most (doubled at each failure in a row in between).
 DEFAULT_BACKOFF = 1.0
+DEFAULT_SLOTS = 4  # calls sent to one server at once, unless told (--server-slots)
 DEFAULT_MAX_BACKOFF = 60.0
 
 
@@ -274,10 +275,12 @@ class PooledTokenizer:
 def pooled_reader(model: str, urls: list[str], api_key: str | None = None, context_window: int | None = None,
                   tokenizer: Tokenizer | None = None, timeout: float = DEFAULT_TIMEOUT,
                   backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
-                  affinity: bool = True) -> PooledReader:
-    """A reader over the servers at ``urls`` (one model; its identity names every server, in order of URL)."""
+                  affinity: bool = True, server_slots: int = DEFAULT_SLOTS) -> PooledReader:
+    """A reader over the servers at ``urls`` (one model; its identity names every server, in order of URL), each
+    sent ``server_slots`` calls at once."""
     members = [OpenAIChatReader(model, base_url=url, api_key=api_key, context_window=context_window,
-                                tokenizer=tokenizer, timeout=timeout, max_retries=0) for url in urls]
+                                tokenizer=tokenizer, timeout=timeout, max_retries=0, max_concurrency=server_slots)
+               for url in urls]
     servers = sorted(member.identity.split("@", 1)[1] for member in members)  # openai:MODEL@URL, URL redacted
     for member in members:
         member.identity = f"openai:{model}@{','.join(servers)}"
@@ -300,16 +303,18 @@ def _model_and_url(rest: str) -> tuple[str, str | None]:
                   parse=_model_and_url)
 def openai_reader(model: str, url: str | None, *, base_url: str | None = None, api_key: str | None = None,
                   context_window: int | None = None, tokenizer: str | None = None, timeout: float | None = None,
-                  backoff: float | None = None, max_backoff: float | None = None,
+                  backoff: float | None = None, max_backoff: float | None = None, server_slots: int | None = None,
                   **_local: object) -> OpenAIChatReader | PooledReader:
     """The reader of an ``openai:`` spec: one server, or a pool when several URLs are given (``backoff``,
-    ``max_backoff``: how long a failing one is skipped); ``tokenizer``: a tokenizer.json for servers without
-    ``/tokenize``; ``_local`` (threads) is for in-process readers."""
+    ``max_backoff``: how long a failing one is skipped); ``server_slots``: calls sent to each server at once;
+    ``tokenizer``: a tokenizer.json for servers without ``/tokenize``; ``_local`` (threads) is for in-process
+    readers."""
+    slots = server_slots or DEFAULT_SLOTS
     tok = HFTokenizer(tokenizer) if tokenizer else None
     urls, api_key = resolve_endpoints(url or base_url, api_key, "reader")
     if len(urls) == 1:
         return OpenAIChatReader(model, base_url=urls[0], api_key=api_key, context_window=context_window,
-                                tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT)
+                                tokenizer=tok, timeout=timeout or DEFAULT_TIMEOUT, max_concurrency=slots)
     return pooled_reader(model, urls, api_key, context_window, tok, timeout or DEFAULT_TIMEOUT,
                          DEFAULT_BACKOFF if backoff is None else backoff,
-                         DEFAULT_MAX_BACKOFF if max_backoff is None else max_backoff)
+                         DEFAULT_MAX_BACKOFF if max_backoff is None else max_backoff, server_slots=slots)

@@ -197,3 +197,41 @@ def test_a_store_that_cannot_keep_an_answer_still_answers_the_question(tmp_path,
         assert not from_cache(answering.ask("ops", QUESTION, {}))  # nothing was kept: answered again
     finally:
         answering.close()
+
+
+@pytest.mark.parametrize("server_slots, together", [(1, 1), (3, 3), (None, 4)])
+def test_one_reader_server_answers_as_many_at_once_as_its_slots(tmp_path, server_slots, together):
+    """--server-slots: what one OpenAI-compatible server is sent at once, hence the questions answered at once."""
+    from reader_servers import Stub
+
+    stub = Stub()
+    stub.delay = 1.0  # every answer takes as long: the first `together` are all running before one ends
+    settings = Settings(llm="openai:m", base_url=stub.url, strategy="lc", chunking="words:50", cache=False,
+                        cache_dir=tmp_path / "cache", context_window=8192, server_slots=server_slots)
+    answering = Answering(settings, tmp_path / "collections", max_waiting=8)
+    running, most, lock = [0], [0], threading.Lock()
+
+    def on_event(kind, data):
+        if kind == "started":
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+
+    def ask(n):
+        answering.ask("ops", f"Question: q{n}", {}, streaming.Listener(on_event))
+        with lock:
+            running[0] -= 1
+
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "crane.txt", CRANE)
+        threads = [threading.Thread(target=ask, args=(n,)) for n in range(5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert answering.slots.size == together and most[0] == together
+        assert len(stub.chats) == 5
+    finally:
+        answering.close()
+        stub.kill()
