@@ -19,13 +19,16 @@ lcrag ships as `--router lara`).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import platform
 import sys
 import warnings
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
+from lcrag.evaluation.datasets import load_dataset
 from lcrag.evaluation.held_share import held_decisions
 from lcrag.evaluation.prices import PriceTable
 from lcrag.evaluation.report import _md_table
@@ -158,26 +161,98 @@ FRONTIER_HEADER = ["reader", "length", "router", "setting", "quality", "95% CI",
 
 WARM_UP = 100  # the questions of a (reader, length) cell before its realized share is held to +-0.05
 HELD_SHARE = 0.3
+DOCUMENT_FOLDS = 5  # unseen documents: each held reader's documents in five folds, a router fitted per fold
 
 
-def held_by_reader(questions: list[Question], routers: dict) -> list[bool]:
-    """Run-time share control at HELD_SHARE with each reader's leave-one-reader-out router: every reader's questions
-    decided in the order its run answered them (32K and 128K in one stream: one ledger per reader), warm-started
-    from that router's calibration (the other readers' scores)."""
+def held_by_reader(questions: list[Question], scores: list[float], calibrations: dict) -> list[bool]:
+    """Run-time share control at HELD_SHARE on the routers' ``scores``: every reader's questions decided in the
+    order its run answered them (32K and 128K in one stream: one ledger per reader), warm-started from
+    ``calibrations[reader]`` (the scores of the questions its routers were fitted on)."""
     decisions = [False] * len(questions)
-    for reader, router in routers.items():
+    for reader, calibration in calibrations.items():
         mine = [i for i, q in enumerate(questions) if reader_of(q) == reader]
-        scores = [router.probability(questions[i].x) for i in mine]
-        held = held_decisions([questions[i] for i in mine], scores, ShareTarget(HELD_SHARE), router.calibration)
+        held = held_decisions([questions[i] for i in mine], [scores[i] for i in mine], ShareTarget(HELD_SHARE),
+                              calibration)
         for i, sent in zip(mine, held):
             decisions[i] = sent
     return decisions
 
 
-def held_rows(questions: list[Question], routers: dict, prices: PriceTable) -> tuple[list[list], list[dict]]:
+def document_keys(dataset: Path, questions: list[Question]) -> list[str]:
+    """Each question's document: a digest of its item's context in the dataset the runs were made from (the item
+    id where the dataset does not hold it)."""
+    items = {(item.dataset, item.id): item for item in load_dataset(dataset).items}
+    keys = []
+    for q in questions:
+        item = items.get((q.dataset, q.item_id))
+        keys.append(hashlib.sha256(item.context.encode()).hexdigest() if item and item.context else q.item_id)
+    return keys
+
+
+def unseen_document_scores(questions: list[Question], documents: list[str]) -> tuple[list[float], dict]:
+    """Each question's score by a router fitted on the other readers' questions about other documents
+    (DOCUMENT_FOLDS folds of documents): no router saw another reader's answer to the same question, or any
+    question on its document — what a router meets on a user's own documents. The scores, and each reader's
+    calibration (its first fold's)."""
+    folds = [zlib.crc32(d.encode()) % DOCUMENT_FOLDS for d in documents]
+    scores, calibrations = [0.0] * len(questions), {}
+    for reader in sorted({reader_of(q) for q in questions}):
+        for fold in range(DOCUMENT_FOLDS):
+            train = [q for q, f in zip(questions, folds) if reader_of(q) != reader and f != fold]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                router = fit_router(train, MODEL)
+            calibrations.setdefault(reader, router.calibration)
+            for i, (q, f) in enumerate(zip(questions, folds)):
+                if reader_of(q) == reader and f == fold:
+                    scores[i] = router.probability(q.x)
+    return scores, calibrations
+
+
+def unseen_rows(questions: list[Question], documents: list[str], loro_held: list[bool],
+                prices: PriceTable) -> tuple[list[list], list[str]]:
+    """Per (reader, length): run-time control at 0.3 with leave-one-reader-out routers (as above) against the same
+    with routers that have not seen the documents either; and the summary lines."""
+    scores, calibrations = unseen_document_scores(questions, documents)
+    unseen = held_by_reader(questions, scores, calibrations)
+    rows, cells = [], []
+    for reader, length in sorted({(reader_of(q), length_of(q)) for q in questions}):
+        mine = [i for i, q in enumerate(questions) if (reader_of(q), length_of(q)) == (reader, length)]
+        qs = [questions[i] for i in mine]
+        lc, rag = evaluate(qs, [True] * len(qs), False)[0], evaluate(qs, [False] * len(qs))[0]
+        seen, new = evaluate(qs, [loro_held[i] for i in mine])[0], evaluate(qs, [unseen[i] for i in mine])[0]
+        lc_cost = cost_of(qs, [True] * len(qs), False, prices.prices.get(reader))
+        cost = cost_of(qs, [unseen[i] for i in mine], True, prices.prices.get(reader)) / lc_cost
+        cells.append({"lc": lc, "rag": rag, "seen": seen, "new": new, "cost": cost, "reader": reader,
+                      "length": length})
+        rows.append([reader, length, len(qs), f"{lc:.3f}", f"{rag:.3f}", f"{seen:.3f}", f"{seen - lc:+.3f}",
+                     f"{new:.3f}", f"{new - lc:+.3f}", f"{sum(unseen[i] for i in mine) / len(qs):.3f}",
+                     f"{100 * cost:.0f}%", "yes" if lc > rag else "no"])
+    return rows, unseen_paragraph(cells)
+
+
+def unseen_paragraph(cells: list[dict]) -> list[str]:
+    wins = [c for c in cells if c["lc"] > c["rag"]]
+
+    def mean(key: str) -> float:
+        return sum(c[key] - max(c["lc"], c["rag"]) for c in cells) / len(cells)
+
+    def above(key: str) -> str:
+        return f"**{sum(c[key] >= c['lc'] for c in wins)} of {len(wins)}**"
+
+    return [f"- Quality ≥ always-LC where LC beats RAG: {above('seen')} cells with leave-one-reader-out routers, "
+            f"{above('new')} "
+            "with routers that have not seen the documents either.",
+            f"- Mean over the {len(cells)} cells of quality − max(always-LC, always-RAG): **{mean('seen'):+.4f}** "
+            f"(leave-one-reader-out), **{mean('new'):+.4f}** (unseen documents too); cost at most "
+            f"{100 * max(c['cost'] for c in cells):.0f}% of always-LC's."]
+
+
+def held_rows(questions: list[Question], routers: dict, prices: PriceTable) -> tuple[list[list], list[dict], list]:
     """Per (reader, length): the shipped-style fixed threshold (calibrated for 0.3 on the other readers) against
     run-time control at 0.3, both with the reader's leave-one-reader-out router."""
-    held = held_by_reader(questions, routers)
+    held = held_by_reader(questions, [routers[reader_of(q)].probability(q.x) for q in questions],
+                          {reader: router.calibration for reader, router in routers.items()})
     rows, cells = [], []
     for reader, length in sorted({(reader_of(q), length_of(q)) for q in questions}):
         mine = [i for i, q in enumerate(questions) if (reader_of(q), length_of(q)) == (reader, length)]
@@ -187,7 +262,7 @@ def held_rows(questions: list[Question], routers: dict, prices: PriceTable) -> t
                          [router.probability(questions[i].x) >= fixed for i in mine], prices.prices.get(reader))
         cells.append(dict(cell, reader=reader, length=length))
         rows.append([reader, length, len(mine), *held_cell_row(cell)])
-    return rows, cells
+    return rows, cells, held
 
 
 def held_cell(qs: list[Question], held: list[bool], fixed: list[bool], price) -> dict:
@@ -316,6 +391,8 @@ def main() -> None:
                         "--lc-share S` run of one reader: its rows' realized share, cost and quality")
     parser.add_argument("--eval-command", help="the command that made --eval-run (written with its table)")
     parser.add_argument("--rescore", action="store_true", help="score every answer again with this lcrag's scorer")
+    parser.add_argument("--dataset", type=Path, help="the dataset the runs were made from (../shared/data/lara): adds "
+                        "run-time control with routers that have not seen the held reader's documents either")
     args = parser.parse_args()
     questions, skipped = load_questions(args.runs)
     if args.rescore:
@@ -323,13 +400,15 @@ def main() -> None:
     prices = PriceTable.load(None)
     routers = routers_left_out(questions, reader_of, MODEL)
     loro = [routers[reader_of(q)].probability(q.x) for q in questions]
-    held, held_cells = held_rows(questions, routers, prices)
+    held, held_cells, loro_held = held_rows(questions, routers, prices)
+    unseen = (unseen_rows(questions, document_keys(args.dataset, questions), loro_held, prices) if args.dataset
+              else None)
     if args.loro_routers:
         write_loro_routers(routers, args.loro_routers)
     lodo = leave_one_out(questions, doc_type_of, model=MODEL)
     summary, frontier, plotted = cell_rows(questions, loro, prices)
     summary_types, _, _ = cell_rows(questions, lodo, prices)
-    write(args, questions, skipped, summary, summary_types, frontier, (held, held_cells))
+    write(args, questions, skipped, summary, summary_types, frontier, (held, held_cells), unseen)
     if args.plots:
         for length in ("32k", "128k"):
             plot_grid([(r, p) for r, l, p in plotted if l == length], length, args.plots / f"frontier_{length}.png")
@@ -422,19 +501,40 @@ HELD_READING = [
 ]
 
 
-def write(args, questions, skipped, summary, summary_types, frontier, held) -> None:
+UNSEEN_READING = [
+    "Leave-one-reader-out keeps the held reader's answers out of its router, but not the questions: the other nine "
+    "readers answered the same questions on the same documents, and a router can learn a question's LC gain from "
+    "them. A user's documents are new. Here each held reader's documents are split into five folds, and each fold is "
+    "scored by a router fitted on the other readers' questions about the other folds' documents (no reader's answer "
+    "on those documents), then held at 0.3 as above. The difference between the two is what the leave-one-reader-out "
+    "figures owe to having seen the questions.",
+]
+UNSEEN_HEADER = ["reader", "length", "questions", "always-LC", "always-RAG", "held at 0.3, LORO router",
+                 "vs always-LC", "held at 0.3, documents unseen too", "vs always-LC", "LC share", "cost vs LC",
+                 "LC beats RAG"]
+
+
+def unseen_section(unseen: tuple[list[list], list[str]] | None) -> list[str]:
+    if unseen is None:
+        return []
+    return ["### Unseen documents (leave-one-reader-out and leave-documents-out)", "", *UNSEEN_READING, "",
+            *unseen[1], "", _md_table(UNSEEN_HEADER, unseen[0]), ""]
+
+
+def write(args, questions, skipped, summary, summary_types, frontier, held, unseen=None) -> None:
     command = "python benchmarks/route_lara.py " + " ".join(str(r) for r in args.runs) + f" --out {args.out}"
     lines = ["# Routing with strong readers: LaRA's recorded answers", "",
              f"Command: `{command}`" + (f" `--plots {args.plots}`" if args.plots else "")
              + (f" `--router-out {args.router_out}`" if args.router_out else "")
              + (f" `--loro-routers {args.loro_routers}`" if args.loro_routers else "")
-             + (" `--rescore`" if args.rescore else ""), "",
+             + (" `--rescore`" if args.rescore else "") + (f" `--dataset {args.dataset}`" if args.dataset else ""), "",
              f"Machine: {platform.machine()}, Python {platform.python_version()}. {len(questions)} (reader, question) "
              f"pairs with both an LC and a Self-Route row ({skipped} skipped).", "",
              *READING, "", "## Targets (leave-one-reader-out)", "", *targets_paragraph(TARGETS[:len(summary)]), "",
              *WHY, "",
              "## Run-time share control at 0.3 (leave-one-reader-out)", "", *HELD_READING, "",
-             *held_paragraph(held[1]), "", _md_table(HELD_HEADER, held[0]), "", *eval_section(args),
+             *held_paragraph(held[1]), "", _md_table(HELD_HEADER, held[0]), "", *unseen_section(unseen),
+             *eval_section(args),
              "## Leave-one-reader-out", "", _md_table(SUMMARY_HEADER, summary), "",
              "## Leave-one-document-type-out", "", _md_table(SUMMARY_HEADER, summary_types), "",
              "## Every policy (leave-one-reader-out)", "", _md_table(FRONTIER_HEADER, frontier), ""]
