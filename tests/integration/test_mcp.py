@@ -1,6 +1,7 @@
 """`lcrag mcp` through the official MCP client, over stdio and streamable HTTP, on a collection made by a real
 `lcrag serve` in the same cache directory: tools listed, `search` and `ask` with structured results, a file read as a
-resource, bad arguments as tool errors with the server still answering, and the HTTP transport behind the key.
+resource, bad arguments as tool errors with the server still answering, and the HTTP transport behind the key; with
+``--store``, a collection a `lcrag serve` replica uploaded to a shared PostgreSQL.
 
 lcrag mcp runs on both majors of the SDK, 1.x and 2.x, so the server is tested on each: on the one installed (the
 newest, by the test extra) and on the other, installed apart for these tests (``pip install --target``, only what the
@@ -18,6 +19,7 @@ from importlib import metadata
 import httpx
 import pytest
 from document_fixtures import tool_manual
+from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from service_fixtures import free_port, lcrag_process, wait_ready
 
 pytest.importorskip("mcp")
@@ -90,13 +92,14 @@ def run_file(cache_dir) -> str:
     return str(cache_dir.parent / "run.toml")
 
 
-def over_stdio(cache_dir, session_does, sdk_dir=None):
+def over_stdio(cache_dir, session_does, sdk_dir=None, *extra: str):
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     async def run():
         params = StdioServerParameters(command=sys.executable, args=["-m", "lcrag.cli", "mcp", "--cache-dir",
-                                                                     str(cache_dir), "--config", run_file(cache_dir)],
+                                                                     str(cache_dir), "--config", run_file(cache_dir),
+                                                                     *extra],
                                        env=server_path(sdk_dir) or None)  # added to the SDK's default one
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
@@ -201,3 +204,30 @@ def test_mcp_over_http_on_another_address_needs_a_key(cache_dir):
     done = subprocess.run([sys.executable, "-m", "lcrag.cli", "mcp", "--transport", "http", "--host", "0.0.0.0"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "set --api-key" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_over_a_shared_store_mcp_answers_what_a_serve_replica_uploaded(database, tmp_path):
+    """`lcrag mcp --store postgresql://…` on its own cache directory: a collection uploaded through a `lcrag serve`
+    replica on the same database (another machine, in effect) is listed, searched, asked and read as a resource."""
+    (tmp_path / "run.toml").write_text('[chunking]\nchunking = "words:60"\n')
+    manual = tool_manual(tmp_path)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with lcrag_process("serve", "--port", str(port), "--config", str(tmp_path / "run.toml"), "--store", database,
+                       url=url, cache_dir=tmp_path / "replica"):
+        httpx.post(f"{url}/v1/collections", json={"name": "tool"}).raise_for_status()
+        httpx.post(f"{url}/v1/collections/tool/files",
+                   files={"file": ("manual.md", manual.read_bytes())}).raise_for_status()
+        assert wait_ready(url, "tool", timeout=300)["state"] == "ready"
+    agent_cache = tmp_path / "agent" / "cache"  # run_file(agent_cache) is tmp_path/agent/run.toml
+    agent_cache.mkdir(parents=True)
+    (tmp_path / "agent" / "run.toml").write_text((tmp_path / "run.toml").read_text())
+    tools, listed, found, answered, resources, read = over_stdio(agent_cache, tools_search_ask_and_a_resource, None,
+                                                                 "--store", database)
+    listed, found, answered = wire(listed), wire(found), wire(answered)
+    assert [c["name"] for c in listed["structuredContent"]["collections"]] == ["tool"]
+    top = found["structuredContent"]["passages"][0]
+    assert not found["isError"] and top["file"] == "manual.md" and "L-BFGS" in top["snippet"]
+    assert not answered["isError"] and answered["structuredContent"]["sources"][0]["file"] == "manual.md"
+    assert [str(r.uri) for r in resources] == ["lcrag://collections/tool/files/manual.md"]
+    assert read.contents[0].text.startswith("# The fit command")
