@@ -18,7 +18,8 @@ plus the mean rectifier" is the same estimator at λ·(N − n)/N.) var(f) is ta
 from one population; sample variances are unbiased (n − 1). The target is the reader's mean verdict on questions
 drawn like these, as the bootstrap intervals of ``lcrag route eval`` are; the point estimate and interval are
 clipped to the scores' range [0, 1], which keeps the coverage. When every answer is judged (n = N) PPI is the
-classical estimate.
+classical estimate. When every judged verdict agrees (no spread in the sample) the variance is Agresti and Coull's
+for a proportion instead of 0 (:func:`_spread`).
 """
 
 from __future__ import annotations
@@ -86,11 +87,11 @@ def estimate(proxy: Sequence[float], verdicts: Mapping[int, float], alpha: float
     unjudged[index] = False
     n, m = len(index), int(unjudged.sum())
     z = NormalDist().inv_cdf(1 - alpha / 2)
-    classical = _interval(float(y.mean()), float(y.var(ddof=1)) / n, z)
+    classical = _interval(float(y.mean()), _spread(y, y, z) / n, z)
     lam = 0.0 if m == 0 else tuned_lambda(y, f[index], f) if lam is None else float(lam)
     rectifier = y - lam * f[index]
     imputed = lam * float(f[unjudged].mean()) if m else 0.0
-    variance = float(rectifier.var(ddof=1)) / n + (lam ** 2 * float(f.var(ddof=1)) / m if m else 0.0)
+    variance = _spread(rectifier, y, z) / n + (lam ** 2 * float(f.var(ddof=1)) / m if m else 0.0)
     return Estimate(float(f.mean()), classical, _interval(imputed + float(rectifier.mean()), variance, z), n,
                     len(f), lam)
 
@@ -104,6 +105,18 @@ def tuned_lambda(y: np.ndarray, f_judged: np.ndarray, f_all: np.ndarray) -> floa
         return 0.0
     covariance = float(np.cov(y, f_judged, ddof=1)[0, 1])
     return float(np.clip(covariance / spread * unjudged / (unjudged + n), 0.0, 1.0))
+
+
+def _spread(values: np.ndarray, verdicts: np.ndarray, z: float) -> float:
+    """The sample variance of ``values``; where it is 0 (every judged verdict agrees, as 20 of 20 "True" do) the
+    sample says nothing of the spread, and a zero-width interval would claim certainty: then Agresti and Coull's
+    variance for a proportion, the verdicts' mean shrunk by z²/2 passes and z²/2 failures (an interval about as wide
+    as Wilson's: 20 of 20 gives [0.88, 1] at 95%)."""
+    spread = float(values.var(ddof=1))
+    if spread > 0.0:
+        return spread
+    shrunk = (float(verdicts.sum()) + z * z / 2) / (len(verdicts) + z * z)
+    return shrunk * (1 - shrunk)
 
 
 def _interval(mean: float, variance: float, z: float) -> Interval:

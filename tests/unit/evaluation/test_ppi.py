@@ -100,3 +100,16 @@ def test_a_proxy_that_says_nothing_costs_nothing():
         results.append(estimate(f, {i: float(y[i]) for i in range(40)}))
     assert np.mean([e.lam for e in results]) < 0.15
     assert np.mean([e.ppi.width for e in results]) <= 1.02 * np.mean([e.classical.width for e in results])
+
+
+def test_verdicts_that_all_agree_still_leave_an_interval():
+    """20 of 20 judged True is not certainty: the interval is Agresti-Coull's width for a proportion, not zero, and
+    it still covers a reader right 95% of the time (which 20 of 20 happens for a third of the time)."""
+    proxy = [0.9] * 200
+    e = estimate(proxy, {i: 1.0 for i in range(20)})
+    shrunk = (20 + Z * Z / 2) / (20 + Z * Z)
+    assert e.classical.estimate == 1.0 and e.classical.high == 1.0
+    assert e.classical.low == pytest.approx(1 - Z * math.sqrt(shrunk * (1 - shrunk) / 20))
+    assert 0.85 < e.classical.low < 0.95 and e.ppi.low < 0.95
+    none = estimate(proxy, {i: 0.0 for i in range(20)})
+    assert none.classical.low == 0.0 and 0.05 < none.classical.high < 0.15
