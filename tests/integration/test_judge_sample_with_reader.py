@@ -110,4 +110,4 @@ def test_a_judge_that_cannot_be_reached_is_one_line(tmp_path):
     out = lcrag("route", "eval", run, "--judge", f"openai:judge@http://127.0.0.1:{port}", "--judge-sample", 4,
                 cache=tmp_path / "cache")
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
-    assert "the judge 'judge' failed" in out.stderr and str(port) in out.stderr
+    assert "the judge could not be asked" in out.stderr and str(port) in out.stderr  # asked before the table

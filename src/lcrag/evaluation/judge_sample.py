@@ -37,7 +37,8 @@ COLUMNS = ["N", "judged", "proxy only", "judged only [95% CI]", "PPI++ [95% CI]"
 
 
 def open_judge(model: str | None, size: int | None = None) -> Judge | None:
-    """The judge that ``--judge MODEL`` (and ``--judge-sample N``) ask for, checked before anything runs; None
+    """The judge that ``--judge MODEL`` (and ``--judge-sample N``) ask for, checked before anything runs (the flags,
+    and one question asked of it: an unreachable server, a refused key or an unknown model is one line); None
     without a judge. ``MODEL`` is a model on the OpenAI-compatible server of LCRAG_BASE_URL/OPENAI_BASE_URL, or
     ``openai:MODEL@BASE_URL``; its verdicts are cached under the lcrag cache directory."""
     from lcrag.paths import default_cache_dir
@@ -47,7 +48,14 @@ def open_judge(model: str | None, size: int | None = None) -> Judge | None:
     if size is not None and size < MIN_SAMPLE:
         raise InputError(f"--judge-sample must be at least {MIN_SAMPLE} (an interval needs two judged answers), "
                          f"not {size}")
-    return Judge.open(model, default_cache_dir() / "judge") if model else None
+    if not model:
+        return None
+    judge = Judge.open(model, default_cache_dir() / "judge")
+    try:  # one question with a known verdict, now: not after hours of answers (kept in the cache: asked once)
+        judge.reply("What is the capital of France?", "Paris", "The capital of France is Paris.", False)
+    except ReaderError as exc:
+        raise InputError(f"--judge {model}: the judge could not be asked ({exc})") from None
+    return judge
 
 
 def _show(interval: Interval) -> str:

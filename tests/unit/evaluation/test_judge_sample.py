@@ -160,6 +160,8 @@ def test_bad_judge_flags_are_refused_before_anything_runs():
 
 @pytest.mark.parametrize("args, message", [
     (["route", "eval", "{run}", "--judge-sample", "10"], "--judge-sample needs --judge MODEL"),
+    (["eval", "--dataset", "{run}/rows.jsonl", "--out", "{run}/new", "--judge", "openai:j@http://127.0.0.1:9/v1"],
+     "the judge could not be asked"),  # nothing listens on port 9: found before any answer, not after them all
     (["route", "eval", "{run}", "--judge", "gpt-4o", "--judge-sample", "0"], "--judge-sample must be at least 2"),
     (["eval", "--dataset", "{run}/rows.jsonl", "--out", "{run}/new", "--judge-sample", "5"], "--judge-sample needs"),
     (["eval", "--dataset", "{run}/rows.jsonl", "--out", "{run}/new", "--judge", "m", "--judge-sample", "-1"],
