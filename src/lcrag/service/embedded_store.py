@@ -46,10 +46,13 @@ class StoreDatabase:
         return row[0] if row else 1
 
     def bump(self, collection_id: str) -> int:
+        """A new version of the collection; the answers kept for earlier ones go (none is served again)."""
         with self._lock:
-            return self._db.execute(
+            version = self._db.execute(
                 "INSERT INTO versions (id, version) VALUES (?, 2) ON CONFLICT (id) DO UPDATE SET version = version + 1 "
                 "RETURNING version", (collection_id,)).fetchone()[0]
+            self._db.execute("DELETE FROM answers WHERE id = ? AND version < ?", (collection_id, version))
+        return version
 
     def segment(self, key: SegmentKey) -> Segment | None:
         with self._lock:

@@ -70,6 +70,17 @@ def _state(name: str, row: tuple) -> CollectionState:
                            tuple(skipped or ()), float(updated))
 
 
+def _collect(db, hashes: list[str]) -> None:
+    """The blobs and segments of ``hashes`` that no file holds any more (a file removed, a collection deleted): a
+    content still in another file, of any collection, is kept. A blob collected while an upload of the same content
+    inserts its file is stored again by that upload (its foreign key fails; :meth:`PostgresCollections._insert`)."""
+    if not hashes:
+        return
+    gone = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0}.hash)"
+    db.execute(f"DELETE FROM lcrag_segments s WHERE s.hash = ANY(%s) AND {gone.format('s')}", (hashes,))
+    db.execute(f"DELETE FROM lcrag_blobs b WHERE b.hash = ANY(%s) AND {gone.format('b')}", (hashes,))
+
+
 class PostgresCollections:
     """Collections in PostgreSQL, mirrored under ``root`` for this replica; ``index(name, files_dir, progress)`` is
     the service's indexing, run by jobs (:meth:`start_jobs`)."""
@@ -114,9 +125,13 @@ class PostgresCollections:
 
     def delete(self, name: str) -> None:
         with self.db.connection() as db:
-            if db.execute("DELETE FROM lcrag_collections WHERE name = %s RETURNING id", (name,)).fetchone() is None:
+            hashes = [row[0] for row in db.execute("SELECT DISTINCT f.hash FROM lcrag_files f JOIN lcrag_collections c "
+                                                   "ON c.id = f.collection WHERE c.name = %s", (name,))]
+            row = db.execute("DELETE FROM lcrag_collections WHERE name = %s RETURNING id", (name,)).fetchone()
+            if row is None:
                 raise NotFound(f"unknown collection {name[:64]!r}")
-            db.execute("DELETE FROM lcrag_blobs b WHERE NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = b.hash)")
+            db.execute("DELETE FROM lcrag_answers WHERE collection = %s", (row[0],))
+            _collect(db, hashes)
             db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:0"))
 
     def state(self, name: str) -> CollectionState:
@@ -237,6 +252,8 @@ class PostgresCollections:
         indexes)."""
         version = db.execute("UPDATE lcrag_collections SET version = nextval('lcrag_versions') WHERE id = %s "
                              "RETURNING version", (cid,)).fetchone()[0]
+        # Answers kept for an earlier version are never served again (each is looked up by the version now).
+        db.execute("DELETE FROM lcrag_answers WHERE collection = %s AND version < %s", (cid, version))
         if self._index is not None:
             self.db.queue(db, cid, name, version)
         db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:{version}"))
@@ -244,9 +261,10 @@ class PostgresCollections:
     def remove_file(self, name: str, filename: str) -> None:
         with self.db.connection() as db:
             row = db.execute("DELETE FROM lcrag_files f USING lcrag_collections c WHERE c.id = f.collection AND "
-                             "c.name = %s AND f.name = %s RETURNING c.id", (name, filename)).fetchone()
+                             "c.name = %s AND f.name = %s RETURNING c.id, f.hash", (name, filename)).fetchone()
             if row is None:
                 raise NotFound(f"no file {filename[:40]!r} in {name!r}")
+            _collect(db, [row[1]])
             self._changed(db, row[0], name)
 
     def reindex(self, name: str) -> None:

@@ -104,6 +104,33 @@ def test_another_replica_answers_from_the_store_without_its_reader(tmp_path, scr
         b.close()
 
 
+def test_the_answers_of_an_earlier_version_are_dropped_from_the_store(tmp_path, scripted_reader, store):
+    answering = replica(tmp_path, "a", scripted_reader(lambda m: "7781"), store)
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "crane.txt", CRANE)
+        answering.ask("ops", QUESTION, {})
+        kept = answering.answers.version("ops")
+        assert answering.collections.cached_answer(*kept, next(iter(_keys(answering)))) is not None
+        add(answering, "ops", "pump.txt", PUMP)  # a new version
+        assert _keys(answering, kept) == []
+    finally:
+        answering.close()
+
+
+def _keys(answering, version=None) -> list[str]:
+    """The answer keys the store holds for ``version`` (default: the collection's now)."""
+    cid, number = version or answering.answers.version("ops")
+    store = answering.collections
+    if hasattr(store, "database"):  # the embedded store's SQLite
+        with store.database._lock:
+            rows = store.database._db.execute("SELECT key FROM answers WHERE id = ? AND version = ?", (cid, number))
+            return [row[0] for row in rows.fetchall()]
+    with store.db.connection() as db:
+        return [row[0] for row in db.execute("SELECT key FROM lcrag_answers WHERE collection = %s AND version = %s",
+                                             (cid, number))]
+
+
 def test_an_answer_holding_an_lc_share_is_never_kept(tmp_path, scripted_reader):
     reader = scripted_reader(lambda m: "7781")
     answering = replica(tmp_path, "a", reader)

@@ -122,6 +122,38 @@ def test_segments_are_kept_by_content(store):
     assert store.cached_answer("id", 3, "q") == b"answer" and store.cached_answer("id", 4, "q") is None
 
 
+def test_what_no_file_or_version_holds_any_more_is_collected(store):
+    """A removed file's blob and segments go unless another file (of any collection) holds the same content; the
+    answers kept for a version go when the collection moves on, and all of them with the collection."""
+    import hashlib
+
+    def segment_of(content: bytes) -> None:
+        key = SegmentKey(hashlib.sha256(content).hexdigest(), "words:300", "minilm")
+        store.put_segment(Segment(key, "text", ((0, 4),), None, 0, 1))
+
+    def kept(table: str, content: bytes) -> bool:  # in the database (a replica's memory may keep a segment it read:
+        with store.db.connection() as db:  # by content, it is still right)
+            return db.execute(f"SELECT 1 FROM {table} WHERE hash = %s",
+                              (hashlib.sha256(content).hexdigest(),)).fetchone() is not None
+
+    store.create("docs"), store.create("other")
+    add(store, "docs", b"only here", "a.txt"), add(store, "docs", b"shared", "b.txt")
+    add(store, "other", b"shared", "b.txt")
+    segment_of(b"only here"), segment_of(b"shared")
+    identity, version = store.state("docs").id, store.version("docs")  # as the answer cache keys them
+    store.cache_answer(identity, version, "q", b"answer")
+    store.remove_file("docs", "a.txt")
+    assert not kept("lcrag_segments", b"only here") and not kept("lcrag_blobs", b"only here")
+    assert store.cached_answer(identity, version, "q") is None  # a new version: the old one's answers are gone
+    store.remove_file("docs", "b.txt")
+    assert kept("lcrag_segments", b"shared") and kept("lcrag_blobs", b"shared")  # still in "other"
+    store.cache_answer(store.state("other").id, store.version("other"), "q", b"answer")
+    store.delete("other")
+    assert not kept("lcrag_segments", b"shared") and not kept("lcrag_blobs", b"shared")
+    with store.db.connection() as db:
+        assert db.execute("SELECT count(*) FROM lcrag_answers").fetchone()[0] == 0
+
+
 def test_a_job_whose_worker_died_is_taken_over_and_the_first_claim_writes_nothing(store):
     store.create("docs")
     add(store, "docs", b"content")
