@@ -49,8 +49,8 @@ T = TypeVar("T")
 
 # Seconds a failing server is skipped at first, and at most (doubled at each failure in a row in between).
 DEFAULT_BACKOFF = 1.0
-DEFAULT_SLOTS = 4  # calls sent to one server at once, unless told (--server-slots)
 DEFAULT_MAX_BACKOFF = 60.0
+DEFAULT_SLOTS = 4  # calls sent to one server at once, unless told (--server-slots)
 
 
 @dataclass
