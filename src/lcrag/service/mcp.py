@@ -124,9 +124,10 @@ class LcragMCP(SDKServer):
         self.add_resource_template_for_files()
 
     # -- tools --------------------------------------------------------------------------------------------------
+    # Every call to the store runs off the event loop: a store may be PostgreSQL across the network.
     async def list_collections(self) -> dict[str, list[dict[str, Any]]]:
         collections = self.answering.collections
-        return {"collections": [collections.describe(n) for n in collections.names()]}
+        return {"collections": await asyncio.to_thread(lambda: [collections.describe(n) for n in collections.names()])}
 
     async def ask(self, question: str, collection: str, strategy: str | None = None, retriever: str | None = None,
                   k: int | None = None, budget: int | None = None, order: str | None = None,
@@ -137,7 +138,7 @@ class LcragMCP(SDKServer):
         given = {name: value for name, value in locals().items() if name not in ("self", "ctx") and value is not None}
         try:
             request = AskRequest.model_validate(given)
-            self.answering.collections.files_dir(collection)
+            await asyncio.to_thread(self.answering.collections.files_dir, collection)
             # Over HTTP, the request that carries the call: a client that leaves cancels its question, as in lcrag
             # serve (dropped from the queue, or its generation stopped; lcrag_cancelled_total).
             answer = await self.questions.answer(collection, question, request.answer_options(), _http_request(ctx),
@@ -178,7 +179,7 @@ class LcragMCP(SDKServer):
         if SDK_MAJOR < 2:  # 1.x hands over the URI's text as it is, 2.x its decoded values
             name, file = unquote(name), unquote(file)
         try:
-            path = self.answering.collections.file(name, file)
+            path = await asyncio.to_thread(self.answering.collections.file, name, file)
             self._resource_fits(file, path.stat().st_size if path.suffix.lower() in PLAIN_TEXT else 0)
             documents, skipped = await asyncio.to_thread(self.answering.parser.load_files, [path])
         except (LcragError, NotFound) as exc:
@@ -200,6 +201,7 @@ class LcragMCP(SDKServer):
     async def list_resources(self) -> list[Resource]:
         """Every collection's files, each as a resource (besides the template that names any of them)."""
         collections = self.answering.collections
-        return [Resource(uri=FILE_URI.format(name=quote(name, safe=""), file=quote(stored["name"], safe="")),
-                         name=f"{name}/{stored['name']}", mimeType="text/plain")
-                for name in collections.names() for stored in collections.files(name)]
+        listed = await asyncio.to_thread(lambda: [(name, stored["name"]) for name in collections.names()
+                                                  for stored in collections.files(name)])
+        return [Resource(uri=FILE_URI.format(name=quote(name, safe=""), file=quote(file, safe="")),
+                         name=f"{name}/{file}", mimeType="text/plain") for name, file in listed]
