@@ -24,6 +24,7 @@ from lcrag.evaluation.judge import Judge
 from lcrag.evaluation.ppi import Interval, estimate, sample
 from lcrag.evaluation.report import JUDGED, _md_table, judged_section, load_rows, write_report
 from lcrag.evaluation.route_report import Point, Question, judge_pair
+from lcrag.readers import reader_slots
 from lcrag.storage import atomic_write_text
 
 T = TypeVar("T")
@@ -79,7 +80,7 @@ def calls(judge: Judge) -> str:
 
 def _each(judge: Judge, ask: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``ask(item)`` for every item, in order, as many at once as the judge's server takes (its max_concurrency)."""
-    workers = max(1, int(getattr(judge.reader, "max_concurrency", 1) or 1))
+    workers = reader_slots(judge.reader)
     if workers == 1 or len(items) < 2:
         return [ask(item) for item in items]
     with ThreadPoolExecutor(min(workers, len(items))) as pool:

@@ -30,6 +30,7 @@ __all__ = [
     "make_reader",
     "parse_reader_spec",
     "reader_identity",
+    "reader_slots",
     "server_stats",
 ]
 
@@ -65,6 +66,15 @@ def make_reader(
                                             ("server_slots", server_slots)) if value is not None}
     return part.create(model, url, base_url=base_url, api_key=api_key, context_window=context_window,
                        tokenizer=tokenizer, threads=threads, timeout=timeout, **pool)
+
+
+def reader_slots(reader: object) -> int:
+    """How many calls ``reader`` takes at once (its ``max_concurrency``; at least one, and one when it says
+    nothing): the embedded reader's slots, a server's (``--server-slots``), a pool's servers' together."""
+    try:
+        return max(1, int(getattr(reader, "max_concurrency", 1) or 1))
+    except (TypeError, ValueError):
+        return 1
 
 
 def server_stats(reader: Reader | None) -> list[dict]:

@@ -12,19 +12,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lcrag.readers import streaming
-
-
-def reader_slots(reader: Any) -> int:
-    """How many questions ``reader`` answers at once (at least one)."""
-    try:
-        return max(1, int(getattr(reader, "max_concurrency", 1) or 1))
-    except (TypeError, ValueError):
-        return 1
+from lcrag.readers import reader_slots, streaming
 
 
 class ReaderSlots:
-    """A semaphore of :func:`reader_slots` places, at most ``limit``; also a context manager holding one place (a
+    """A semaphore of :func:`lcrag.readers.reader_slots` places, at most ``limit``; also a context manager holding one place (a
     chunker using the reader's tokenizer takes one, as a question does)."""
 
     def __init__(self, reader: Callable[[], Any], limit: int):
