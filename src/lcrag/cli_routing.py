@@ -49,6 +49,11 @@ def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router 
     from lcrag.evaluation.route_report import fit_router
 
     questions, skipped = _questions(runs, judge)
+    unmeasured = sum(not q.grounded for q in questions)
+    if unmeasured:
+        typer.echo(f"{unmeasured} of {len(questions)} questions come from runs made before lcrag recorded the RAG "
+                   "answer's grounding: their answers count as grounded (run `lcrag eval` again to measure them)",
+                   err=True)
     router = fit_router(questions, model)
     router.save(out)
     f = router.fitted_on

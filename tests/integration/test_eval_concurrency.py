@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 WORDS = ["river", "stone", "field", "cloud", "lamp", "market", "harbor", "garden", "winter", "bridge", "orchard"]
 COMPARED = ("question", "config", "prediction", "route", "raw_route_answer", "chunks", "chunk_scores",
-            "question_terms", "prompt_tokens", "completion_tokens", "truncated_tokens", "score", "em", "f1",
+            "question_terms", "answer_grounding", "prompt_tokens", "completion_tokens", "truncated_tokens", "score", "em", "f1",
             "route_score", "closed_book_correct")
 # What depends on the order the server saw the prompts in, not on the runner: how much of a prompt llama.cpp found
 # in its prefix cache (and the timings).

@@ -130,12 +130,12 @@ def test_the_cascade_ends_in_lc(scripted_reader):
     assert answer.route == "lc" and [c.stage for c in answer.calls] == ["route", "route-wide", "answer"]
 
 
-def write_router(path, coef_decline):
-    """A router whose only weight is on the decline probability: P(LC better) rises with it."""
+def write_router(path, coef_decline, feature="decline_probability", intercept=0.0):
+    """A router whose only weight is on one feature (the decline probability): P(LC better) rises with it."""
     from lcrag.strategies.learned_router import FEATURES, Router
 
-    coef = [coef_decline if f == "decline_probability" else 0.0 for f in FEATURES]
-    Router((0.0,) * len(FEATURES), (1.0,) * len(FEATURES), tuple(coef), 0.0,
+    coef = [coef_decline if f == feature else 0.0 for f in FEATURES]
+    Router((0.0,) * len(FEATURES), (1.0,) * len(FEATURES), tuple(coef), intercept,
            tuple(sorted(0.1 * i for i in range(1, 10))), {"questions": 9}).save(path)
     return path
 
@@ -148,6 +148,19 @@ def test_a_learned_router_decides_self_route(scripted_reader, tmp_path, p, share
     pipeline = Pipeline(Settings(cache=False, router=str(router), lc_share=share), reader=reader)
     answer = pipeline.ask(Document("The sky is green. " * 20), "What colour is the sky?")
     assert answer.route == route
+
+
+@pytest.mark.parametrize("said,route", [("It fell to 41.5 in 2021.", "rag"), ("It fell to 39.0 in 2021.", "lc")])
+def test_the_rag_answers_grounding_is_measured_live(scripted_reader, tmp_path, said, route):
+    """A figure the RAG answer gives that the retrieved text never wrote: the router's grounding signal, measured
+    on the live answer as `lcrag eval` measures it on rows (a router weighing only that signal routes on it)."""
+    # P(LC better) = sigmoid(6 - 8 x): 0.12 when every figure is in the chunks, 0.88 when half of them are
+    router = write_router(tmp_path / "router.json", -8.0, "answer_numbers_in_chunks", intercept=6.0)
+    pipeline = Pipeline(Settings(cache=False, router=str(router), route_threshold=0.5),
+                        reader=scripted_reader(lambda m: said))
+    document = Document("Filler about the river and its boats. " * 30 + "The index fell to 41.5 in 2021. " +
+                        "More filler about the harbour. " * 30)
+    assert pipeline.ask(document, "What did the index fall to in 2021?").route == route
 
 
 def test_a_router_holds_its_lc_share_per_reader_across_pipelines(scripted_reader, tmp_path):

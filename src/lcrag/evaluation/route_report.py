@@ -20,7 +20,7 @@ from pathlib import Path
 from lcrag.errors import InputError
 from lcrag.evaluation.report import load_rows
 from lcrag.evaluation.prices import Price
-from lcrag.strategies.learned_router import FEATURES, RouteSignals, Router, Trees, features
+from lcrag.strategies.learned_router import FEATURES, AnswerGrounding, RouteSignals, Router, Trees, features
 from lcrag.text import declines
 
 MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so
@@ -57,6 +57,7 @@ class Question:
     chain: int = 0  # questions whose LC prompts share a document prefix (the server reused it) share a chain
     wide: WideStep | None = None  # the cascade's middle step (RAG over more chunks), when a wide run recorded it
     texts: dict = field(default_factory=dict)  # question, gold answers, metric, LC answer, RAG answer (to re-judge)
+    grounded: bool = True  # its row measured the RAG answer's grounding (runs before lcrag-route-3 did not)
 
     @property
     def lc_better(self) -> bool:
@@ -73,12 +74,13 @@ def _route_step(row: dict) -> tuple[float, int]:
 
 
 def signals(lc: dict, sr: dict, rag_tokens: int) -> RouteSignals:
-    """What the router read for a question, from its LC row and its Self-Route row (runs before the term signals
-    count every term as found)."""
+    """What the router read for a question, from its LC row and its Self-Route row (runs before the term and
+    grounding signals count every term as found)."""
     terms = sr.get("question_terms") or {}
     return RouteSignals(sr["question"], sr.get("chunk_scores") or [], sr.get("raw_route_answer") or "",
                         sr.get("decline_probability"), int(lc["prompt_tokens"]) + int(lc.get("truncated_tokens") or 0),
-                        rag_tokens, float(terms.get("document", 1.0)), float(terms.get("chunks", 1.0)))
+                        rag_tokens, float(terms.get("document", 1.0)), float(terms.get("chunks", 1.0)),
+                        AnswerGrounding.from_row(sr.get("answer_grounding")))
 
 
 def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]:
@@ -103,7 +105,8 @@ def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]
                                       (sr.get("calls") or [{}])[0],
                                       texts={"question": sr["question"], "answers": sr.get("answers") or [],
                                              "metric": sr.get("metric"), "lc": lc.get("prediction"),
-                                             "rag": sr.get("raw_route_answer")}))
+                                             "rag": sr.get("raw_route_answer")},
+                                      grounded="answer_grounding" in sr))
     _chain(questions)
     return questions, skipped
 

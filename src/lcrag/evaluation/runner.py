@@ -43,7 +43,8 @@ from lcrag.registry import RETRIEVERS, STRATEGIES
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.learned_router import BUNDLED, bundled_router, question_terms
+from lcrag.strategies.learned_router import (BUNDLED, answer_grounding, bundled_router, numbers_in,
+                                            question_terms, retrieved_text)
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -143,7 +144,7 @@ def router_sha256(router: str) -> str:
 
 class _DocumentMemo:
     """What the runner's workers keep per document text: its :class:`Document` (content hash computed once) and
-    its content words (router signals). Shared by every worker thread, so behind the runner's lock; bounded, least
+    its content words and figures (router signals). Shared by every worker thread, so behind the runner's lock; bounded, least
     recently used dropped first, so a long dataset does not keep every document's words."""
 
     def __init__(self, size: int, lock: threading.Lock):
@@ -375,7 +376,7 @@ class EvalRunner:
             "decline_probability": answer.decline_probability,
             # a learned router holding an LC share: its score, threshold and the realized shares after this question
             **({"routing": answer.routing} if answer.routing else {}),
-            **({"question_terms": self._question_terms(item, answer)}
+            **(self._route_terms(item, answer)
                if answer.raw_route_answer is not None and isinstance(item.context, str) else {}),
             "truncated_tokens": answer.truncated_tokens, "seconds": round(answer.seconds, 4),
             # opening (or, the first time, building) the retriever's index for this document
@@ -386,12 +387,17 @@ class EvalRunner:
             **(self._corpus_fields(item, config, answer) if needs_corpus(config.strategy) else {}),
         }
 
-    def _question_terms(self, item: EvalItem, answer) -> dict:
-        """A router's term signals: the share of the question's key terms in the document and in the chunks."""
+    def _route_terms(self, item: EvalItem, answer) -> dict:
+        """A router's term signals: the share of the question's key terms in the document and in the chunks, and
+        the RAG answer's grounding in them (its own terms and figures)."""
         text = item.context
         words = self._documents.get("words", text, lambda: content_words(text))
-        document, chunks = question_terms(item.question, words, text, answer.chunks)
-        return {"document": round(document, 4), "chunks": round(chunks, 4)}
+        figures = self._documents.get("numbers", text, lambda: numbers_in(text))
+        retrieved = retrieved_text(text, answer.chunks)
+        document, chunks = question_terms(item.question, words, retrieved)
+        grounding = answer_grounding(item.question, answer.raw_route_answer, words, figures, retrieved)
+        return {"question_terms": {"document": round(document, 4), "chunks": round(chunks, 4)},
+                "answer_grounding": grounding.to_row()}
 
     def _corpus_fields(self, item: EvalItem, config: RunConfig, answer) -> dict:
         """LongRAG's measures: refined EM, answer recall of the context the reader saw, gold-document recall."""

@@ -10,13 +10,14 @@ live answer, so a router fitted offline routes ``lcrag ask --router FILE`` quest
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +33,7 @@ from lcrag.types import Answer
 if TYPE_CHECKING:
     from lcrag.strategies.base import QueryContext
 
-FEATURE_SET = "lcrag-route-2"
+FEATURE_SET = "lcrag-route-3"
 QUESTION_TYPES = (*QUESTION_WORDS, "yes-no", "other")
 FEATURES = (
     "top_score", "margin", "spread", "log_document_tokens", "log_context_tokens", "answer_words", "answer_declines",
@@ -40,13 +41,41 @@ FEATURES = (
     # /2: signals a reader without token probabilities still gives (recorded answers, most APIs' chat models)
     "answer_declines_in_words", "answer_declines_first", "answer_hedges", "question_terms_in_document",
     "question_terms_in_chunks", "log_question_words", "question_compares",
+    # /3: whether the RAG answer says what its chunks (and the document) say: its own terms and its numbers
+    "answer_new_terms", "answer_terms_in_chunks", "answer_terms_in_document", "answer_numbers",
+    "answer_numbers_in_chunks", "answer_numbers_in_document",
 )
 FORMAT = "lcrag-router"
 CALIBRATION_POINTS = 1001  # quantiles of the fitting questions' scores a router file keeps
 # Routers shipped in the package (lcrag/strategies/routers/NAME.json), usable by name: ``--router lara``.
 BUNDLED = ("lara",)
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")  # 36.6, 36,600,000, 2019: a figure as written, without trailing punctuation
 _COMPARES = re.compile(r"\b(compare|compared|comparison|differ|difference|different|both|contrast|whereas|versus|vs)\b",
                        re.I)
+
+
+@dataclass(frozen=True)
+class AnswerGrounding:
+    """Whether the RAG answer says what it read: how many content words it adds to the question's, the share of
+    those found in the retrieved chunks and in the document, and the same for the figures it gives. An answer whose
+    words or figures are nowhere in its chunks was made up or pieced together; one grounded in the chunks rarely
+    gains from the whole document. The defaults (nothing added, all found) are what rows from before these signals
+    count."""
+
+    new_terms: int = 0
+    terms_in_chunks: float = 1.0
+    terms_in_document: float = 1.0
+    numbers: int = 0
+    numbers_in_chunks: float = 1.0
+    numbers_in_document: float = 1.0
+
+    def to_row(self) -> dict:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_row(cls, row: dict | None) -> AnswerGrounding:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (row or {}).items() if k in fields})
 
 
 @dataclass(frozen=True)
@@ -65,6 +94,12 @@ class RouteSignals:
     context_tokens: int
     terms_in_document: float = 1.0
     terms_in_chunks: float = 1.0
+    grounding: AnswerGrounding = AnswerGrounding()
+
+
+def numbers_in(text: str) -> set[str]:
+    """The figures a text writes (as written: "36.6" and "36,600,000" are different figures)."""
+    return set(NUMBER.findall(text))
 
 
 def term_share(terms: set[str], words: set[str] | str) -> float:
@@ -75,12 +110,25 @@ def term_share(terms: set[str], words: set[str] | str) -> float:
     return len(terms & found) / len(terms)
 
 
-def question_terms(question: str, document_words: set[str], text: str, chunks: Sequence) -> tuple[float, float]:
-    """The share of the question's key terms in the document (its content words) and in the retrieved chunks
-    (``ChunkUsed`` spans of ``text``): the term signals of :class:`RouteSignals`, live and in evaluation rows."""
+def retrieved_text(text: str, chunks: Sequence) -> str:
+    """What the retrieved chunks (``ChunkUsed`` spans of ``text``; summaries left out) say, joined."""
+    return " ".join(text[c.start:c.end] for c in chunks if not c.layer)
+
+
+def question_terms(question: str, document_words: set[str], retrieved: str) -> tuple[float, float]:
+    """The share of the question's key terms in the document (its content words) and in the retrieved text: the
+    term signals of :class:`RouteSignals`, live and in evaluation rows."""
     terms = content_words(question)
-    retrieved = " ".join(text[c.start:c.end] for c in chunks if not c.layer)
     return term_share(terms, document_words), term_share(terms, retrieved)
+
+
+def answer_grounding(question: str, answer: str, document_words: set[str], document_numbers: set[str],
+                     retrieved: str) -> AnswerGrounding:
+    """The RAG answer's grounding (:class:`AnswerGrounding`) in the retrieved text and the document."""
+    terms, numbers = content_words(answer) - content_words(question), numbers_in(answer)
+    found_terms, found_numbers = content_words(retrieved), numbers_in(retrieved)
+    return AnswerGrounding(len(terms), term_share(terms, found_terms), term_share(terms, document_words),
+                           len(numbers), term_share(numbers, found_numbers), term_share(numbers, document_numbers))
 
 
 def features(s: RouteSignals) -> list[float]:
@@ -100,7 +148,13 @@ def features(s: RouteSignals) -> list[float]:
             *(float(kind == t) for t in QUESTION_TYPES),
             float(declines(s.answer)), float(declines_first(s.answer)), float(hedges(s.answer)),
             s.terms_in_document, s.terms_in_chunks, math.log1p(len(s.question.split())),
-            float(bool(_COMPARES.search(s.question)))]
+            float(bool(_COMPARES.search(s.question))), *grounding_features(s.grounding)]
+
+
+def grounding_features(g: AnswerGrounding) -> list[float]:
+    """The last features, in :data:`FEATURES` order (a benchmark that measures grounding later replaces them)."""
+    return [float(g.new_terms), g.terms_in_chunks, g.terms_in_document, float(g.numbers), g.numbers_in_chunks,
+            g.numbers_in_document]
 
 
 @dataclass(frozen=True)
@@ -281,22 +335,26 @@ class RouterCondition:
         self._ledgers = ledgers or ShareLedgers()  # a context's ledgers (the pipeline's cache) come first
 
     @staticmethod
-    def document(ctx: QueryContext) -> tuple[int, set[str]]:
-        """The document's length in reader tokens and its content words, computed once per answering context (kept
-        with it, so every router and threshold asked about the document shares them, and they go when it goes)."""
+    def document(ctx: QueryContext) -> tuple[int, set[str], set[str]]:
+        """The document's length in reader tokens, its content words and its figures, computed once per answering
+        context (kept with it, so every router and threshold asked about the document shares them, and they go
+        when it goes)."""
         tokenizer, text = ctx.reader.tokenizer, document_text(ctx)
         return ctx.memo(("router-document", ctx.document.content_hash, tokenizer.name), lambda: (
-            count_tokens(tokenizer, text), content_words(text)))
+            count_tokens(tokenizer, text), content_words(text), numbers_in(text)))
 
     def signals(self, answer: Answer, ctx: QueryContext | None) -> RouteSignals:
         route_call = answer.calls[-1] if answer.calls else None
-        tokens, shares = 0, (1.0, 1.0)  # no document: every term counts as found, as in rows without them
+        # no document: every term counts as found, as in rows without them
+        tokens, shares, grounding = 0, (1.0, 1.0), AnswerGrounding()
         if ctx is not None:
-            tokens, words = self.document(ctx)
-            shares = question_terms(answer.question, words, document_text(ctx), answer.chunks)
+            tokens, words, figures = self.document(ctx)
+            retrieved = retrieved_text(document_text(ctx), answer.chunks)
+            shares = question_terms(answer.question, words, retrieved)
+            grounding = answer_grounding(answer.question, answer.text, words, figures, retrieved)
         return RouteSignals(answer.question, [c.score for c in answer.chunks], answer.text,
                             answer.decline_probability, tokens, route_call.prompt_tokens if route_call else 0,
-                            *shares)
+                            *shares, grounding)
 
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool | Decision:
         signals = self.signals(answer, ctx)

@@ -11,11 +11,14 @@ import sys
 import pytest
 
 from lcrag.errors import InputError
+from lcrag.text import content_words
 from lcrag.evaluation.route_report import (
     Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions, policies,
     summary_table,
 )
-from lcrag.strategies.learned_router import FEATURES, RouteSignals, Router, features, term_share
+from lcrag.strategies.learned_router import (
+    FEATURES, AnswerGrounding, RouteSignals, Router, answer_grounding, features, numbers_in, term_share,
+)
 
 
 def write_run(path, n=60, seed=0, datasets=("a", "b", "c")):
@@ -57,6 +60,25 @@ def test_declines_in_the_readers_own_words_are_signals():
     assert named["question_compares"] == 1.0
     plain = dict(zip(FEATURES, features(RouteSignals("Who is Bob?", [1.0], "Bob is a baker.", None, 10, 5))))
     assert plain["answer_declines_in_words"] == 0.0 and plain["question_compares"] == 0.0
+
+
+def test_grounding_measures_the_rag_answers_own_words_and_figures():
+    """What the answer adds to the question, found in the chunks or only somewhere in the document; a figure must
+    be written the same way to count (36.6 is not 36,600,000)."""
+    document = "The harbour fee rose to 36.6 million in 2019. Later the pentagram closed. Its keeper was Mara."
+    words, figures = content_words(document), numbers_in(document)
+    assert figures == {"36.6", "2019"}
+    g = answer_grounding("What did the harbour fee rise to?", "It rose to 36,600,000 in 2019, says the keeper.",
+                         words, figures, retrieved="The harbour fee rose to 36.6 million in 2019.")
+    # rose, says, keeper, 36, 600, 000, 2019 ("harbour" and "fee" are the question's); "says" is nowhere, "keeper"
+    # only outside the chunks, "600" and "000" only in the answer's way of writing the figure
+    assert g.new_terms == 7
+    assert g.terms_in_chunks == pytest.approx(3 / 7) and g.terms_in_document == pytest.approx(4 / 7)
+    assert (g.numbers, g.numbers_in_chunks, g.numbers_in_document) == (2, 0.5, 0.5)
+    named = dict(zip(FEATURES, features(RouteSignals("q?", [1.0], "a", None, 10, 5, 1.0, 1.0, g))))
+    assert named["answer_new_terms"] == 7 and named["answer_numbers_in_chunks"] == 0.5
+    assert AnswerGrounding.from_row(g.to_row()) == AnswerGrounding.from_row(dict(g.to_row(), later="ignored"))
+    assert AnswerGrounding.from_row(None) == AnswerGrounding()  # rows from before: nothing added, all found
 
 
 def test_term_share_counts_the_questions_key_terms():
@@ -156,6 +178,7 @@ def test_cli_route_fit_and_eval(tmp_path):
     cli = [sys.executable, "-m", "lcrag.cli", "route"]
     fitted = subprocess.run([*cli, "fit", run, "--out", tmp_path / "router.json"], capture_output=True, text=True)
     assert fitted.returncode == 0, fitted.stderr
+    assert "60 of 60 questions come from runs made before" in fitted.stderr  # these rows record no grounding
     out = subprocess.run([*cli, "eval", run, "--router", tmp_path / "router.json"], capture_output=True, text=True)
     assert out.returncode == 0 and "learned router" in out.stdout and "APGR" in out.stdout
     bad = subprocess.run([*cli, "eval", tmp_path], capture_output=True, text=True)

@@ -34,8 +34,9 @@ def test_document_words_are_shared_safely_by_many_workers(tmp_path):
     def work(start: int) -> None:
         for item in questions[start::8]:
             try:
-                terms = runner._question_terms(item, answer)
-                assert terms["document"] == 1.0, terms
+                terms = runner._route_terms(item, answer)
+                assert terms["question_terms"]["document"] == 1.0, terms
+                assert terms["answer_grounding"]["numbers_in_document"] == (1.0 if item.id == "d/q1" else 0.0)
             except Exception as error:  # noqa: BLE001  (every failure is the finding)
                 errors.append(repr(error))
 
