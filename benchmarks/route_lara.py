@@ -33,8 +33,8 @@ from lcrag.evaluation.held_share import held_decisions
 from lcrag.evaluation.prices import PriceTable
 from lcrag.evaluation.report import _md_table
 from lcrag.evaluation.route_report import (
-    Point, Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_out, load_questions, money, policies,
-    random_quality, routers_left_out,
+    Point, Question, apgr_and_cpt, bootstrap, bootstrap_scores, evaluate, fit_router, leave_one_out, load_questions,
+    money, policies, random_quality, routers_left_out,
 )
 from lcrag.strategies.share_control import ShareTarget
 
@@ -276,7 +276,9 @@ def held_cell(qs: list[Question], held: list[bool], fixed: list[bool], price) ->
             "share": sum(held) / len(held), "after": sum(held[WARM_UP:]) / max(1, len(held) - WARM_UP),
             "worst": max((abs(r - HELD_SHARE) for r in running[WARM_UP - 1:]), default=0.0),
             "fixed_share": sum(fixed) / len(fixed), "cost": cost_of(qs, held, True, price) / lc_cost,
-            "fixed_cost": cost_of(qs, fixed, True, price) / lc_cost}
+            "fixed_cost": cost_of(qs, fixed, True, price) / lc_cost,
+            # paired: the same questions resampled for both policies, so the interval is of the difference itself
+            "vs_lc_ci": bootstrap_scores([(0.0 if lc else q.rag_score - q.lc_score) for q, lc in zip(qs, held)])}
 
 
 def cost_of(qs: list[Question], to_lc: list[bool], rag_first: bool, price) -> float:
@@ -286,13 +288,15 @@ def cost_of(qs: list[Question], to_lc: list[bool], rag_first: bool, price) -> fl
 def held_cell_row(c: dict) -> list:
     return [f"{c['lc']:.3f}", f"{c['rag']:.3f}", f"{c['fixed']:.3f} @ {c['fixed_share']:.2f}",
             f"{100 * c['fixed_cost']:.0f}%", f"{c['held']:.3f}", f"{c['share']:.3f}", f"{c['after']:.3f}",
-            f"{c['worst']:.3f}", f"{100 * c['cost']:.0f}%", f"{c['held'] - c['lc']:+.3f}",
+            f"{c['worst']:.3f}", f"{100 * c['cost']:.0f}%",
+            f"{c['held'] - c['lc']:+.3f} ({c['vs_lc_ci'][0]:+.3f} to {c['vs_lc_ci'][1]:+.3f})",
             "yes" if c["lc"] > c["rag"] else "no"]
 
 
 HELD_HEADER = ["reader", "length", "questions", "always-LC", "always-RAG", "fixed threshold (calibrated 0.3) @ share",
                "its cost vs LC", "held at 0.3: quality", "LC share", f"share after {WARM_UP}",
-               f"max abs(running share - 0.3) after {WARM_UP}", "cost vs LC", "vs always-LC", "LC beats RAG"]
+               f"max abs(running share - 0.3) after {WARM_UP}", "cost vs LC", "vs always-LC (paired 95% CI)",
+               "LC beats RAG"]
 
 
 def held_paragraph(cells: list[dict]) -> list[str]:
@@ -310,8 +314,10 @@ def held_paragraph(cells: list[dict]) -> list[str]:
             f"- Cost ≤ 45% of always-LC's: **{len(cheap)} of {len(cells)}** cells (max "
             f"{100 * max(c['cost'] for c in cells):.0f}%).",
             f"- Quality ≥ always-LC where LC beats RAG: **{len(above)} of {len(lc_wins)}** cells" +
-            "".join(f"; {c['reader']} {c['length']} {c['held'] - c['lc']:+.3f}" for c in lc_wins if c not in above)
-            + "."]
+            "".join(f"; {c['reader']} {c['length']} {c['held'] - c['lc']:+.3f} (paired 95% interval "
+                    f"{c['vs_lc_ci'][0]:+.3f} to {c['vs_lc_ci'][1]:+.3f})" for c in lc_wins if c not in above)
+            + ". Below always-LC by more than the interval allows: "
+            f"**{sum(c['vs_lc_ci'][1] < 0 for c in lc_wins)} of {len(lc_wins)}**."]
 
 
 def eval_run_rows(run: Path) -> tuple[list[list], list[str]]:
