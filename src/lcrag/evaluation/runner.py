@@ -144,8 +144,8 @@ def router_sha256(router: str) -> str:
 
 class _DocumentMemo:
     """What the runner's workers keep per document text: its :class:`Document` (content hash computed once) and
-    its content words and figures (router signals). Shared by every worker thread, so behind the runner's lock; bounded, least
-    recently used dropped first, so a long dataset does not keep every document's words."""
+    its content words and figures (router signals). Shared by every worker thread, so behind the runner's lock;
+    bounded, least recently used dropped first, so a long dataset does not keep every document's words."""
 
     def __init__(self, size: int, lock: threading.Lock):
         self.size = size

@@ -57,10 +57,11 @@ _COMPARES = re.compile(r"\b(compare|compared|comparison|differ|difference|differ
 @dataclass(frozen=True)
 class AnswerGrounding:
     """Whether the RAG answer says what it read: how many content words it adds to the question's, the share of
-    those found in the retrieved chunks and in the document, and the same for the figures it gives. An answer whose
-    words or figures are nowhere in its chunks was made up or pieced together; one grounded in the chunks rarely
-    gains from the whole document. The defaults (nothing added, all found) are what rows from before these signals
-    count."""
+    those found in the retrieved chunks and in the document, and the same for the figures it gives (a figure the
+    chunks never wrote was computed, pieced together or made up). The router learns what they say of LC's gain:
+    on LaRA's recorded answers they raised held-share quality in leave-one-reader-out and unseen-document tests
+    (benchmarks/results/routing_lara.md). The defaults (nothing added, all found) are what rows from before these
+    signals count."""
 
     new_terms: int = 0
     terms_in_chunks: float = 1.0
