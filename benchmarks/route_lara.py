@@ -37,6 +37,7 @@ from lcrag.evaluation.route_report import (
     money, policies, random_quality, routers_left_out,
 )
 from lcrag.strategies.share_control import ShareTarget
+from lcrag.types import Document
 
 MAX_SHARE = 0.4  # the issue's operating point: at most 40% of questions to LC
 MAX_COST = 0.45  # ... at no more than 45% of always-LC's cost
@@ -178,10 +179,13 @@ def held_by_reader(questions: list[Question], scores: list[float], calibrations:
     return decisions
 
 
-def document_keys(dataset: Path, questions: list[Question]) -> list[str]:
-    """Each question's document: a digest of its item's context in the dataset the runs were made from (the item
-    id where the dataset does not hold it)."""
-    items = {(item.dataset, item.id): item for item in load_dataset(dataset).items}
+def dataset_items(dataset: Path) -> dict:
+    """The items of the dataset the runs were made from, by (dataset, id)."""
+    return {(item.dataset, item.id): item for item in load_dataset(dataset).items}
+
+
+def document_keys(items: dict, questions: list[Question]) -> list[str]:
+    """Each question's document: a digest of its item's context (the item id where the dataset does not hold it)."""
     keys = []
     for q in questions:
         item = items.get((q.dataset, q.item_id))
@@ -368,55 +372,68 @@ def rescore(questions: list[Question]) -> None:
                                        default=0.0) for mode in ("lc", "rag"))
 
 
-def measure_grounding(questions: list[Question], dataset: Path) -> int:
+def measure_grounding(questions: list[Question], items: dict) -> int:
     """Runs made before the grounding signals (lcrag-route-3) recorded only their chunks' indices: re-chunk each
     document as its run did (its manifest's chunking over the bundled tokenizer its replay counted with), read the
     chunks the Self-Route row retrieved, and measure the RAG answer's grounding as `lcrag eval` records it now.
-    Chunkings are cached under the cache directory. Returns how many questions were measured."""
+    ``items``: the dataset's items by (dataset, id). Returns how many questions were measured."""
     import json
 
-    from lcrag.chunking.chunkers import make_chunker
-    from lcrag.chunking.spec import parse_chunking
     from lcrag.evaluation.report import load_rows
-    from lcrag.paths import default_cache_dir
-    from lcrag.readers.llamacpp import EmbeddedLlamaReader
-    from lcrag.strategies.learned_router import answer_grounding, grounding_features, numbers_in
+    from lcrag.strategies.learned_router import grounding_features, numbers_in, text_signals
     from lcrag.text import content_words
-    from lcrag.types import Document
 
-    items = {(item.dataset, item.id): item for item in load_dataset(dataset).items}
-    reader, chunkers, spans, documents, measured = None, {}, {}, {}, 0
-    cache = default_cache_dir() / "route_lara_chunks"
-    cache.mkdir(parents=True, exist_ok=True)
-    by_run: dict[str, list[Question]] = {}
-    for q in questions:
-        by_run.setdefault(q.run, []).append(q)
-    for run, qs in by_run.items():
+    spans, documents, measured = ChunkSpans(), {}, 0
+    for run in sorted({q.run for q in questions}):
         chunking = json.loads((Path(run) / "manifest.json").read_text())["chunking"]
         rows = {r["item_id"]: r for r in load_rows(run) if r["strategy"] == "self-route"}
-        for q in qs:
+        for q in (q for q in questions if q.run == run):
             row, item = rows[q.item_id], items.get((q.dataset, q.item_id))
             if "answer_grounding" in row or item is None or not isinstance(item.context, str):
                 continue
-            text = item.context
-            key = hashlib.sha256(f"{chunking}\0{text}".encode()).hexdigest()
-            if key not in spans:
-                path = cache / f"{key}.json"
-                if not path.exists():
-                    if chunking not in chunkers:
-                        reader = reader or EmbeddedLlamaReader(threads=2)
-                        chunkers[chunking] = make_chunker(*parse_chunking(chunking)[:2], reader.tokenizer,
-                                                          parse_chunking(chunking)[2])
-                    made = [[c.start, c.end] for c in chunkers[chunking].run(Document(text))]
-                    path.write_text(json.dumps(made))
-                spans[key] = json.loads(path.read_text())
+            text, chunks = item.context, spans.get(chunking, item.context)
             if text not in documents:
                 documents = {text: (content_words(text), numbers_in(text))}  # runs go document by document
-            retrieved = " ".join(text[slice(*spans[key][i])] for i in row.get("chunks") or [] if i < len(spans[key]))
-            g = answer_grounding(q.texts["question"], q.texts.get("rag") or "", *documents[text], retrieved)
+            retrieved = " ".join(text[slice(*chunks[i])] for i in row.get("chunks") or [] if i < len(chunks))
+            *_, g = text_signals(q.texts["question"], q.texts.get("rag") or "", *documents[text], retrieved)
             q.x = q.x[:-len(grounding_features(g))] + grounding_features(g)
             measured += 1
     return measured
+
+
+class ChunkSpans:
+    """A document's chunk spans under a chunking, as `lcrag eval` cut them (the bundled tokenizer, which the replay
+    counts with), cached on disk under the cache directory: re-chunking a 128K document takes seconds."""
+
+    def __init__(self):
+        from lcrag.paths import default_cache_dir
+
+        self.directory = default_cache_dir() / "route_lara_chunks"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._reader, self._chunkers, self._spans = None, {}, {}
+
+    def get(self, chunking: str, text: str) -> list[list[int]]:
+        import json
+
+        key = hashlib.sha256(f"{chunking}\0{text}".encode()).hexdigest()
+        if key not in self._spans:
+            path = self.directory / f"{key}.json"
+            if not path.exists():
+                made = self._chunker(chunking).run(Document(text))
+                path.write_text(json.dumps([[c.start, c.end] for c in made]))
+            self._spans[key] = json.loads(path.read_text())
+        return self._spans[key]
+
+    def _chunker(self, chunking: str):
+        from lcrag.chunking.chunkers import make_chunker
+        from lcrag.chunking.spec import parse_chunking
+        from lcrag.readers.llamacpp import EmbeddedLlamaReader
+
+        if chunking not in self._chunkers:
+            self._reader = self._reader or EmbeddedLlamaReader(threads=2)  # kept: its tokenizer is its server
+            unit, size, overlap = parse_chunking(chunking)
+            self._chunkers[chunking] = make_chunker(unit, size, self._reader.tokenizer, overlap)
+        return self._chunkers[chunking]
 
 
 def write_loro_routers(routers: dict, directory: Path) -> None:
@@ -448,21 +465,21 @@ def main() -> None:
                         "--lc-share S` run of one reader: its rows' realized share, cost and quality")
     parser.add_argument("--eval-command", help="the command that made --eval-run (written with its table)")
     parser.add_argument("--rescore", action="store_true", help="score every answer again with this lcrag's scorer")
-    parser.add_argument("--dataset", type=Path, help="the dataset the runs were made from (../shared/data/lara): measures "
-                        "the RAG answers' grounding where the runs predate it, and adds run-time control with routers "
+    parser.add_argument("--dataset", type=Path, help="the dataset the runs were made from (../shared/data/lara): "
+                        "measures the RAG answers' grounding where the runs predate it, and adds run-time control with routers "
                         "that have not seen the held reader's documents either")
     args = parser.parse_args()
     questions, skipped = load_questions(args.runs)
-    if args.dataset:
-        print(f"grounding measured for {measure_grounding(questions, args.dataset)} questions", file=sys.stderr)
+    items = dataset_items(args.dataset) if args.dataset else None
+    if items:
+        print(f"grounding measured for {measure_grounding(questions, items)} questions", file=sys.stderr)
     if args.rescore:
         rescore(questions)
     prices = PriceTable.load(None)
     routers = routers_left_out(questions, reader_of, MODEL)
     loro = [routers[reader_of(q)].probability(q.x) for q in questions]
     held, held_cells, loro_held = held_rows(questions, routers, prices)
-    unseen = (unseen_rows(questions, document_keys(args.dataset, questions), loro_held, prices) if args.dataset
-              else None)
+    unseen = unseen_rows(questions, document_keys(items, questions), loro_held, prices) if items else None
     if args.loro_routers:
         write_loro_routers(routers, args.loro_routers)
     lodo = leave_one_out(questions, doc_type_of, model=MODEL)
@@ -519,7 +536,8 @@ READING = [
     "counts a LaRA \"32K\" document at ~40K tokens); USD at each reader's list price (lcrag/evaluation/prices.py). The "
     "learned router is boosted trees on the router features (lcrag-route-3: retrieval scores, the question's terms "
     "in the document and in the chunks, the RAG answer's decline/hedge/length and its grounding (its own words and "
-    "figures found in the chunks and the document), the question's form; no log-probabilities), fitted on the other nine readers only; its operating point is the best of its LC-share "
+    "figures found in the chunks and the document), the question's form; no log-probabilities), fitted on the "
+    "other nine readers only; its operating point is the best of its LC-share "
     "settings (0.1–0.4) whose cost stays within 45% of always-LC's. *Self-Route rule*: the RAG answer declines in its "
     "own words (\"not mentioned in the text\") → LC. Intervals: 95% bootstrap over questions. APGR and CPT are "
     "RouteLLM's, LC as the strong model; where RAG beats LC they are not meaningful (negative or > 1).",
@@ -535,7 +553,8 @@ WHY = [
     "noise. The RAG answer's grounding in its chunks (lcrag-route-3) helped where lcrag-route-2 stopped: over the 20 "
     "cells held at 0.3, quality − max(always-LC, always-RAG) went from +0.008 to +0.010 with leave-one-reader-out "
     "routers and from -0.006 to -0.003 with documents unseen too, and LC-winning cells at or above always-LC from 8 "
-    "to 10 of 11. What would help next: a small judge of the RAG answer, or a cheap LC probe — not tuning. The model class (trees over a logistic "
+    "to 10 of 11. What would help next: a small judge of the RAG answer, or a cheap LC probe — not tuning. The "
+    "model class (trees over a logistic "
     "regression) was chosen once on a partial leave-one-reader-out run of four readers; no setting was tuned per "
     "reader.",
 ]

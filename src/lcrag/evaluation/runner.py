@@ -43,8 +43,7 @@ from lcrag.registry import RETRIEVERS, STRATEGIES
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.learned_router import (BUNDLED, answer_grounding, bundled_router, numbers_in,
-                                            question_terms, retrieved_text)
+from lcrag.strategies.learned_router import BUNDLED, bundled_router, numbers_in, retrieved_text, text_signals
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -393,9 +392,8 @@ class EvalRunner:
         text = item.context
         words = self._documents.get("words", text, lambda: content_words(text))
         figures = self._documents.get("numbers", text, lambda: numbers_in(text))
-        retrieved = retrieved_text(text, answer.chunks)
-        document, chunks = question_terms(item.question, words, retrieved)
-        grounding = answer_grounding(item.question, answer.raw_route_answer, words, figures, retrieved)
+        document, chunks, grounding = text_signals(item.question, answer.raw_route_answer, words, figures,
+                                                   retrieved_text(text, answer.chunks))
         return {"question_terms": {"document": round(document, 4), "chunks": round(chunks, 4)},
                 "answer_grounding": grounding.to_row()}
 

@@ -116,20 +116,16 @@ def retrieved_text(text: str, chunks: Sequence) -> str:
     return " ".join(text[c.start:c.end] for c in chunks if not c.layer)
 
 
-def question_terms(question: str, document_words: set[str], retrieved: str) -> tuple[float, float]:
-    """The share of the question's key terms in the document (its content words) and in the retrieved text: the
-    term signals of :class:`RouteSignals`, live and in evaluation rows."""
-    terms = content_words(question)
-    return term_share(terms, document_words), term_share(terms, retrieved)
-
-
-def answer_grounding(question: str, answer: str, document_words: set[str], document_numbers: set[str],
-                     retrieved: str) -> AnswerGrounding:
-    """The RAG answer's grounding (:class:`AnswerGrounding`) in the retrieved text and the document."""
-    terms, numbers = content_words(answer) - content_words(question), numbers_in(answer)
-    found_terms, found_numbers = content_words(retrieved), numbers_in(retrieved)
-    return AnswerGrounding(len(terms), term_share(terms, found_terms), term_share(terms, document_words),
-                           len(numbers), term_share(numbers, found_numbers), term_share(numbers, document_numbers))
+def text_signals(question: str, answer: str, document_words: set[str], document_numbers: set[str],
+                 retrieved: str) -> tuple[float, float, AnswerGrounding]:
+    """The router's text signals, live and in evaluation rows: the share of the question's key terms in the
+    document (its content words) and in the retrieved text, and the RAG answer's grounding in both
+    (:class:`AnswerGrounding`). The retrieved text is read once for both."""
+    asked, found_terms, found_numbers = content_words(question), content_words(retrieved), numbers_in(retrieved)
+    terms, numbers = content_words(answer) - asked, numbers_in(answer)
+    return (term_share(asked, document_words), term_share(asked, found_terms),
+            AnswerGrounding(len(terms), term_share(terms, found_terms), term_share(terms, document_words),
+                            len(numbers), term_share(numbers, found_numbers), term_share(numbers, document_numbers)))
 
 
 def features(s: RouteSignals) -> list[float]:
@@ -347,15 +343,14 @@ class RouterCondition:
     def signals(self, answer: Answer, ctx: QueryContext | None) -> RouteSignals:
         route_call = answer.calls[-1] if answer.calls else None
         # no document: every term counts as found, as in rows without them
-        tokens, shares, grounding = 0, (1.0, 1.0), AnswerGrounding()
+        tokens, signals = 0, (1.0, 1.0, AnswerGrounding())
         if ctx is not None:
             tokens, words, figures = self.document(ctx)
-            retrieved = retrieved_text(document_text(ctx), answer.chunks)
-            shares = question_terms(answer.question, words, retrieved)
-            grounding = answer_grounding(answer.question, answer.text, words, figures, retrieved)
+            signals = text_signals(answer.question, answer.text, words, figures,
+                                   retrieved_text(document_text(ctx), answer.chunks))
         return RouteSignals(answer.question, [c.score for c in answer.chunks], answer.text,
                             answer.decline_probability, tokens, route_call.prompt_tokens if route_call else 0,
-                            *shares, grounding)
+                            *signals)
 
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool | Decision:
         signals = self.signals(answer, ctx)

@@ -17,7 +17,7 @@ from lcrag.evaluation.route_report import (
     summary_table,
 )
 from lcrag.strategies.learned_router import (
-    FEATURES, AnswerGrounding, RouteSignals, Router, answer_grounding, features, numbers_in, term_share,
+    FEATURES, AnswerGrounding, RouteSignals, Router, features, numbers_in, term_share, text_signals,
 )
 
 
@@ -68,7 +68,7 @@ def test_grounding_measures_the_rag_answers_own_words_and_figures():
     document = "The harbour fee rose to 36.6 million in 2019. Later the pentagram closed. Its keeper was Mara."
     words, figures = content_words(document), numbers_in(document)
     assert figures == {"36.6", "2019"}
-    g = answer_grounding("What did the harbour fee rise to?", "It rose to 36,600,000 in 2019, says the keeper.",
+    *_, g = text_signals("What did the harbour fee rise to?", "It rose to 36,600,000 in 2019, says the keeper.",
                          words, figures, retrieved="The harbour fee rose to 36.6 million in 2019.")
     # rose, says, keeper, 36, 600, 000, 2019 ("harbour" and "fee" are the question's); "says" is nowhere, "keeper"
     # only outside the chunks, "600" and "000" only in the answer's way of writing the figure
