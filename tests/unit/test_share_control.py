@@ -51,6 +51,23 @@ def test_the_share_of_questions_is_held_on_a_reader_the_calibration_never_saw(sh
     assert worst <= 0.05
 
 
+def test_a_slower_horizon_routes_more_by_score_and_holds_the_share_less():
+    """The trade route_lara.py measures: the shipped horizon holds the share through runs of same-kind questions;
+    a slow one lets a run of high scores take more LC (closer to a cut by score alone), and the share drifts."""
+    scores = clustered_scores(1500, seed=7)
+    cut = quantile_threshold(scores, 0.3)  # the hindsight cut: the top 0.3 of every score
+    outcomes = {}
+    for horizon in (10, 1000):
+        state = ShareState(horizon=horizon)
+        state.warm(CALIBRATION, 1000, 100)
+        decisions = [bool(state.decide(ShareTarget(0.3), s, 1000, 100)) for s in scores]
+        agree = sum(d == (s >= cut) for d, s in zip(decisions, scores)) / len(scores)
+        outcomes[horizon] = agree, max(abs(x - 0.3) for x in realized(decisions)[99:])
+    assert outcomes[1000][0] > outcomes[10][0]
+    assert outcomes[10][1] <= 0.05 < outcomes[1000][1]
+    assert "horizon" not in json.dumps(ShareState(horizon=1000).to_dict())  # a policy, not state
+
+
 def test_lc_s_share_of_prompt_tokens_is_held():
     rng = random.Random(3)
     state, target = ShareState(), ShareTarget(0.45, TOKENS)

@@ -14,21 +14,22 @@ from collections.abc import Sequence
 from lcrag.evaluation.prices import Price
 from lcrag.evaluation.route_report import Point, Question, evaluate, money
 from lcrag.strategies.learned_router import Router
-from lcrag.strategies.share_control import TOKENS, ShareState, ShareTarget
+from lcrag.strategies.share_control import HORIZON, TOKENS, ShareState, ShareTarget
 
 BASELINES = ("always-RAG", "always-LC", "oracle", "self-route (text)")
 
 
 def held_decisions(questions: Sequence[Question], scores: Sequence[float], target: ShareTarget,
-                   calibration: tuple[float, ...]) -> list[bool]:
+                   calibration: tuple[float, ...], horizon: float = HORIZON) -> list[bool]:
     """Which questions a router holding ``target`` sends to LC, deciding each run's questions in order with one
-    state per run (a run is one reader), warm-started from ``calibration``."""
+    state per run (a run is one reader), warm-started from ``calibration``; ``horizon``: over how many questions
+    the realized share's error is paid back (:data:`lcrag.strategies.share_control.HORIZON`)."""
     states: dict[str, ShareState] = {}
     decisions = []
     for q, score in zip(questions, scores):
         state = states.get(q.run)
         if state is None:
-            state = states[q.run] = ShareState()
+            state = states[q.run] = ShareState(horizon=horizon)
             state.warm(calibration, q.lc_tokens, q.rag_tokens)
         decisions.append(bool(state.decide(target, score, q.lc_tokens, q.rag_tokens)))
     return decisions

@@ -30,7 +30,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 WINDOW = 800  # recent questions whose scores set the threshold (chosen with HORIZON on the LaRA replay)
-HORIZON = 10  # questions over which a realized share's error is paid back
+HORIZON = 10  # questions over which a realized share's error is paid back (slower: more by score, and the share drifts)
 SEEDS = 200  # calibration scores the window starts with: real questions outweigh them after a few hundred
 MEMORY = 1000  # the realized share forgets at this rate (a decay per question), so an old error does not wind up
 TARGETS_KEPT = 16  # realized counts kept per ledger, one per target (LC share or cost share value)
@@ -117,6 +117,7 @@ class ShareState:
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     counts: OrderedDict = field(default_factory=OrderedDict)
     questions: int = 0
+    horizon: float = HORIZON  # a policy, not state (not written): benchmarks/route_lara.py compares a few
 
     def warm(self, calibration: tuple[float, ...], lc_tokens: float, rag_tokens: float) -> None:
         """Seed the window with the router's calibration (its fitting questions' scores), evenly spaced, each
@@ -149,10 +150,10 @@ class ShareState:
         realized error."""
         if target.by == QUESTIONS:
             error = target.value * counts.questions - counts.to_lc  # > 0: too few went to LC
-            return quantile_threshold([s for s, _, _ in self.recent], _clip(target.value + error / HORIZON))
+            return quantile_threshold([s for s, _, _ in self.recent], _clip(target.value + error / self.horizon))
         per_question = counts.tokens / counts.questions if counts.questions else 0.0
         error = target.value * counts.tokens - counts.lc_tokens
-        wanted = target.value + (error / (HORIZON * per_question) if per_question else 0.0)
+        wanted = target.value + (error / (self.horizon * per_question) if per_question else 0.0)
         return cost_threshold(list(self.recent), _clip(wanted))
 
     def to_dict(self) -> dict[str, Any]:
