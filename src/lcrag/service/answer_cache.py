@@ -10,6 +10,9 @@ prompts, how a follow-up is condensed), the router's file by content, the reader
 :func:`lcrag.readers.reader_identity`), the embedder, and the text the collection's files gave (its content hash:
 an answer written while a change was being indexed is never served for the content that follows it).
 
+A collection version keeps at most ``lcrag serve --kept-answers`` answers (:data:`lcrag.service.store.KEPT_ANSWERS`);
+the one written longest ago goes first, so a store that answers many distinct questions stays bounded.
+
 Not kept: an answer a learned router decided while holding an LC share (``answer.routing``): its ledger must move
 with every question it routes, which a cached answer would skip. A cache-aware Self-Route's answer is kept: its
 state only makes a route cheaper, and a cached answer costs nothing.
@@ -31,6 +34,7 @@ from lcrag.pipeline import Pipeline
 from lcrag.provenance import Source
 from lcrag.readers import reader_identity
 from lcrag.service.collections import NotFound
+from lcrag.service.store import KEPT_ANSWERS
 from lcrag.specs import resolve
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.types import Answer, ChunkUsed, Document, LLMCall
@@ -77,10 +81,11 @@ def load(raw: bytes) -> Answer | None:
 
 
 class AnswerCache:
-    """Answers in ``store`` for the questions ``pipeline`` answers; ``enabled`` False: nothing is read or kept."""
+    """Answers in ``store`` for the questions ``pipeline`` answers, at most ``keep`` per collection version (the
+    oldest written go first); ``enabled`` False or ``keep`` 0: nothing is read or kept."""
 
-    def __init__(self, store: Any, pipeline: Pipeline, enabled: bool):
-        self.store, self.pipeline, self.enabled = store, pipeline, enabled
+    def __init__(self, store: Any, pipeline: Pipeline, enabled: bool, keep: int = KEPT_ANSWERS):
+        self.store, self.pipeline, self.enabled, self.keep = store, pipeline, enabled and keep > 0, keep
 
     def version(self, collection: str) -> tuple[str, int] | None:
         """The collection's id and version now (None: the cache is off)."""
@@ -116,7 +121,7 @@ class AnswerCache:
         except NotFound:  # deleted meanwhile
             return False
         try:
-            self.store.cache_answer(version[0], version[1], key, dump(answer))
+            self.store.cache_answer(version[0], version[1], key, dump(answer), self.keep)
         except Exception as exc:  # whatever the store raises (OSError, psycopg's errors): the answer stands
             logger.warning("an answer to %r could not be kept in the answer cache: %s", collection, exc)
             return False

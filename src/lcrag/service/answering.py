@@ -34,6 +34,7 @@ from lcrag.service.embedded_store import EmbeddedStore, file_digest
 from lcrag.service.segments import FileEntry, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
+from lcrag.service.store import KEPT_ANSWERS
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.registry import RETRIEVERS
 from lcrag.types import Answer, Document, LLMCall
@@ -85,7 +86,7 @@ class Answering:
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
                  routers: dict[str, str] | None = None, memory_bytes: int | None = None,
                  parse_limits: ParseLimits | None = None, parse_workers: int = 2, store=None,
-                 answer_cache: bool | None = None):
+                 answer_cache: bool | None = None, kept_answers: int = KEPT_ANSWERS):
         self.settings = settings
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
@@ -99,7 +100,8 @@ class Answering:
         # takes a place at the reader for it (parsing and embedding never do).
         self.segments = Segments(self.collections, lambda: self.slots)
         # Answers kept in the store, by collection version and question (on with the completion cache, by default).
-        self.answers = AnswerCache(self.collections, self.base, settings.cache if answer_cache is None else answer_cache)
+        self.answers = AnswerCache(self.collections, self.base, settings.cache if answer_cache is None else answer_cache,
+                                   kept_answers)
         # Uploaded files are parsed in confined processes, at most parse_workers at a time, each once per content
         # (the outcomes kept beside the collections, for lcrag serve and lcrag mcp alike, across restarts).
         self.parser = Sandbox(parse_limits, self.collections.root.parent / "parsed", parse_workers)

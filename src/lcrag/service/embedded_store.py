@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lcrag.service.collections import Collections
-from lcrag.service.store import CollectionState, FileRecord, Segment, SegmentKey
+from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
@@ -77,9 +77,13 @@ class StoreDatabase:
                                    (collection_id, version, key)).fetchone()
         return row[0] if row else None
 
-    def keep_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
+    def keep_answer(self, collection_id: str, version: int, key: str, answer: bytes, keep: int) -> None:
+        """Keep an answer and the ``keep`` written last (a replaced row takes a new rowid: rowids are write order)."""
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)", (collection_id, version, key, answer))
+            self._db.execute("DELETE FROM answers WHERE id = ? AND version = ? AND rowid <= (SELECT rowid FROM answers "
+                             "WHERE id = ? AND version = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+                             (collection_id, version, collection_id, version, max(0, keep)))
 
     def close(self) -> None:
         with self._lock:
@@ -135,8 +139,9 @@ class EmbeddedStore(Collections):
     def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         return self.database.answer(collection_id, version, key)
 
-    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
-        self.database.keep_answer(collection_id, version, key, answer)
+    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
+                     keep: int = KEPT_ANSWERS) -> None:
+        self.database.keep_answer(collection_id, version, key, answer, keep)
 
     def close(self) -> None:
         self.database.close()

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 STATES = ("empty", "indexing", "ready", "error")
+# Answers a collection version keeps by default (``lcrag serve --kept-answers``): a JSON answer is a few KB, so a
+# busy collection's cache stays tens of MB, and the store does not grow with every new question.
+KEPT_ANSWERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -152,8 +155,10 @@ class CollectionStore(Protocol):
         hashed by the caller), else None."""
         ...
 
-    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
-        """Keep an answer (a later version never reads it)."""
+    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
+                     keep: int = KEPT_ANSWERS) -> None:
+        """Keep an answer (a later version never reads it), and at most ``keep`` of the version's answers: the ones
+        written longest ago go first."""
         ...
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
 from lcrag.service.collections import (NAME, Collections, NotFound, Status, _numbered, receive_upload,
                                       safe_filename)
-from lcrag.service.store import CollectionState, FileRecord, Segment, SegmentKey
+from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 from lcrag.storage import ensure_directory
 
 log = logging.getLogger(__name__)
@@ -377,11 +377,15 @@ class PostgresCollections:
                              (collection_id, version, key)).fetchone()
         return None if row is None else bytes(row[0])
 
-    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes) -> None:
+    def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
+                     keep: int = KEPT_ANSWERS) -> None:
         with self.db.connection() as db:
             db.execute("INSERT INTO lcrag_answers (collection, version, key, value) VALUES (%s, %s, %s, %s) "
-                       "ON CONFLICT (collection, version, key) DO UPDATE SET value = EXCLUDED.value",
+                       "ON CONFLICT (collection, version, key) DO UPDATE SET value = EXCLUDED.value, created = now()",
                        (collection_id, version, key, answer))
+            db.execute("DELETE FROM lcrag_answers WHERE collection = %s AND version = %s AND key IN (SELECT key FROM "
+                       "lcrag_answers WHERE collection = %s AND version = %s ORDER BY created DESC, key DESC OFFSET %s)",
+                       (collection_id, version, collection_id, version, max(0, keep)))
 
     # -- indexing jobs ---------------------------------------------------------------------------------------
     def start_jobs(self, workers: int = 1) -> None:

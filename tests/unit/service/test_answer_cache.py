@@ -23,10 +23,10 @@ PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when t
 QUESTION = "What is the crane reset code?"
 
 
-def replica(tmp_path, name, reader, store=None) -> Answering:
+def replica(tmp_path, name, reader, store=None, **options) -> Answering:
     settings = Settings(cache=False, cache_dir=tmp_path / name / "cache", chunking="words:20", k=2, strategy="rag")
     answering = Answering(settings, tmp_path / name / "collections", pipeline=Pipeline(settings, reader=reader),
-                          store=store, answer_cache=True)
+                          store=store, answer_cache=True, **options)
     if store is not None:
         answering.collections.start_jobs(1)
     return answering
@@ -114,6 +114,26 @@ def test_the_answers_of_an_earlier_version_are_dropped_from_the_store(tmp_path, 
         assert answering.collections.cached_answer(*kept, next(iter(_keys(answering)))) is not None
         add(answering, "ops", "pump.txt", PUMP)  # a new version
         assert _keys(answering, kept) == []
+    finally:
+        answering.close()
+
+
+def test_a_version_keeps_its_last_answers_only(tmp_path, scripted_reader, store):
+    """lcrag serve --kept-answers 2: a third question's answer pushes out the one written longest ago (an answer
+    written again counts as new), so the store does not grow with every question asked."""
+    reader = scripted_reader(lambda m: "7781")
+    answering = replica(tmp_path, "a", reader, store, kept_answers=2)
+    questions = [QUESTION, "What is the reset code of the crane?", "Which code resets the crane?"]
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "crane.txt", CRANE)
+        for question in questions:
+            answering.ask("ops", question, {})
+        assert len(_keys(answering)) == 2
+        calls = len(reader.calls)
+        assert from_cache(answering.ask("ops", questions[2], {})) and from_cache(answering.ask("ops", questions[1], {}))
+        assert not from_cache(answering.ask("ops", questions[0], {})) and len(reader.calls) == calls + 1
+        assert len(_keys(answering)) == 2 and from_cache(answering.ask("ops", questions[0], {}))
     finally:
         answering.close()
 
