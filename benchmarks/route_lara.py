@@ -259,14 +259,15 @@ def held_rows(questions: list[Question], routers: dict, scores: list[float],
     """Per (reader, length): the shipped-style fixed threshold (calibrated for 0.3 on the other readers) against
     run-time control at 0.3, both with the reader's leave-one-reader-out router (``scores``: its scores)."""
     held = held_by_reader(questions, scores, {reader: router.calibration for reader, router in routers.items()})
+    cut = hindsight_cuts(questions, scores)
     rows, cells = [], []
     for reader, length, mine in reader_cells(questions):
         fixed = routers[reader].threshold_for_share(HELD_SHARE)
         cell = held_cell([questions[i] for i in mine], [held[i] for i in mine], [scores[i] >= fixed for i in mine],
                          prices.prices.get(reader))
-        cell["hindsight"] = evaluate([questions[i] for i in mine], hindsight_cut([scores[i] for i in mine]))[0]
-        cells.append(dict(cell, reader=reader, length=length))
-        rows.append([reader, length, len(mine), *held_cell_row(cell)])
+        hindsight = evaluate([questions[i] for i in mine], [cut[i] for i in mine])[0]
+        cells.append(dict(cell, reader=reader, length=length, hindsight=hindsight))
+        rows.append([reader, length, len(mine), *held_cell_row(cells[-1])])
     return rows, cells, held
 
 
@@ -278,34 +279,37 @@ def reader_cells(questions: list[Question]) -> list[tuple[str, str, list[int]]]:
     return [(reader, length, mine) for (reader, length), mine in sorted(cells.items())]
 
 
-def hindsight_cut(scores: list[float]) -> list[bool]:
-    """The HELD_SHARE of a cell's questions its router scores highest: a cut no router answering one question at
-    a time can make (it knows every score of the cell), which tells what the ranking alone is worth."""
-    top = set(sorted(range(len(scores)), key=lambda i: -scores[i])[:round(HELD_SHARE * len(scores))])
-    return [i in top for i in range(len(scores))]
+def hindsight_cuts(questions: list[Question], scores: list[float]) -> list[bool]:
+    """In each (reader, length) cell, the HELD_SHARE of its questions the router scores highest: a cut no router
+    answering one question at a time can make (it knows every score of the cell), which tells what the ranking
+    alone is worth."""
+    cut = [False] * len(questions)
+    for _, _, mine in reader_cells(questions):
+        for i in sorted(mine, key=lambda i: -scores[i])[:round(HELD_SHARE * len(mine))]:
+            cut[i] = True
+    return cut
 
 
 HORIZONS = (HORIZON, 30, 100)  # the shipped horizon and two slower ones
 SHUFFLES = (0, 1, 2)  # seeds of the mixed orders
 
 
-def horizon_rows(questions: list[Question], routers: dict, scores: list[float], prices: PriceTable) -> list[list]:
+def horizon_rows(questions: list[Question], routers: dict, scores: list[float], shipped: list[bool],
+                 prices: PriceTable) -> list[list]:
     """What holding the share question by question costs: run-time control at 0.3 with errors paid back over a few
-    horizons (a slower one lets a block of high-scoring questions take more LC), with each cell's questions in a
-    mixed order, and the hindsight cut."""
+    horizons (``shipped``: the decisions at the shipped one; a slower one lets a block of high-scoring questions take
+    more LC), with each cell's questions in a mixed order, and the hindsight cut."""
     calibrations = {reader: router.calibration for reader, router in routers.items()}
     rows = [policy_row(f"held, errors paid back over {h:g} questions" + (" (shipped)" if h == HORIZON else ""),
-                       questions, held_by_reader(questions, scores, calibrations, h), prices) for h in HORIZONS]
+                       questions, shipped if h == HORIZON else held_by_reader(questions, scores, calibrations, h),
+                       prices) for h in HORIZONS]
     for seed in SHUFFLES:
         order = mixed_order(questions, seed)
         mixed = [questions[i] for i in order]
         rows.append(policy_row(f"held as shipped, each cell's questions in a random order (seed {seed})", mixed,
                                held_by_reader(mixed, [scores[i] for i in order], calibrations), prices))
-    cut = [False] * len(questions)
-    for _, _, mine in reader_cells(questions):
-        for i, sent in zip(mine, hindsight_cut([scores[i] for i in mine])):
-            cut[i] = sent
-    return [*rows, policy_row("hindsight cut at each cell's own 0.3 quantile", questions, cut, prices)]
+    return [*rows, policy_row("hindsight cut at each cell's own 0.3 quantile", questions,
+                              hindsight_cuts(questions, scores), prices)]
 
 
 def mixed_order(questions: list[Question], seed: int) -> list[int]:
@@ -343,8 +347,7 @@ def held_cell(qs: list[Question], held: list[bool], fixed: list[bool], price) ->
             "fixed_share": sum(fixed) / len(fixed), "cost": cost_of(qs, held, True, price) / lc_cost,
             "fixed_cost": cost_of(qs, fixed, True, price) / lc_cost,
             # paired: the same questions resampled for both policies, so the interval is of the difference itself
-            "vs_lc_ci": bootstrap_scores([(0.0 if lc else q.rag_score - q.lc_score) for q, lc in zip(qs, held)]),
-            "hindsight": math.nan}
+            "vs_lc_ci": bootstrap_scores([(0.0 if lc else q.rag_score - q.lc_score) for q, lc in zip(qs, held)])}
 
 
 def cost_of(qs: list[Question], to_lc: list[bool], rag_first: bool, price) -> float:
@@ -563,7 +566,7 @@ def main() -> None:
     routers = routers_left_out(questions, reader_of, MODEL)
     loro = [routers[reader_of(q)].probability(q.x) for q in questions]
     held, held_cells, loro_held = held_rows(questions, routers, loro, prices)
-    horizons = horizon_rows(questions, routers, loro, prices)
+    horizons = horizon_rows(questions, routers, loro, loro_held, prices)
     unseen = unseen_rows(questions, document_keys(items, questions), loro_held, prices) if items else None
     if args.loro_routers:
         write_loro_routers(routers, args.loro_routers)
