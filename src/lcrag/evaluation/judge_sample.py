@@ -122,8 +122,8 @@ def config_table(rows: list[dict], judge: Judge, size: int | None, seed: int = 0
 
 def policy_table(questions: list[Question], points: list[Point], judge: Judge, size: int, seed: int = 0
                  ) -> tuple[list[str], list[list], list[str]]:
-    """Per run (reader) and main policy: ``size`` sampled questions, both answers judged; the table and the sampled
-    questions the judge gave no verdict on."""
+    """Per run (reader) and main policy: ``size`` sampled questions, both answers judged (the draw seeded by ``seed``
+    and the run's folder name); the table and the sampled questions the judge gave no verdict on."""
     main = [p for p in points if (p.router, p.setting) in MAIN_POLICIES]
     runs: dict[str, list[int]] = {}
     for i, q in enumerate(questions):
@@ -131,7 +131,8 @@ def policy_table(questions: list[Question], points: list[Point], judge: Judge, s
     body, unjudged = [], []
     for run, members in runs.items():
         pairs = {}  # position in the run -> (LC verdict, RAG verdict)
-        chosen = sample(len(members), size, f"{seed}:{run}")
+        # seeded on the run's folder name, not its path: the same run draws the same questions wherever it is kept
+        chosen = sample(len(members), size, f"{seed}:{Path(run).name}")
         for k, (lc, rag, why) in zip(chosen, _each(judge, lambda q: judge_pair(q, judge),
                                                     [questions[members[k]] for k in chosen])):
             if why:

@@ -172,3 +172,18 @@ def test_bad_judge_flags_on_the_command_line(tmp_path, monkeypatch, capsys, args
     code, err = run_main([a.replace("{run}", str(run)) for a in args], monkeypatch, capsys)
     assert code == 2 and err.strip().count("\n") == 0 and message in err, err
     assert not (run / "new").exists()  # refused before the evaluation started
+
+
+def test_a_run_draws_the_same_questions_wherever_it_is_kept(tmp_path, judge):
+    tables = []
+    for parent in ("here", "elsewhere/deeper"):
+        run = write_true_false_run(tmp_path / parent / "reader-a", seed=3)
+        questions, _ = load_questions([run])
+        points = policies(questions, [q.decline or 0.0 for q in questions])
+        _, body, _ = policy_table(questions, points, judge, size=12, seed=4)
+        tables.append([r[1:] for r in body])
+    assert tables[0] == tables[1]
+    other = write_true_false_run(tmp_path / "there" / "reader-b", seed=3)  # the same rows under another name
+    questions, _ = load_questions([other])
+    _, body, _ = policy_table(questions, policies(questions, [q.decline or 0.0 for q in questions]), judge, 12, seed=4)
+    assert [r[1:] for r in body] != tables[0]  # another run is another draw
