@@ -173,7 +173,8 @@ def test_a_router_holds_its_lc_share_per_reader_across_pipelines(scripted_reader
                             reader=reader)
         for p in half:
             reader.p = p
-            answer = pipeline.ask(Document("The sky is green. " * 20), f"What colour is the sky? {p}")
+            question = f"What colour is the sky? (question {len(routes) + 1})"  # 40 questions: none asked again
+            answer = pipeline.ask(Document("The sky is green. " * 20), question)
             routes.append(answer.route)
             routing.append(answer.routing)
     # The calibration's threshold for 25% (0.9 of its fitting scores 0.1-0.9) sends 40% of these questions (scores

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import random
+from collections import OrderedDict
 
 import pytest
 
 from lcrag.strategies.share_control import (
     TOKENS,
+    WINDOW,
     ShareLedger,
     ShareLedgers,
     ShareState,
@@ -145,3 +147,28 @@ def test_a_damaged_ledger_starts_afresh_and_says_so(tmp_path, caplog):
 def test_a_target_out_of_range_is_refused():
     with pytest.raises(ValueError):
         ShareTarget(1.5)
+
+
+def test_a_question_asked_again_keeps_its_route_and_is_counted_once(tmp_path):
+    ledger = ShareLedgers(tmp_path).get("reader-a", "router-1", CALIBRATION)
+    scores = clustered_scores(40)
+    first = [ledger.decide(ShareTarget(0.3), s, 1000, 100, f"q{i}") for i, s in enumerate(scores)]
+    reopened = ShareLedgers(tmp_path).get("reader-a", "router-1", CALIBRATION)  # another process, after a kill
+    again = [reopened.decide(ShareTarget(0.3), s, 1000, 100, f"q{i}") for i, s in enumerate(scores)]
+    assert [bool(d) for d in again] == [bool(d) for d in first] and all(d.repeated for d in again)
+    assert {d.questions for d in again} == {40} and again[0].to_dict()["repeated"] is True
+    assert "repeated" not in first[0].to_dict()
+    other = reopened.decide(ShareTarget(0.5), scores[0], 1000, 100, "q0")  # another target: routed afresh
+    assert not other.repeated and other.questions == 41
+
+
+def test_a_ledger_keeps_the_routes_of_its_recent_questions_only():
+    state = ShareState()
+    for i in range(WINDOW + 5):
+        state.decide(ShareTarget(0.3), 0.1, 1000, 100, f"q{i}")
+    assert len(state.routed) == WINDOW and not state.decide(ShareTarget(0.3), 0.1, 1000, 100, "q0").repeated
+    old = state.to_dict()
+    del old["routed"]  # a ledger written before routes were kept
+    assert ShareState.from_dict(old).routed == OrderedDict()
+    kept = ShareState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert kept.routed == state.routed

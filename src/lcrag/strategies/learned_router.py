@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from lcrag.errors import InputError
 from lcrag.readers.base import reader_identity
 from lcrag.strategies.routing import is_unanswerable
-from lcrag.strategies.share_control import Decision, ShareLedgers, ShareTarget
+from lcrag.strategies.share_control import Decision, ShareLedgers, ShareTarget, question_key
 from lcrag.text import QUESTION_WORDS, content_words, declines, declines_first, hedges, question_type
 from lcrag.tokenization import count_tokens
 from lcrag.types import Answer
@@ -360,4 +360,6 @@ class RouterCondition:
         ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
         reader = reader_identity(ctx.reader) if ctx is not None else ""
         ledger = ledgers.get(reader, self.router.digest, self.router.calibration)
-        return ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens), signals.context_tokens)
+        question = question_key(answer.question, ctx.document.content_hash) if ctx is not None else None
+        return ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens), signals.context_tokens,
+                             question)

@@ -9,7 +9,12 @@ about :data:`HORIZON` questions, so a run of questions that all score high or lo
 ``--lc-cost-share C`` holds LC's share of prompt tokens instead: the threshold keeps the recent questions' LC
 tokens (their document's length) at ``C`` of all their prompt tokens, RAG steps included.
 
-The state is small (the recent scores and token counts, and the realized counts per target) and kept per reader
+A question asked again (the same question over the same document, for the same target) is routed as it was the
+first time and not counted again: its answer is in the caches already on that route, and an evaluation resumed after
+a kill re-asks the questions that were in flight then, which the ledger had counted.
+
+The state is small (the recent scores and token counts, the realized counts per target, the recent questions'
+routes) and kept per reader
 identity and router: in the cache (:class:`ShareLedgers`), so separate ``lcrag ask`` processes and a service's
 threads share it, updated under one lock per file. The same :class:`ShareState` replays a run offline
 (``lcrag route eval``), question by question, as the live router would have decided.
@@ -71,6 +76,7 @@ class Decision:
     realized_share: float
     realized_cost_share: float
     questions: int
+    repeated: bool = False  # a question routed before: its first route, not counted again
 
     def __bool__(self) -> bool:
         return self.to_lc
@@ -78,7 +84,8 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         return {"score": round(self.score, 6), "threshold": _finite(self.threshold),
                 self.target.name: self.target.value, "realized_lc_share": round(self.realized_share, 4),
-                "realized_lc_cost_share": round(self.realized_cost_share, 4), "questions": self.questions}
+                "realized_lc_cost_share": round(self.realized_cost_share, 4), "questions": self.questions,
+                **({"repeated": True} if self.repeated else {})}
 
 
 def _finite(value: float) -> float | None:
@@ -116,6 +123,7 @@ class ShareState:
 
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     counts: OrderedDict = field(default_factory=OrderedDict)
+    routed: OrderedDict = field(default_factory=OrderedDict)  # a recent question's key -> (to LC, its threshold)
     questions: int = 0
     horizon: float = HORIZON  # a policy, not state (not written): benchmarks/route_lara.py compares a few
 
@@ -128,14 +136,25 @@ class ShareState:
         for i in range(seeds):
             self.recent.append((calibration[round(i * (n - 1) / max(1, seeds - 1))], lc_tokens, rag_tokens))
 
-    def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
-        """Route one question and remember it."""
+    def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
+               question: str | None = None) -> Decision:
+        """Route one question and remember it; ``question`` (a key of the question, its document and nothing else)
+        routes a question asked again as the first time, uncounted."""
         counts = self._counts(target)
+        key = None if question is None else f"{target.key}\n{question}"
+        if key in self.routed:
+            self.routed.move_to_end(key)
+            to_lc, threshold = self.routed[key]
+            return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions, True)
         threshold = self.threshold(target, counts)
         to_lc = score >= threshold
         counts.add(to_lc, lc_tokens, rag_tokens)
         self.recent.append((score, lc_tokens, rag_tokens))
         self.questions += 1
+        if key is not None:
+            self.routed[key] = (to_lc, threshold)
+            while len(self.routed) > WINDOW:
+                self.routed.popitem(last=False)
         return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions)
 
     def _counts(self, target: ShareTarget) -> Counts:
@@ -159,7 +178,8 @@ class ShareState:
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": 1, "questions": self.questions,
                 "recent": [list(r) for r in self.recent],
-                "counts": {k: [c.questions, c.to_lc, c.tokens, c.lc_tokens] for k, c in self.counts.items()}}
+                "counts": {k: [c.questions, c.to_lc, c.tokens, c.lc_tokens] for k, c in self.counts.items()},
+                "routed": [[k, to_lc, t if math.isfinite(t) else None] for k, (to_lc, t) in self.routed.items()]}
 
     @classmethod
     def from_dict(cls, data: Any) -> ShareState:
@@ -169,7 +189,15 @@ class ShareState:
         state.recent.extend((float(s), float(lc), float(rag)) for s, lc, rag in data["recent"])
         for key, values in data["counts"].items():
             state.counts[str(key)] = Counts(*(float(v) for v in values))
+        for key, to_lc, threshold in data.get("routed", []):  # a ledger written before routes were kept has none
+            infinite = -math.inf if to_lc else math.inf
+            state.routed[str(key)] = (bool(to_lc), infinite if threshold is None else float(threshold))
         return state
+
+
+def question_key(question: str, document: str) -> str:
+    """A short key of a question and its document's content hash (what a ledger keeps of a routed question)."""
+    return hashlib.sha256(f"{document}\n{question}".encode("utf-8")).hexdigest()[:32]
 
 
 def _clip(share: float) -> float:
@@ -212,21 +240,24 @@ class ShareLedger:
         self._seen: tuple | None = None  # the file's identity when last read or written
         self._lock = threading.Lock()
 
-    def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
+    def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
+               question: str | None = None) -> Decision:
         with self._lock:
             if self.path is None:
-                return self._decide(target, score, lc_tokens, rag_tokens)
+                return self._decide(target, score, lc_tokens, rag_tokens, question)
             from lcrag.storage import file_lock
 
             with file_lock(self.path.with_name(self.path.name + ".lock")):
                 self._read()
-                decision = self._decide(target, score, lc_tokens, rag_tokens)
-                self._write()
+                decision = self._decide(target, score, lc_tokens, rag_tokens, question)
+                if not decision.repeated:
+                    self._write()
                 return decision
 
-    def _decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float) -> Decision:
+    def _decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
+                question: str | None) -> Decision:
         self.state.warm(self.calibration, lc_tokens, rag_tokens)
-        return self.state.decide(target, score, lc_tokens, rag_tokens)
+        return self.state.decide(target, score, lc_tokens, rag_tokens, question)
 
     def _identity(self) -> tuple | None:
         try:

@@ -90,6 +90,47 @@ def test_kill_and_resume(tmp_path, dataset, kill_at_call, torn_write):
     assert resumed_scores == clean_scores
 
 
+def routed(out):
+    rows, _ = scores(out)
+    return {r["item_id"]: (r["route"], r["routing"]) for r in rows if r["strategy"] == "self-route"}
+
+
+def test_a_resumed_run_routes_and_counts_as_an_unbroken_one(tmp_path, dataset):
+    """`--router lara --lc-share`: the question in flight at the kill was routed and counted in the run's ledger;
+    asked again on resume it keeps its route and is not counted twice, so every later question sees the same
+    realized share and threshold as in an unbroken run."""
+    stub = Stub(answer=closest_line)
+    url = stub.url.removesuffix("/v1")
+    extra = ["--strategies", "self-route", "-k", "1", "--router", "lara", "--lc-share", "0.5"]
+
+    def run(out, wait=True):
+        cmd = [sys.executable, "-m", "lcrag.cli", "eval", "--dataset", str(dataset), "--out", str(out), *extra,
+               "--chunking", "words:20", "--llm", f"openai:stub@{url}/v1"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300) if wait else \
+            subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    try:
+        assert run(tmp_path / "clean").returncode == 0
+        clean = routed(tmp_path / "clean")
+        first_lc = sorted(clean).index(next(q for q in sorted(clean) if clean[q][0] == "lc"))
+        # kill while the first question routed to LC waits on its LC call (RAG calls before it: one per question)
+        stub.chats.clear()
+        stub.hold_at = first_lc + 2
+        proc = run(tmp_path / "killed", wait=False)
+        assert stub.holding.wait(120), "the run never reached its LC call"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        resumed = run(tmp_path / "killed")
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        stub.release.set()
+        stub.kill()
+    again = routed(tmp_path / "killed")
+    in_flight = sorted(clean)[first_lc]
+    assert again[in_flight][1].pop("repeated") is True  # routed before the kill: its first route, uncounted
+    assert again == clean and [r["questions"] for _, r in (clean[q] for q in sorted(clean))] == list(range(1, 9))
+
+
 def test_second_eval_on_a_running_run_is_refused_naming_the_first(tmp_path, dataset):
     stub = Stub(answer=closest_line, hold_at=3)
     url = stub.url.removesuffix("/v1")
