@@ -342,7 +342,7 @@ class Collections:
 
     def remove_file(self, name: str, filename: str) -> None:
         """Remove one file from the collection and index what is left (its segment leaves the collection's index;
-        the segment itself stays, by content, for any other collection holding the same file)."""
+        a store that keeps segments drops them when no file holds that content any more)."""
         path = self.file(name, filename)
         try:
             path.unlink()

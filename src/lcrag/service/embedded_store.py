@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from lcrag.service.collections import Collections
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
@@ -71,6 +74,18 @@ class StoreDatabase:
                              (key.content_hash, key.chunking, key.embedder, segment.text_hash,
                               json.dumps(segment.spans), segment.embeddings, segment.dim, segment.tokens))
 
+    def drop_segments(self, content_hashes: set[str]) -> int:
+        """Delete the segments of these contents (every chunking and embedder); how many went."""
+        with self._lock:
+            return sum(self._db.execute("DELETE FROM segments WHERE content_hash = ?", (h,)).rowcount
+                       for h in content_hashes)
+
+    def forget(self, collection_id: str) -> None:
+        """A deleted collection's version and answers (a collection made again under its name has another id)."""
+        with self._lock:
+            self._db.execute("DELETE FROM answers WHERE id = ?", (collection_id,))
+            self._db.execute("DELETE FROM versions WHERE id = ?", (collection_id,))
+
     def answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         with self._lock:
             row = self._db.execute("SELECT answer FROM answers WHERE id = ? AND version = ? AND key = ?",
@@ -121,6 +136,44 @@ class EmbeddedStore(Collections):
         with self._lock:
             self._status[name] = status
         return True
+
+    def delete(self, name: str) -> None:
+        """Delete the collection, its version and answers, and the segments of contents no other file holds."""
+        identity, held = self.identity(name), self._contents(self.paths(name))
+        super().delete(name)
+        self.database.forget(identity)
+        self._collect(held)
+
+    def remove_file(self, name: str, filename: str) -> None:
+        """Remove one file, and its segments unless another file of any collection holds the same content."""
+        held = self._contents([self.file(name, filename)])
+        super().remove_file(name, filename)
+        self._collect(held)
+
+    @staticmethod
+    def _contents(paths: list[Path]) -> dict[str, int]:
+        """The content hash and size of each file that can still be read."""
+        held = {}
+        for path in paths:
+            try:
+                held[file_digest(path)] = path.stat().st_size
+            except OSError:  # gone meanwhile: its content is looked for like any other
+                continue
+        return held
+
+    def _collect(self, held: dict[str, int]) -> None:
+        """Drop the segments of the contents in ``held`` that no stored file holds now: only files of the same size
+        are hashed to find out (a segment dropped while an upload of the same bytes arrives is made again)."""
+        sizes = set(held.values())
+        kept = set()
+        for name in self.names():
+            try:
+                kept |= {file_digest(self.files_dir(name) / n) for n, info in self.listing(name) if info.st_size in sizes}
+            except OSError:  # a collection deleted meanwhile holds nothing
+                continue
+        gone = set(held) - kept
+        if gone:
+            log.info("%d segment(s) of %d removed content(s) dropped", self.database.drop_segments(gone), len(gone))
 
     def file_records(self, name: str) -> list[FileRecord]:
         """The Protocol's :meth:`CollectionStore.files` (``files`` here lists names and sizes, as the API shows)."""

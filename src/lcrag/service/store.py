@@ -99,7 +99,7 @@ class CollectionStore(Protocol):
         ...
 
     def delete(self, name: str) -> None:
-        """Delete the collection and its files (segments stay: they are content's, maybe another collection's)."""
+        """Delete the collection, its files and answers, and the segments of contents no other file holds."""
         ...
 
     def names(self) -> list[str]:
@@ -132,7 +132,7 @@ class CollectionStore(Protocol):
         ...
 
     def remove_file(self, name: str, filename: str) -> None:
-        """Remove one file (a new version)."""
+        """Remove one file (a new version), and its segments unless another file holds the same content."""
         ...
 
     def local_path(self, name: str, filename: str) -> Path:

@@ -233,3 +233,46 @@ def test_the_embedded_store_is_a_collection_store_whose_version_moves_with_its_f
         assert store.cached_answer(identity, 3, "q") == b"a" and store.cached_answer(identity, 4, "q") is None
     finally:
         store.close()
+
+
+def test_the_embedded_store_collects_what_no_file_holds_any_more(tmp_path):
+    """As the PostgreSQL store does: a removed file's segments go unless another file (of any collection, found among
+    the files of its size) holds the same content; a deleted collection's answers and version go with it."""
+    import hashlib
+    import sqlite3
+
+    from lcrag.service.embedded_store import EmbeddedStore
+    from lcrag.service.store import Segment, SegmentKey
+
+    store = EmbeddedStore(tmp_path / "collections")
+
+    def segment_of(content: str) -> None:
+        for chunking in ("words:20:0", "words:300:0"):
+            key = SegmentKey(hashlib.sha256(content.encode()).hexdigest(), chunking, "e")
+            store.put_segment(Segment(key, "t", ((0, 4),), None, 0, 1))
+
+    def kept(content: str) -> int:
+        return sum(store.segment(SegmentKey(hashlib.sha256(content.encode()).hexdigest(), c, "e")) is not None
+                   for c in ("words:20:0", "words:300:0"))
+
+    try:
+        store.create("ops"), store.create("other")
+        for collection, name, text in (("ops", "crane.txt", CRANE), ("ops", "pump.txt", PUMP),
+                                       ("other", "pump copy.txt", PUMP)):
+            store.put_file(collection, name, iter([text.encode()]), 1 << 20)
+        segment_of(CRANE), segment_of(PUMP)
+        store.remove_file("ops", "crane.txt")
+        assert kept(CRANE) == 0 and kept(PUMP) == 2
+        store.remove_file("ops", "pump.txt")
+        assert kept(PUMP) == 2  # still in "other", under another name
+        identity = store.identity("other")
+        store.cache_answer(identity, store.version("other"), "q", b"answer")
+        store.delete("other")
+        assert kept(PUMP) == 0
+        with sqlite3.connect(tmp_path / "collections.sqlite") as db:
+            assert db.execute("SELECT count(*) FROM answers WHERE id = ?", (identity,)).fetchone()[0] == 0
+            assert db.execute("SELECT count(*) FROM versions WHERE id = ?", (identity,)).fetchone()[0] == 0
+        store.create("other")
+        assert store.identity("other") != identity and store.version("other") == 1  # made again: a new collection
+    finally:
+        store.close()
