@@ -48,6 +48,12 @@ CREATE TABLE IF NOT EXISTS lcrag_collections (
     embedder text
 );
 CREATE TABLE IF NOT EXISTS lcrag_blobs (hash text PRIMARY KEY, content bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS lcrag_blob_parts (
+    hash text NOT NULL REFERENCES lcrag_blobs (hash) ON DELETE CASCADE,
+    part integer NOT NULL,
+    content bytea NOT NULL,
+    PRIMARY KEY (hash, part)
+);
 CREATE TABLE IF NOT EXISTS lcrag_files (
     collection text NOT NULL REFERENCES lcrag_collections (id) ON DELETE CASCADE,
     name text NOT NULL,

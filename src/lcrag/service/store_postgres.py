@@ -2,7 +2,8 @@
 several replicas and ``lcrag worker`` processes share one database's collections, files, segments, state and
 answers (schema and job queue: :mod:`lcrag.postgres_store`).
 
-A file's bytes are a blob in the database, keyed by their SHA-256 (the same file in two collections is kept once).
+A file's bytes are a blob in the database, keyed by their SHA-256 (the same file in two collections is kept once),
+stored and read back in parts of :data:`BLOB_PART` bytes, so no file is ever whole in a process's memory.
 Each replica mirrors the collections it reads in a local folder (``ROOT/<name>/files/<file>``, hard links to one copy
 per content under ``ROOT/.blobs``), so its parser reads local files and the service's paths work as with the
 embedded store. A change (a file added or removed) makes a new version and queues the collection's indexing as a
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 Index = Callable[[str, Path, Callable[[int, int], None]], list[str]]
 BLOBS = ".blobs"
+BLOB_PART = 8 << 20  # bytes per row of a stored file: what is in memory at once when it is stored or copied back
 PROGRESS_SECONDS = 0.5  # how often a job's progress (files read) is written while it indexes
 # Segments read or written, kept in memory: one key always makes the same segment, so a replica that has read one
 # never asks the database for it again (a collection's pass over its files asks only for the new ones).
@@ -68,6 +70,30 @@ def _state(name: str, row: tuple) -> CollectionState:
         state, done, error, skipped = ("indexing" if files else "empty"), done, None, ()
     return CollectionState(name, cid, int(version), state, int(files), min(int(done), int(files)), error,
                            tuple(skipped or ()), float(updated))
+
+
+def _store_blob(db, digest: str, local: Path) -> None:
+    """A file's bytes as blob ``digest``, sent in parts of :data:`BLOB_PART` bytes (an upload never whole in memory);
+    nothing when another upload stored it first."""
+    if db.execute("INSERT INTO lcrag_blobs (hash, content) VALUES (%s, '') ON CONFLICT DO NOTHING RETURNING hash",
+                  (digest,)).fetchone() is None:
+        return
+    with open(local, "rb") as f:
+        for part, content in enumerate(iter(lambda: f.read(BLOB_PART), b"")):
+            db.execute("INSERT INTO lcrag_blob_parts (hash, part, content) VALUES (%s, %s, %s)", (digest, part, content))
+
+
+def _load_blob(db, digest: str, out) -> bool:
+    """Write blob ``digest`` to ``out`` part by part (a blob stored before parts is its one ``content``); False when
+    there is no such blob."""
+    legacy = db.execute("SELECT content FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()
+    if legacy is None:
+        return False
+    out.write(legacy[0])
+    for (content,) in db.cursor().stream("SELECT content FROM lcrag_blob_parts WHERE hash = %s ORDER BY part",
+                                         (digest,)):
+        out.write(content)
+    return True
 
 
 def _collect(db, hashes: list[str]) -> None:
@@ -223,8 +249,7 @@ class PostgresCollections:
             if not new:
                 return stored, False
             if db.execute("SELECT 1 FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone() is None:
-                db.execute("INSERT INTO lcrag_blobs (hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                           (digest, local.read_bytes()))
+                _store_blob(db, digest, local)
             db.execute("INSERT INTO lcrag_files (collection, name, hash, bytes, added) VALUES (%s, %s, %s, %s, %s)",
                        (row[0], stored, digest, size, time.time()))
             self._changed(db, row[0], name)
@@ -290,15 +315,15 @@ class PostgresCollections:
         target = self._blob(digest)
         if target.is_file():
             return target
-        with self.db.connection() as db:
-            row = db.execute("SELECT content FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()
-        if row is None:
-            raise NotFound("a file of the collection was removed meanwhile")
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".blob-")
-        with os.fdopen(fd, "wb") as out:
-            out.write(row[0])
-        os.replace(tmp, target)
+        try:
+            with os.fdopen(fd, "wb") as out, self.db.connection() as db:
+                if not _load_blob(db, digest, out):
+                    raise NotFound("a file of the collection was removed meanwhile")
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
         return target
 
     def files_dir(self, name: str) -> Path:

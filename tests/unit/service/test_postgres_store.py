@@ -200,3 +200,35 @@ def test_a_bad_or_unreachable_store_is_one_line_without_the_password(postgres, t
         PostgresCollections(f"postgresql://u:secret@127.0.0.1:{port}/no_such_database", tmp_path)
     assert "secret" not in str(caught.value) and "\n" not in str(caught.value)
     assert "***@127.0.0.1" in str(caught.value)
+
+
+def test_a_file_is_stored_and_read_back_in_parts(store, tmp_path, monkeypatch):
+    """No file is whole in memory: its bytes go to the database in parts, and another replica writes them to its
+    mirror part by part; a blob stored whole (before parts) is still read, and parts go with their blob."""
+    import hashlib
+
+    import lcrag.service.store_postgres as module
+
+    monkeypatch.setattr(module, "BLOB_PART", 4)
+    content = b"0123456789"
+    store.create("docs")
+    add(store, "docs", content, "a.txt")
+    digest = hashlib.sha256(content).hexdigest()
+    with store.db.connection() as db:
+        parts = db.execute("SELECT part, content FROM lcrag_blob_parts WHERE hash = %s ORDER BY part",
+                           (digest,)).fetchall()
+        legacy = hashlib.sha256(b"stored whole").hexdigest()  # a blob written by an lcrag before parts
+        db.execute("INSERT INTO lcrag_blobs (hash, content) VALUES (%s, %s)", (legacy, b"stored whole"))
+        cid = db.execute("SELECT id FROM lcrag_collections WHERE name = 'docs'").fetchone()[0]
+        db.execute("INSERT INTO lcrag_files (collection, name, hash, bytes, added) VALUES (%s, 'old.txt', %s, 12, 0)",
+                   (cid, legacy))
+    assert [(p, bytes(c)) for p, c in parts] == [(0, b"0123"), (1, b"4567"), (2, b"89")]
+    other = PostgresCollections(store.db.url, tmp_path / "replica")
+    try:
+        assert other.file("docs", "a.txt").read_bytes() == content
+        assert other.file("docs", "old.txt").read_bytes() == b"stored whole"
+    finally:
+        other.close()
+    store.remove_file("docs", "a.txt")
+    with store.db.connection() as db:
+        assert db.execute("SELECT count(*) FROM lcrag_blob_parts").fetchone()[0] == 0
