@@ -90,8 +90,9 @@ def _load_blob(db, digest: str, out) -> bool:
     if legacy is None:
         return False
     out.write(legacy[0])
-    for (content,) in db.cursor().stream("SELECT content FROM lcrag_blob_parts WHERE hash = %s ORDER BY part",
-                                         (digest,)):
+    parts = db.cursor(binary=True).stream(  # binary: each part as its bytes, not twice their size in hex
+        "SELECT content FROM lcrag_blob_parts WHERE hash = %s ORDER BY part", (digest,))
+    for (content,) in parts:
         out.write(content)
     return True
 
