@@ -36,6 +36,7 @@ from lcrag.evaluation.route_report import (
     Point, Question, apgr_and_cpt, bootstrap, bootstrap_scores, evaluate, fit_router, leave_one_out, load_questions,
     money, policies, random_quality, routers_left_out,
 )
+from lcrag.storage import atomic_write_text
 from lcrag.strategies.share_control import HORIZON, ShareTarget
 from lcrag.types import Document
 
@@ -505,10 +506,11 @@ class ChunkSpans:
         key = hashlib.sha256(f"{chunking}\0{text}".encode()).hexdigest()
         if key not in self._spans:
             path = self.directory / f"{key}.json"
-            if not path.exists():
-                made = self._chunker(chunking).run(Document(text))
-                path.write_text(json.dumps([[c.start, c.end] for c in made]))
-            self._spans[key] = json.loads(path.read_text())
+            try:
+                self._spans[key] = json.loads(path.read_text())
+            except (OSError, ValueError):  # not made yet, or torn by a kill: made (again), written atomically
+                self._spans[key] = [[c.start, c.end] for c in self._chunker(chunking).run(Document(text))]
+                atomic_write_text(path, json.dumps(self._spans[key]))
         return self._spans[key]
 
     def _chunker(self, chunking: str):
