@@ -216,8 +216,8 @@ class StrategyConfig:
                 raise SettingError(name, "needs a router (--router lara, or a file from `lcrag route fit`)")
         chosen = [n for n in ("route_threshold", "lc_share", "lc_cost_share") if getattr(self, n) is not None]
         if self.router is not None and len(chosen) > 1:
-            raise SettingError(chosen[1], f"choose one of {' and '.join(chosen)}: each sets where the router goes "
-                                          "to LC")
+            raise SettingError(chosen[1], "cannot be set with {other} as well: each sets where the router goes to "
+                                          "LC, choose one", other=chosen[0])
 
     def to_dict(self) -> dict:
         if self.prompts_file is not None:

@@ -29,16 +29,20 @@ FLAGS = {
 class SettingError(OptionError):
     """An :class:`OptionError` about one named setting, so that each front end can name it its own way."""
 
-    def __init__(self, setting: str, problem: str):
-        super().__init__(f"{setting} {problem}")
-        self.setting = setting
-        self.problem = problem
+    def __init__(self, setting: str, problem: str, other: str | None = None):
+        """``other``: a setting the problem names as ``{other}`` (each front end names it its own way too)."""
+        super().__init__(f"{setting} {_naming(problem, other)}")
+        self.setting, self.problem, self.other = setting, problem, other
+
+
+def _naming(problem: str, other: str | None) -> str:
+    return problem if other is None else problem.replace("{other}", other)  # no format(): values may hold braces
 
 
 def cli_message(exc: LcragError) -> str:
     """``exc``'s message with a setting's name replaced by its command-line flag."""
     if isinstance(exc, SettingError) and exc.setting in FLAGS:
-        return f"{FLAGS[exc.setting]} {exc.problem}"
+        return f"{FLAGS[exc.setting]} {_naming(exc.problem, FLAGS.get(exc.other, exc.other))}"
     return str(exc)
 
 

@@ -114,6 +114,8 @@ BAD_INPUTS = [
     (["index", DOC, "--chunking", "pages:3"], "UNIT one of words, tokens, sentences"),
     (["index", DOC, "--retriever", "grep"], "unknown retriever"),
     (["demo", "--words", "0"], "--words must be ≥ 1, got 0"),
+    (["ask", DOC, "q", "--router", "lara", "--lc-share", "0.3", "--lc-cost-share", "0.3"],
+     "--lc-cost-share cannot be set with --lc-share as well"),
     (["demo", "--retriever", "grep"], "--retriever must be one of"),
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--budget", "0"], "--budget must be ≥ 1, got 0"),
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "-k", "0"], "-k must be ≥ 1, got 0"),

@@ -199,7 +199,7 @@ def test_router_settings_are_checked(tmp_path):
     with pytest.raises(LcragError, match="lc_cost_share needs a router"):
         Settings(lc_cost_share=0.3)
     router = write_router(tmp_path / "router.json", coef_decline=4.0)
-    with pytest.raises(LcragError, match="choose one of lc_share and lc_cost_share"):
+    with pytest.raises(LcragError, match="lc_cost_share cannot be set with lc_share as well"):
         Settings(router=str(router), lc_share=0.3, lc_cost_share=0.4)
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(LcragError, match="not a router file"):
