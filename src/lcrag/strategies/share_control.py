@@ -14,9 +14,8 @@ first time and not counted again: its answer is in the caches already on that ro
 a kill re-asks the questions that were in flight then, which the ledger had counted.
 
 The state is small (the recent scores and token counts, the realized counts per target, the recent questions'
-routes) and kept per reader
-identity and router: in the cache (:class:`ShareLedgers`), so separate ``lcrag ask`` processes and a service's
-threads share it, updated under one lock per file. The same :class:`ShareState` replays a run offline
+routes) and kept per reader identity and router: in the cache (:class:`ShareLedgers`), so separate ``lcrag ask``
+processes and a service's threads share it, updated under one lock per file. The same :class:`ShareState` replays a run offline
 (``lcrag route eval``), question by question, as the live router would have decided.
 """
 
