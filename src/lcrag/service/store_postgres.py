@@ -72,6 +72,12 @@ def _state(name: str, row: tuple) -> CollectionState:
                            tuple(skipped or ()), float(updated))
 
 
+def _binary(db, query: str, params: tuple):
+    """``query`` run for results in binary: a bytea comes as its bytes, not as hex text twice its size (which
+    PostgreSQL cannot even build past 512 MB)."""
+    return db.cursor(binary=True).execute(query, params)
+
+
 def _store_blob(db, digest: str, local: Path) -> None:
     """A file's bytes as blob ``digest``, sent in parts of :data:`BLOB_PART` bytes (an upload never whole in memory);
     nothing when another upload stored it first."""
@@ -86,12 +92,12 @@ def _store_blob(db, digest: str, local: Path) -> None:
 def _load_blob(db, digest: str, out) -> bool:
     """Write blob ``digest`` to ``out`` part by part (a blob stored before parts is its one ``content``); False when
     there is no such blob."""
-    legacy = db.execute("SELECT content FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()
+    legacy = _binary(db, "SELECT content FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()
     if legacy is None:
         return False
     out.write(legacy[0])
-    parts = db.cursor(binary=True).stream(  # binary: each part as its bytes, not twice their size in hex
-        "SELECT content FROM lcrag_blob_parts WHERE hash = %s ORDER BY part", (digest,))
+    parts = db.cursor(binary=True).stream("SELECT content FROM lcrag_blob_parts WHERE hash = %s ORDER BY part",
+                                          (digest,))
     for (content,) in parts:
         out.write(content)
     return True
@@ -378,8 +384,8 @@ class PostgresCollections:
         if kept is not None:
             return kept
         with self.db.connection() as db:
-            row = db.execute("SELECT text_hash, spans, embeddings, dim, tokens FROM lcrag_segments WHERE hash = %s AND "
-                             "chunking = %s AND embedder = %s", (key.content_hash, key.chunking, key.embedder)).fetchone()
+            row = _binary(db, "SELECT text_hash, spans, embeddings, dim, tokens FROM lcrag_segments WHERE hash = %s "
+                          "AND chunking = %s AND embedder = %s", (key.content_hash, key.chunking, key.embedder)).fetchone()
         if row is None:
             return None
         text_hash, spans, embeddings, dim, tokens = row
@@ -399,8 +405,8 @@ class PostgresCollections:
 
     def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         with self.db.connection() as db:
-            row = db.execute("SELECT value FROM lcrag_answers WHERE collection = %s AND version = %s AND key = %s",
-                             (collection_id, version, key)).fetchone()
+            row = _binary(db, "SELECT value FROM lcrag_answers WHERE collection = %s AND version = %s AND key = %s",
+                          (collection_id, version, key)).fetchone()
         return None if row is None else bytes(row[0])
 
     def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
@@ -515,7 +521,7 @@ class SharedParses:
         if outcome is not None:
             return outcome
         with self.db.connection() as db:
-            row = db.execute("SELECT outcome FROM lcrag_parses WHERE key = %s", (key,)).fetchone()
+            row = _binary(db, "SELECT outcome FROM lcrag_parses WHERE key = %s", (key,)).fetchone()
         if row is None:
             return None
         try:
