@@ -37,7 +37,9 @@ from lcrag.evaluation.route_report import (
     money, policies, random_quality, routers_left_out,
 )
 from lcrag.storage import atomic_write_text
+from lcrag.strategies.routing import is_unanswerable
 from lcrag.strategies.share_control import HORIZON, ShareTarget
+from lcrag.text import declines_first
 from lcrag.types import Document
 
 MAX_SHARE = 0.4  # the issue's operating point: at most 40% of questions to LC
@@ -167,16 +169,16 @@ DOCUMENT_FOLDS = 5  # unseen documents: each held reader's documents in five fol
 
 
 def held_by_reader(questions: list[Question], scores: list[float], calibrations: dict,
-                   horizon: float = HORIZON) -> list[bool]:
+                   horizon: float = HORIZON, declined: list[bool] | None = None) -> list[bool]:
     """Run-time share control at HELD_SHARE on the routers' ``scores``: every reader's questions decided in the
     order its run answered them (32K and 128K in one stream: one ledger per reader), warm-started from
     ``calibrations[reader]`` (the scores of the questions its routers were fitted on), errors paid back over
-    ``horizon`` questions."""
+    ``horizon`` questions; ``declined`` questions go to LC whatever their score."""
     decisions = [False] * len(questions)
     for reader, calibration in calibrations.items():
         mine = [i for i, q in enumerate(questions) if reader_of(q) == reader]
         held = held_decisions([questions[i] for i in mine], [scores[i] for i in mine], ShareTarget(HELD_SHARE),
-                              calibration, horizon)
+                              calibration, horizon, None if declined is None else [declined[i] for i in mine])
         for i, sent in zip(mine, held):
             decisions[i] = sent
     return decisions
@@ -309,8 +311,18 @@ def horizon_rows(questions: list[Question], routers: dict, scores: list[float], 
         mixed = [questions[i] for i in order]
         rows.append(policy_row(f"held as shipped, each cell's questions in a random order (seed {seed})", mixed,
                                held_by_reader(mixed, [scores[i] for i in order], calibrations), prices))
+    declined = [rag_declines(q) for q in questions]
+    rows.append(policy_row(f"held as shipped, with `--option declines_to_lc=true` (RAG declines: "
+                           f"{sum(declined) / len(declined):.0%} of answers)", questions,
+                           held_by_reader(questions, scores, calibrations, declined=declined), prices))
     return [*rows, policy_row("hindsight cut at each cell's own 0.3 quantile", questions,
                               hindsight_cuts(questions, scores), prices)]
+
+
+def rag_declines(q: Question) -> bool:
+    """The question's RAG answer declines, as ``declines_to_lc`` reads it: "unanswerable", or its first sentence."""
+    answer = q.texts.get("rag") or ""
+    return is_unanswerable(answer) or declines_first(answer)
 
 
 def mixed_order(questions: list[Question], seed: int) -> list[int]:
@@ -382,7 +394,9 @@ HORIZON_READING = [
     "cell's tasks mixed, as a service's users ask, the shipped controller's quality comes near the hindsight cut's "
     "while its share stays about as close to 0.3 as chance allows (the realized share of 100 questions routed "
     "independently at 0.3 has a standard deviation of 0.046). Where even the hindsight cut is below always-LC, "
-    "the ranking itself falls short at this share.",
+    "the ranking itself falls short at this share. With `declines_to_lc` every RAG answer that declines goes to "
+    "LC as well, counted in the share: on LaRA, whose hallucination questions are a quarter of it and answered "
+    "right by a decline, that costs quality and, where a block of declines outnumbers the share, the share itself.",
 ]
 
 

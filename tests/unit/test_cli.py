@@ -116,6 +116,7 @@ BAD_INPUTS = [
     (["demo", "--words", "0"], "--words must be ≥ 1, got 0"),
     (["ask", DOC, "q", "--router", "lara", "--lc-share", "0.3", "--lc-cost-share", "0.3"],
      "--lc-cost-share cannot be set with --lc-share as well"),
+    (["ask", DOC, "q", "--option", "declines_to_lc=true"], "declines_to_lc needs a router"),
     (["demo", "--retriever", "grep"], "--retriever must be one of"),
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--budget", "0"], "--budget must be ≥ 1, got 0"),
     (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "-k", "0"], "-k must be ≥ 1, got 0"),

@@ -150,6 +150,28 @@ def test_a_learned_router_decides_self_route(scripted_reader, tmp_path, p, share
     assert answer.route == route
 
 
+@pytest.mark.parametrize("said,share,declined", [
+    ("The text does not say what colour the sky is.", 0.3, True), ("Unanswerable", None, True),
+    ("The sky is green. The text does not say why.", 0.3, False), ("The sky is green.", None, False)])
+def test_declines_to_lc_sends_a_declining_rag_answer_to_lc_whatever_its_score(scripted_reader, tmp_path, said, share,
+                                                                              declined):
+    """`--option declines_to_lc=true`: Self-Route's written rule on top of a router. A RAG answer whose first
+    sentence declines goes to LC though the router scores it low, and a held share counts it; a caveat after an
+    answer is not a decline. Without the option the router alone decides (RAG here)."""
+    router = write_router(tmp_path / "router.json", 0.0, intercept=-6.0)  # P(LC better) 0.002: under any threshold
+    document = Document("The sky is green. " * 20)
+    routes = {}
+    for option in (False, True):
+        settings = Settings(cache=False, cache_dir=tmp_path / "cache", router=str(router), lc_share=share,
+                            route_threshold=None if share else 0.5, options={"declines_to_lc": option})
+        answer = Pipeline(settings, reader=scripted_reader(lambda m: said)).ask(document, "What colour is the sky?")
+        routes[option] = answer.route
+        if share and option:  # one ledger: the question routed without the option is another question's route
+            assert answer.routing.get("declined", False) is declined and "repeated" not in answer.routing
+            assert answer.routing["realized_lc_share"] == pytest.approx(0.5 if declined else 0.0, abs=0.01)  # counted
+    assert routes == {False: "rag", True: "lc" if declined else "rag"}
+
+
 @pytest.mark.parametrize("said,route", [("It fell to 41.5 in 2021.", "rag"), ("It fell to 39.0 in 2021.", "lc")])
 def test_the_rag_answers_grounding_is_measured_live(scripted_reader, tmp_path, said, route):
     """A figure the RAG answer gives that the retrieved text never wrote: the router's grounding signal, measured

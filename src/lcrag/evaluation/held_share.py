@@ -20,18 +20,21 @@ BASELINES = ("always-RAG", "always-LC", "oracle", "self-route (text)")
 
 
 def held_decisions(questions: Sequence[Question], scores: Sequence[float], target: ShareTarget,
-                   calibration: tuple[float, ...], horizon: float = HORIZON) -> list[bool]:
+                   calibration: tuple[float, ...], horizon: float = HORIZON,
+                   declined: Sequence[bool] | None = None) -> list[bool]:
     """Which questions a router holding ``target`` sends to LC, deciding each run's questions in order with one
     state per run (a run is one reader), warm-started from ``calibration``; ``horizon``: over how many questions
-    the realized share's error is paid back (:data:`lcrag.strategies.share_control.HORIZON`)."""
+    the realized share's error is paid back (:data:`lcrag.strategies.share_control.HORIZON`); ``declined``: the
+    questions sent to LC whatever their score (``declines_to_lc``: their RAG answer declined)."""
     states: dict[str, ShareState] = {}
     decisions = []
-    for q, score in zip(questions, scores):
+    for i, (q, score) in enumerate(zip(questions, scores)):
         state = states.get(q.run)
         if state is None:
             state = states[q.run] = ShareState(horizon=horizon)
             state.warm(calibration, q.lc_tokens, q.rag_tokens)
-        decisions.append(bool(state.decide(target, score, q.lc_tokens, q.rag_tokens)))
+        decisions.append(bool(state.decide(target, score, q.lc_tokens, q.rag_tokens,
+                                           declined=declined is not None and declined[i])))
     return decisions
 
 

@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import replace
 
 from lcrag.assembly.context import ORDERS
+from lcrag.errors import OptionError
 from lcrag.registry import STRATEGIES, Option
 from lcrag.strategies.base import (
     QueryContext,
@@ -113,11 +114,12 @@ class SelfRoute(Routed):
     """
 
     def __init__(self, order: str | None = None, threshold: float | None = None, router: Router | None = None,
-                 lc_share: float | None = None, lc_cost_share: float | None = None):
+                 lc_share: float | None = None, lc_cost_share: float | None = None, declines_to_lc: bool = False):
         self.order = order
         target = (ShareTarget(lc_share) if lc_share is not None
                   else ShareTarget(lc_cost_share, TOKENS) if lc_cost_share is not None else None)
-        condition = Declined(threshold) if router is None else RouterCondition(router, threshold, target)
+        condition = (Declined(threshold) if router is None
+                     else RouterCondition(router, threshold, target, declines_to_lc=declines_to_lc))
         super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route",
                                            decline=DECLINE), condition, LongContext())
 
@@ -146,11 +148,18 @@ def op_rag(order: str = "document") -> Strategy:
                                      "answered going to LC, per reader, at run time", min=0.0, max=1.0),
                               Option("lc_cost_share", float, None, "with a router: hold LC's share of the prompt "
                                      "tokens at this, per reader, at run time", min=0.0, max=1.0),
+                              Option("declines_to_lc", bool, False, "with a router: a RAG answer that declines goes to "
+                                     "LC whatever its score (counted in a held share)"),
                               Option("cache_aware", bool, False, "once LC has read a document, go straight to LC while "
                                      "its cached prefix makes that cheaper than the RAG step")))
 def self_route(order: str = "score", threshold: float | None = None, router: Router | None = None,
-               lc_share: float | None = None, lc_cost_share: float | None = None, cache_aware: bool = False) -> Strategy:
-    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share, lc_cost_share=lc_cost_share)
+               lc_share: float | None = None, lc_cost_share: float | None = None, declines_to_lc: bool = False,
+               cache_aware: bool = False) -> Strategy:
+    if declines_to_lc and router is None:
+        raise OptionError("declines_to_lc needs a router (--router lara, or a file from `lcrag route fit`): without "
+                          "one, Self-Route's own decline test decides every route")
+    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share, lc_cost_share=lc_cost_share,
+                       declines_to_lc=declines_to_lc)
     return CacheAware(routed, routed.fallback) if cache_aware else routed
 
 

@@ -319,11 +319,13 @@ def _lc_tokens(ctx: QueryContext | None, document_tokens: int) -> int:
 class RouterCondition:
     """Self-Route's condition from a learned router: LC when the router's score reaches a threshold — a fixed one
     (``threshold``), or the one that holds an LC share at run time (``target``; :mod:`share_control`), which a
-    router shipped with an operating point (``default_share``) holds unless told otherwise."""
+    router shipped with an operating point (``default_share``) holds unless told otherwise. With ``declines_to_lc``
+    a RAG answer that declines ("unanswerable", or a first sentence that says the text does not hold it) goes to LC
+    whatever its score, as in Self-Route's written rule (a held share counts it)."""
 
     def __init__(self, router: Router, threshold: float | None = None, target: ShareTarget | None = None,
-                 ledgers: ShareLedgers | None = None):
-        self.router, self.threshold = router, threshold
+                 ledgers: ShareLedgers | None = None, declines_to_lc: bool = False):
+        self.router, self.threshold, self.declines_to_lc = router, threshold, declines_to_lc
         if threshold is None and target is None and router.default_share is not None:
             target = ShareTarget(router.default_share)
         self.target = target if threshold is None else None
@@ -355,11 +357,13 @@ class RouterCondition:
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool | Decision:
         signals = self.signals(answer, ctx)
         score = self.router.probability(features(signals))
+        declined = self.declines_to_lc and (is_unanswerable(answer.text) or declines_first(answer.text))
         if self.target is None:
-            return score >= self.threshold
+            return declined or score >= self.threshold
         ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
         reader = reader_identity(ctx.reader) if ctx is not None else ""
         ledger = ledgers.get(reader, self.router.digest, self.router.calibration)
-        question = question_key(answer.question, ctx.document.content_hash) if ctx is not None else None
+        question = (question_key(answer.question, ctx.document.content_hash, "declines-to-lc" * self.declines_to_lc)
+                    if ctx is not None else None)
         return ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens), signals.context_tokens,
-                             question)
+                             question, declined)

@@ -76,6 +76,7 @@ class Decision:
     realized_cost_share: float
     questions: int
     repeated: bool = False  # a question routed before: its first route, not counted again
+    declined: bool = False  # sent to LC because the RAG answer declined, whatever its score (counted)
 
     def __bool__(self) -> bool:
         return self.to_lc
@@ -84,7 +85,7 @@ class Decision:
         return {"score": round(self.score, 6), "threshold": _finite(self.threshold),
                 self.target.name: self.target.value, "realized_lc_share": round(self.realized_share, 4),
                 "realized_lc_cost_share": round(self.realized_cost_share, 4), "questions": self.questions,
-                **({"repeated": True} if self.repeated else {})}
+                **({"repeated": True} if self.repeated else {}), **({"declined": True} if self.declined else {})}
 
 
 def _finite(value: float) -> float | None:
@@ -136,9 +137,10 @@ class ShareState:
             self.recent.append((calibration[round(i * (n - 1) / max(1, seeds - 1))], lc_tokens, rag_tokens))
 
     def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
-               question: str | None = None) -> Decision:
+               question: str | None = None, declined: bool = False) -> Decision:
         """Route one question and remember it; ``question`` (a key of the question, its document and nothing else)
-        routes a question asked again as the first time, uncounted."""
+        routes a question asked again as the first time, uncounted; ``declined`` sends it to LC whatever its score,
+        counted like any other (the threshold then sends fewer of the rest)."""
         counts = self._counts(target)
         key = None if question is None else f"{target.key}\n{question}"
         if key in self.routed:
@@ -146,7 +148,7 @@ class ShareState:
             to_lc, threshold = self.routed[key]
             return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions, True)
         threshold = self.threshold(target, counts)
-        to_lc = score >= threshold
+        to_lc = declined or score >= threshold
         counts.add(to_lc, lc_tokens, rag_tokens)
         self.recent.append((score, lc_tokens, rag_tokens))
         self.questions += 1
@@ -154,7 +156,8 @@ class ShareState:
             self.routed[key] = (to_lc, threshold)
             while len(self.routed) > WINDOW:
                 self.routed.popitem(last=False)
-        return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions)
+        return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions,
+                        declined=declined and score < threshold)
 
     def _counts(self, target: ShareTarget) -> Counts:
         counts = self.counts.pop(target.key, None) or Counts()
@@ -194,9 +197,10 @@ class ShareState:
         return state
 
 
-def question_key(question: str, document: str) -> str:
-    """A short key of a question and its document's content hash (what a ledger keeps of a routed question)."""
-    return hashlib.sha256(f"{document}\n{question}".encode("utf-8")).hexdigest()[:32]
+def question_key(question: str, document: str, policy: str = "") -> str:
+    """A short key of a question, its document's content hash and whatever else decides its route beside the score
+    (``policy``): what a ledger keeps of a routed question."""
+    return hashlib.sha256(f"{policy}\n{document}\n{question}".encode("utf-8")).hexdigest()[:32]
 
 
 def _clip(share: float) -> float:
@@ -240,23 +244,23 @@ class ShareLedger:
         self._lock = threading.Lock()
 
     def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
-               question: str | None = None) -> Decision:
+               question: str | None = None, declined: bool = False) -> Decision:
         with self._lock:
             if self.path is None:
-                return self._decide(target, score, lc_tokens, rag_tokens, question)
+                return self._decide(target, score, lc_tokens, rag_tokens, question, declined)
             from lcrag.storage import file_lock
 
             with file_lock(self.path.with_name(self.path.name + ".lock")):
                 self._read()
-                decision = self._decide(target, score, lc_tokens, rag_tokens, question)
+                decision = self._decide(target, score, lc_tokens, rag_tokens, question, declined)
                 if not decision.repeated:
                     self._write()
                 return decision
 
     def _decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
-                question: str | None) -> Decision:
+                question: str | None, declined: bool) -> Decision:
         self.state.warm(self.calibration, lc_tokens, rag_tokens)
-        return self.state.decide(target, score, lc_tokens, rag_tokens, question)
+        return self.state.decide(target, score, lc_tokens, rag_tokens, question, declined)
 
     def _identity(self) -> tuple | None:
         try:
