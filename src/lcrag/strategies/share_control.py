@@ -11,7 +11,9 @@ tokens (their document's length) at ``C`` of all their prompt tokens, RAG steps 
 
 A question asked again (the same question over the same document, for the same target) is routed as it was the
 first time and not counted again: its answer is in the caches already on that route, and an evaluation resumed after
-a kill re-asks the questions that were in flight then, which the ledger had counted.
+a kill re-asks the questions that were in flight then, which the ledger had counted. A question sent to LC whatever
+its score (``declines_to_lc``: its RAG answer declined) is counted like any other, so the threshold sends fewer of
+the rest.
 
 The state is small (the recent scores and token counts, the realized counts per target, the recent questions'
 routes) and kept per reader identity and router: in the cache (:class:`ShareLedgers`), so separate ``lcrag ask``
