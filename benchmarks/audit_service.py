@@ -1639,7 +1639,10 @@ def git_rev() -> str:
 
 FLAGS = {"A": ["serve", "--max-upload-mb", "4"],
          "B": ["serve", "--api-key", KEY, "--strategies", "rag", "--retrievers", "bm25", "--retrievers", "dense"],
-         "C": ["serve"], "M": ["mcp", "--transport", "http"]}
+         "C": ["serve"],
+         # one question at a time at the reader, as before replicas answered several at once: 34.10's second client
+         # queues behind the first (with the default 4 slots it would reach the reader at once)
+         "M": ["mcp", "--transport", "http", "--server-slots", "1"]}
 
 
 def main() -> None:
@@ -1658,7 +1661,7 @@ def main() -> None:
         a = start_server(work, reader_url, "a", FLAGS["A"][1:], {}, before=leave_upload_leftover)
         b = start_server(work, reader_url, "b", FLAGS["B"][1:], {"Authorization": f"Bearer {KEY}"})
         c = start_server(work, reader_url, "c", [], {})
-        m = start_server(work, reader_url, "m", [], {}, command="mcp",
+        m = start_server(work, reader_url, "m", FLAGS["M"][3:], {}, command="mcp",
                          before=lambda cache: plant_mcp_collections(cache, planted))
         audit = Audit(a, b, c, m, reader, reader_url, work, args)
         try:
