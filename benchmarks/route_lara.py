@@ -37,9 +37,8 @@ from lcrag.evaluation.route_report import (
     money, policies, random_quality, routers_left_out,
 )
 from lcrag.storage import atomic_write_text
-from lcrag.strategies.routing import is_unanswerable
+from lcrag.strategies.learned_router import declining
 from lcrag.strategies.share_control import HORIZON, ShareTarget
-from lcrag.text import declines_first
 from lcrag.types import Document
 
 MAX_SHARE = 0.4  # the issue's operating point: at most 40% of questions to LC
@@ -320,9 +319,8 @@ def horizon_rows(questions: list[Question], routers: dict, scores: list[float], 
 
 
 def rag_declines(q: Question) -> bool:
-    """The question's RAG answer declines, as ``declines_to_lc`` reads it: "unanswerable", or its first sentence."""
-    answer = q.texts.get("rag") or ""
-    return is_unanswerable(answer) or declines_first(answer)
+    """The question's RAG answer declines, as ``declines_to_lc`` reads it."""
+    return declining(q.texts.get("rag") or "")
 
 
 def mixed_order(questions: list[Question], seed: int) -> list[int]:

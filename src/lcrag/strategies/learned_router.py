@@ -306,6 +306,12 @@ def document_text(ctx: QueryContext) -> str:
     return getattr(ctx.document, "text", "")
 
 
+def declining(answer: str) -> bool:
+    """A RAG answer that declines, as ``declines_to_lc`` reads it: "unanswerable", or a first sentence saying the
+    text does not hold the answer (a caveat after an answer is not a decline)."""
+    return is_unanswerable(answer) or declines_first(answer)
+
+
 def _lc_tokens(ctx: QueryContext | None, document_tokens: int) -> int:
     """What LC would read of the document: all of it, up to the reader's window (when the reader knows it)."""
     if ctx is None:
@@ -357,7 +363,7 @@ class RouterCondition:
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool | Decision:
         signals = self.signals(answer, ctx)
         score = self.router.probability(features(signals))
-        declined = self.declines_to_lc and (is_unanswerable(answer.text) or declines_first(answer.text))
+        declined = self.declines_to_lc and declining(answer.text)
         if self.target is None:
             return declined or score >= self.threshold
         ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
