@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import math
 import pkgutil
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -32,7 +33,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Option:
-    """One typed option of a part: default, valid range or choices, and help (the CLI and config files use them)."""
+    """One typed option of a part: default, valid range or choices, and help (the CLI and config files use them).
+
+    A number option declares both bounds (a registry refuses one that does not, naming the part and the option): the
+    bound is what caps the work a request can ask for, so it is held where the option is declared, before any work,
+    for every front end alike. NaN and infinities are refused whatever the bounds."""
 
     name: str
     type: type = int
@@ -48,17 +53,37 @@ class Option:
         if value is None:
             return value
         if self.choices is not None:
-            if value not in self.choices:
-                raise OptionError(f"{where} must be one of {', '.join(self.choices)}; got {value!r}")
+            if not isinstance(value, str) or value not in self.choices:
+                raise OptionError(f"{where} must be one of {', '.join(self.choices)}; got {_shown(value)}")
             return value
+        if self.type is str and not isinstance(value, str):
+            raise OptionError(f"{where} must be text, got {_shown(value)}")
         if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                          or (self.type is int and not isinstance(value, int))):
-            raise OptionError(f"{where} must be a {'whole ' if self.type is int else ''}number, got {value!r}")
+                                          or (self.type is int and not isinstance(value, int))
+                                          or not math.isfinite(value)):
+            raise OptionError(f"{where} must be a {'whole ' if self.type is int else ''}number{self._range()}, "
+                              f"got {_shown(value)}")
+        if self.type is bool and not isinstance(value, bool):
+            raise OptionError(f"{where} must be true or false, got {_shown(value)}")
         if self.min is not None and value < self.min:
-            raise OptionError(f"{where} must be ≥ {self.min:g}, got {value}")
+            raise OptionError(f"{where} must be ≥ {self.min:g}, got {_shown(value)}")
         if self.max is not None and value > self.max:
-            raise OptionError(f"{where} must be ≤ {self.max:g}, got {value}")
+            raise OptionError(f"{where} must be ≤ {self.max:g}, got {_shown(value)}")
         return value
+
+    @property
+    def unbounded(self) -> bool:
+        """A number option without both bounds: what a registry refuses."""
+        return self.type in (int, float) and self.choices is None and (self.min is None or self.max is None)
+
+    def _range(self) -> str:
+        return f" from {self.min:g} to {self.max:g}" if self.min is not None and self.max is not None else ""
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """``value`` as a message shows it: its repr, cut (a hostile value may be a megabyte long)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
@@ -151,7 +176,7 @@ class Registry:
         return add
 
     def add(self, part: Part) -> None:
-        broken = self._contract(part) if self._contract else None
+        broken = unbounded_options(part) or (self._contract(part) if self._contract else None)
         if broken:
             qual = getattr(part.factory, "__module__", "?")
             raise OptionError(f"{self.kind} {part.name!r} ({qual}) does not follow the {self.kind} contract: {broken}")
@@ -282,6 +307,15 @@ class Registry:
         reason = " ".join(reason.split())  # one line, whatever the exception's message holds
         package = f" from {ep.dist.name}" if getattr(ep, "dist", None) is not None else ""
         log.warning("plugin %s%s (%s = %s) failed to load: %s", ep.name, package, self.group, ep.value, reason)
+
+
+def unbounded_options(part: Part) -> str | None:
+    """Why ``part`` may not be registered for its number options (one without a minimum and a maximum), or None."""
+    unbounded = [o.name for o in part.options if o.unbounded]
+    if not unbounded:
+        return None
+    return (f"its number option{'s' if len(unbounded) > 1 else ''} {', '.join(unbounded)} must declare min= and max= "
+            "(the bound caps the work one request can ask for)")
 
 
 def group_entry_points(group: str) -> tuple:

@@ -172,7 +172,7 @@ def test_a_strategy_that_breaks_the_contract_is_refused_when_it_registers():
             def run(self, ctx, question): ...
 
     with pytest.raises(OptionError, match="it has no run"):
-        @STRATEGIES.register("no-run", help="answers nothing", options=(Option("k", int, 1),))
+        @STRATEGIES.register("no-run", help="answers nothing", options=(Option("k", int, 1, min=1, max=10),))
         class NoRun:
             def __init__(self, k=1): ...
     assert "needs-an-index" not in STRATEGIES and "no-run" not in STRATEGIES

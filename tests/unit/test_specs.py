@@ -39,7 +39,7 @@ class FirstChunks:
 @pytest.fixture
 def first_chunks():
     RETRIEVERS.register("first-chunks", help="the first DEPTH chunks",
-                        options=(Option("depth", int, 1, "chunks returned", min=1),))(FirstChunks)
+                        options=(Option("depth", int, 1, "chunks returned", min=1, max=50),))(FirstChunks)
     yield
     RETRIEVERS.remove("first-chunks")
 

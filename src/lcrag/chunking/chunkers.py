@@ -153,8 +153,12 @@ class TokenSentenceChunker:
         return pack_sentences(text, sized, self.max_tokens)
 
 
+# The largest chunk any unit makes: a chunk is embedded whole and read whole (a longer one is the document itself).
+MAX_CHUNK_SIZE = 100_000
+
+
 def size_option(default: int, what: str) -> Option:
-    return Option("size", int, default, what, min=1)
+    return Option("size", int, default, what, min=1, max=MAX_CHUNK_SIZE)
 
 
 @CHUNKERS.register("words", help="SIZE words a chunk (default 300)", options=(size_option(300, "words a chunk"),),

@@ -38,7 +38,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lcrag.errors import InputError
-from lcrag.registry import CHUNKERS, Option
+from lcrag.chunking.chunkers import size_option
+from lcrag.registry import CHUNKERS
 from lcrag.tokenization import Tokenizer, count_many
 from lcrag.types import Chunk, Document
 
@@ -339,7 +340,7 @@ class _Splitter:
 
 @CHUNKERS.register("sentence-splitter", help="LlamaIndex's SentenceSplitter (LaRA's RAG): paragraphs and sentences "
                    "packed into SIZE reader tokens (default 600), OVERLAP tokens shared (default 100)",
-                   options=(Option("size", int, 600, "reader tokens a chunk, at most", min=1),),
+                   options=(size_option(600, "reader tokens a chunk, at most"),),
                    needs_tokenizer=True, overlap=100)
 def sentence_splitter_chunker(size: int = 600, tokenizer: Tokenizer | None = None, overlap: int = 100) -> SentenceSplitterChunker:
     if tokenizer is None:

@@ -21,6 +21,9 @@ def parse_chunking(spec: str) -> tuple[str, int | None, int | None]:
         raise SettingError("chunking", f"must be UNIT:SIZE with UNIT one of {', '.join(units)} and SIZE ≥ 1 "
                                        f"(e.g. words:300, tokens:128), or UNIT:SIZE:OVERLAP (sentence-splitter:600:100), "
                                        f"got {spec!r}")
+    declared = CHUNKERS.get(unit).option("size")
+    if size and declared is not None and declared.max is not None and int(size) > declared.max:
+        raise SettingError("chunking", f"SIZE must be ≤ {declared.max:,g} for {unit}, got {spec[:60]!r}")
     if overlap and "overlap" not in CHUNKERS.get(unit).meta:
         raise SettingError("chunking", f"{unit} chunks do not overlap: write {unit}:SIZE, not {spec!r}")
     shared = overlap or str(CHUNKERS.get(unit).meta.get("overlap", 0))

@@ -7,6 +7,7 @@ before is skipped, so the context never repeats text (LlamaIndex returns overlap
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from pathlib import Path
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from lcrag.retrieval.base import IndexView
 else:  # imported on first use (see lcrag.lazy)
     np = lazy_module("numpy")
+
+# The most sentences either side of a hit: LlamaIndex's default is 3; past a few dozen a window is a chapter, and
+# k of them the document (read it with lc instead).
+MAX_WINDOW = 64
 
 
 def _write_spans(document: Document, path: Path) -> None:
@@ -52,8 +57,8 @@ class SentenceWindowRetriever:
 
     def __init__(self, document: Document, spans: list[tuple[int, int]], vectors: np.ndarray, embedder: Embedder,
                  window: int = 3):
-        if window < 0:
-            raise InputError("--window must be 0 or more sentences")
+        if not 0 <= window <= MAX_WINDOW:
+            raise InputError(f"--window must be 0 to {MAX_WINDOW} sentences, got {window}")
         self.document = document
         self.spans = spans
         self.vectors = vectors
@@ -79,8 +84,12 @@ class SentenceWindowRetriever:
                                local_batches(embedder), path, dimension=getattr(embedder, "dimension", 0)))
         return cls(document, spans, vectors, embedder, window)
 
+    def _bounds(self, i: int) -> tuple[int, int]:
+        """The first and last sentence of hit ``i``'s window (index arithmetic: a window is never listed)."""
+        return max(0, i - self.window), min(len(self.spans) - 1, i + self.window)
+
     def _window(self, i: int) -> Chunk:
-        lo, hi = max(0, i - self.window), min(len(self.spans) - 1, i + self.window)
+        lo, hi = self._bounds(i)
         start, end = self.spans[lo][0], self.spans[hi][1]
         return Chunk(i, start, end, self.document.text[start:end])
 
@@ -88,21 +97,39 @@ class SentenceWindowRetriever:
         if not self.spans:
             return []
         scores = np.asarray(self.vectors @ self.embedder.embed([query])[0], dtype=np.float32)
-        order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
+        order = np.lexsort((np.arange(len(scores)), -scores))  # best first, ties by position
         results: list[ScoredChunk] = []
-        covered: set[int] = set()
-        for i in order:
-            span = range(max(0, i - self.window), i + self.window + 1)
-            if any(j in covered for j in span):
+        covered = DisjointSpans()
+        for i in order.tolist():
+            lo, hi = self._bounds(i)
+            if covered.overlaps(lo, hi):
                 continue  # its window would repeat text already returned
             results.append(ScoredChunk(self._window(i), float(scores[i])))
-            covered.update(span)
+            covered.add(lo, hi)
             if k and len(results) >= k:
                 break
         return results
 
 
+class DisjointSpans:
+    """Closed intervals of sentence numbers that never overlap, kept sorted: whether a new one overlaps any, in
+    O(log n) whatever their widths."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        at = bisect.bisect_right(self.starts, hi)  # the intervals starting at or before hi: the last may reach lo
+        return at > 0 and self.ends[at - 1] >= lo
+
+    def add(self, lo: int, hi: int) -> None:
+        at = bisect.bisect_left(self.starts, lo)
+        self.starts.insert(at, lo)
+        self.ends.insert(at, hi)
+
+
 @RETRIEVERS.register("sentence-window", help="single sentences matched, returned with their neighbours",
-                     options=(Option("window", int, 3, "sentences either side of a hit", min=0),))
+                     options=(Option("window", int, 3, "sentences either side of a hit", min=0, max=MAX_WINDOW),))
 def sentence_window_retriever(index: IndexView, window: int = 3) -> SentenceWindowRetriever:
     return SentenceWindowRetriever.open(index.document, index.embedder, index.cache_dir, window)

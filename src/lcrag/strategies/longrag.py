@@ -45,6 +45,9 @@ TURN2 = (
     "without any other redundant words.It's important to ensure that the output short answer remains as simple as "
     "possible.\n\nHere are some examples: {examples}Question: {question}\nLong Answer: {long_answer}\nShort Answer: "
 )
+# The most units one question may retrieve (the same cap as a service request's k): each is scored, read and cut.
+MAX_UNITS = 1000
+
 EXAMPLES = (
     ("who wrote the novel pride and prejudice",
      "Pride and Prejudice was written by the English novelist Jane Austen and published in 1813.", "Jane Austen"),
@@ -228,7 +231,7 @@ class LongRAG:
     # None: what the settings say for every strategy (--unit, the retriever, -k or --budget).
     options=(Option("unit", str, None, "retrieval unit", choices=UNIT_KINDS),
              Option("scorer", str, None, "how units are scored", choices=SCORERS),
-             Option("k", int, None, "units retrieved", min=1),
+             Option("k", int, None, "units retrieved", min=1, max=MAX_UNITS),
              Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1)),
              Option("faiss", str, None, "search the corpus's faiss index of this kind instead of exact MaxP",
                     choices=FAISS_KINDS)),
