@@ -86,5 +86,10 @@ def resolve(settings: Settings, strategy: str | None = None) -> QuestionSpec:
 
 
 def frozen(value: object) -> object:
-    """A choice's value as a key: a table as its sorted items."""
-    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+    """A choice's value as a key: a table as its sorted items, a list as a tuple (a hostile value may be either,
+    refused only once the settings check it: the key must be made first)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(name), frozen(item)) for name, item in value.items()))
+    if isinstance(value, (list, tuple, set)):
+        return ("list", tuple(frozen(item) for item in value))
+    return value
