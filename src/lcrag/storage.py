@@ -7,6 +7,7 @@ file, two processes building the same thing build it once, and a damaged derived
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -16,6 +17,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger("lcrag")
+
+SQLITE_FULL = 13  # SQLite's result code for "database or disk is full"
+DISK_FULL = "53100"  # PostgreSQL's SQLSTATE disk_full (class 53, insufficient resources)
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk or the database is full: ENOSPC or EDQUOT from the system, SQLITE_FULL from
+    SQLite, disk_full (53100) from PostgreSQL. Read from the error's attributes: no database module is imported."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == SQLITE_FULL  # an extended code's low byte is its primary code
+    return getattr(exc, "sqlstate", None) == DISK_FULL
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -14,7 +14,6 @@ that names files by their uploaded names, never by a path on the server."""
 
 from __future__ import annotations
 
-import errno
 import filecmp
 import hashlib
 import json
@@ -38,7 +37,7 @@ import regex
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
 from lcrag.service.store import FileRecord
-from lcrag.storage import atomic_write_text, ensure_directory
+from lcrag.storage import atomic_write_text, ensure_directory, out_of_space
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +71,24 @@ class TooLarge(ValueError):
 
 
 class StorageError(RuntimeError):
-    """The server's storage failed (a full disk: HTTP 507; read-only, immutable or otherwise: 500). The message
-    says what could not be done and the system's reason, never a path on the server."""
+    """The server's storage failed: its disk or its database (a full one: HTTP 507, :func:`out_of_space`;
+    read-only, immutable or otherwise: 500). The message says what could not be done and the reason, never a path
+    on the server (a PostgreSQL message may name one: only its kind is said)."""
 
-    def __init__(self, what: str, exc: OSError):
-        super().__init__(f"{what}: the server's storage failed ({exc.strerror or type(exc).__name__})")
-        self.full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    def __init__(self, what: str, exc: BaseException):
+        self.reason = _reason(exc)
+        super().__init__(f"{what}: the server's storage failed ({self.reason})")
+        self.full = exc.full if isinstance(exc, StorageError) else out_of_space(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, StorageError):  # said again of what it stopped
+        return exc.reason
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    if getattr(exc, "sqlite_errorcode", None) is not None:
+        return str(exc)  # SQLite's own words ("database or disk is full"): no path in them
+    return "the database is full" if out_of_space(exc) else f"the database failed: {type(exc).__name__}"
 
 
 def _script(char: str) -> str | None:
@@ -179,6 +190,7 @@ class Collections:
         self._threads: dict[str, threading.Thread] = {}
         self._running: set[str] = set()  # collections an indexing thread is working on
         self._dirty: set[str] = set()  # collections changed since their indexing thread's pass began
+        self._place_locks: dict[str, threading.Lock] = {}  # per collection: a file placed and its change recorded
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:
@@ -312,9 +324,10 @@ class Collections:
 
     def add_file(self, name: str, filename: str, chunks: Iterator[bytes], max_bytes: int) -> dict:
         """Stream an upload into the collection (:meth:`put_file`) and, when it is a new file, index it with the
-        others that arrive meanwhile; its stored name and size."""
+        others that arrive meanwhile; its stored name and size. The same file again while the collection is in
+        error (its indexing failed, on a full disk say) indexes it again: a retry finishes what failed."""
         record, new = self.put_file(name, filename, chunks, max_bytes)
-        if new:
+        if new or self.status(name).state == "error":
             self.reindex(name)
         return {"name": record.name, "bytes": record.size}
 
@@ -322,13 +335,17 @@ class Collections:
         """Stream an upload into a temporary file in the collection's folder, hashed as it comes, placed when
         complete and within ``max_bytes`` (else removed, :class:`TooLarge`), under its safe name or, when another
         file has it, the next free ``name (N).ext``; the same content under the same name is kept once. The record
-        and whether the file is new (a new file is a change: :meth:`_changed`)."""
+        and whether the file is new (a new file is a change: :meth:`_changed`). Whatever step fails (the temporary
+        file, the link, the change recorded) leaves nothing placed: :class:`StorageError`."""
         directory = self.files_dir(name)
         wanted = safe_filename(filename)
         tmp = None
         try:
             tmp, digest, size = receive_upload(chunks, directory, TEMPORARY, wanted, max_bytes)
-            stored, new = self._place(tmp, directory, wanted)
+            with self._placing(name):  # placed and recorded as one step: a same-content upload sees both or neither
+                stored, new = self._place(tmp, directory, wanted)
+                if new:
+                    self._record(name, directory / stored)
         except OSError as exc:
             if not directory.is_dir():  # the collection was deleted while the file came in
                 raise NotFound(f"collection {name!r} was deleted while {wanted} was being uploaded") from None
@@ -336,21 +353,38 @@ class Collections:
         finally:
             if tmp is not None:  # placed under its name (a hard link) or gone with its collection
                 tmp.unlink(missing_ok=True)
-        if new:
-            self._changed(name)
         return FileRecord(stored, digest, size, time.time()), new
+
+    def _placing(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._place_locks.setdefault(name, threading.Lock())
+
+    def _record(self, name: str, placed: Path) -> None:
+        """The new file ``placed`` as a change of the collection (:meth:`_changed`); when that fails (a full
+        database) the file is taken away again, so that listing, status and answers agree and a retry places it
+        anew."""
+        try:
+            self._changed(name)
+        except StorageError as exc:
+            placed.unlink(missing_ok=True)
+            raise StorageError(f"{placed.name} could not be stored", exc) from None
 
     def remove_file(self, name: str, filename: str) -> None:
         """Remove one file from the collection and index what is left (its segment leaves the collection's index;
-        a store that keeps segments drops them when no file holds that content any more)."""
+        a store that keeps segments drops them when no file holds that content any more). The change is recorded
+        first: a full database refuses the removal (507) before anything is removed (a new version with the file
+        still there, when its removal then fails, only makes answers be computed again)."""
         path = self.file(name, filename)
+        try:
+            self._changed(name)
+        except StorageError as exc:
+            raise StorageError(f"{path.name} could not be removed", exc) from None
         try:
             path.unlink()
         except FileNotFoundError:
             raise NotFound(f"no file {filename[:40]!r} in {name!r}") from None
         except OSError as exc:
             raise StorageError(f"{path.name} could not be removed", exc) from None
-        self._changed(name)
         self.reindex(name)
 
     def _changed(self, name: str) -> None:
@@ -427,7 +461,7 @@ class Collections:
             with self._lock:  # a change during the pass leaves the collection indexing, for the next pass
                 if name not in self._dirty:
                     status.skipped, status.state, status.done = skipped, "ready", status.files
-        except (InputError, NotFound) as exc:
+        except (InputError, NotFound, StorageError) as exc:  # a StorageError's message names no path
             status.state, status.error = "error", self.public(str(exc))
         except OSError as exc:  # the server's storage (a read-only or full cache): its reason, not its paths
             log.warning("indexing collection %s failed: %s", name, exc)

@@ -11,10 +11,11 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from lcrag.service.collections import Collections
+from lcrag.service.collections import Collections, StorageError
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 
 log = logging.getLogger(__name__)
@@ -48,13 +49,28 @@ class StoreDatabase:
             row = self._db.execute("SELECT version FROM versions WHERE id = ?", (collection_id,)).fetchone()
         return row[0] if row else 1
 
-    def bump(self, collection_id: str) -> int:
-        """A new version of the collection; the answers kept for earlier ones go (none is served again)."""
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection in one write transaction: all of the block's statements or none (a full database fails
+        one midway)."""
         with self._lock:
-            version = self._db.execute(
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # (SQLite may have rolled it back itself)
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def bump(self, collection_id: str) -> int:
+        """A new version of the collection; the answers kept for earlier ones go (none is served again). Both or
+        neither: a ``sqlite3.Error`` (a full database) leaves the version as it was."""
+        with self._transaction() as db:
+            version = db.execute(
                 "INSERT INTO versions (id, version) VALUES (?, 2) ON CONFLICT (id) DO UPDATE SET version = version + 1 "
                 "RETURNING version", (collection_id,)).fetchone()[0]
-            self._db.execute("DELETE FROM answers WHERE id = ? AND version < ?", (collection_id, version))
+            db.execute("DELETE FROM answers WHERE id = ? AND version < ?", (collection_id, version))
         return version
 
     def segment(self, key: SegmentKey) -> Segment | None:
@@ -69,7 +85,7 @@ class StoreDatabase:
 
     def put_segment(self, segment: Segment) -> None:
         key = segment.key
-        with self._lock:
+        with self._lock, _stored("a segment could not be kept"):
             self._db.execute("INSERT OR REPLACE INTO segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                              (key.content_hash, key.chunking, key.embedder, segment.text_hash,
                               json.dumps(segment.spans), segment.embeddings, segment.dim, segment.tokens))
@@ -82,9 +98,9 @@ class StoreDatabase:
 
     def forget(self, collection_id: str) -> None:
         """A deleted collection's version and answers (a collection made again under its name has another id)."""
-        with self._lock:
-            self._db.execute("DELETE FROM answers WHERE id = ?", (collection_id,))
-            self._db.execute("DELETE FROM versions WHERE id = ?", (collection_id,))
+        with self._transaction() as db:
+            db.execute("DELETE FROM answers WHERE id = ?", (collection_id,))
+            db.execute("DELETE FROM versions WHERE id = ?", (collection_id,))
 
     def answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         with self._lock:
@@ -114,7 +130,8 @@ class EmbeddedStore(Collections):
         self.database = StoreDatabase(database or self.root.parent / "collections.sqlite")
 
     def _changed(self, name: str) -> None:
-        self.database.bump(self.identity(name))
+        with _stored(f"collection {name!r} could not be changed"):
+            self.database.bump(self.identity(name))
 
     def version(self, name: str) -> int:
         return self.database.version(self.identity(name))
@@ -140,15 +157,21 @@ class EmbeddedStore(Collections):
     def delete(self, name: str) -> None:
         """Delete the collection, its version and answers, and the segments of contents no other file holds."""
         identity, held = self.identity(name), self._contents(self.paths(name))
-        super().delete(name)
-        self.database.forget(identity)
-        self._collect(held)
+        super().delete(name)  # first: a full disk or database is freed by it, never stops it
+        try:
+            self.database.forget(identity)
+            self._collect(held)
+        except sqlite3.Error as exc:  # left rows are of an id no collection has again: never served, only kept
+            log.warning("collection %s deleted, but its answers or segments could not be dropped: %s", name, exc)
 
     def remove_file(self, name: str, filename: str) -> None:
         """Remove one file, and its segments unless another file of any collection holds the same content."""
         held = self._contents([self.file(name, filename)])
         super().remove_file(name, filename)
-        self._collect(held)
+        try:
+            self._collect(held)
+        except sqlite3.Error as exc:  # the segments stay, as a cache of that content: the file is removed
+            log.warning("%s removed from %s, but its segments could not be dropped: %s", filename, name, exc)
 
     @staticmethod
     def _contents(paths: list[Path]) -> dict[str, int]:
@@ -198,6 +221,15 @@ class EmbeddedStore(Collections):
 
     def close(self) -> None:
         self.database.close()
+
+
+@contextmanager
+def _stored(what: str) -> Iterator[None]:
+    """A failure of the database as a :class:`StorageError` saying ``what`` could not be done (507 when full)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StorageError(what, exc) from None
 
 
 def file_digest(path: Path) -> str:

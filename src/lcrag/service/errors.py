@@ -2,8 +2,8 @@
 right status — 400 bad input or over a limit, 401 missing or wrong key, 403 a cross-site write, 404 unknown
 collection or model, 408 a request that did not arrive in time, 413 a body over its limit, 415 not JSON, 422 a body
 of the wrong shape, 429 overloaded (with Retry-After), 431 headers over their limit, 499 the client left, 502/504 a
-reader that failed, 503 too many connections, 507 the server's disk full (500 for its other storage failures);
-never a 5xx for bad input. (408, 431 and 503 for connections come from lcrag.service.server.)"""
+reader that failed, 503 too many connections, 507 the server's disk or database full (500 for its other storage
+failures); never a 5xx for bad input. (408, 431 and 503 for connections come from lcrag.service.server.)"""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def add_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StorageError)
     async def storage(request, exc):
-        # The server's disk, not the request: 507 when it is full, else 500; never a path on the server.
+        # The server's disk or database, not the request: 507 when it is full, else 500; never a path on the server.
         return error(507 if exc.full else 500, str(exc), "storage_error")
 
     @app.exception_handler(Exception)
