@@ -24,7 +24,8 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -32,8 +33,8 @@ from lcrag.documents.sandbox import _shape_checked, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
-from lcrag.service.collections import (NAME, Collections, NotFound, Status, _numbered, receive_upload,
-                                      safe_filename)
+from lcrag.service.collections import (NAME, Collections, NotFound, Status, StorageError, _numbered,
+                                      receive_upload, safe_filename)
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 from lcrag.storage import ensure_directory
 
@@ -105,13 +106,37 @@ def _load_blob(db, digest: str, out) -> bool:
 
 def _collect(db, hashes: list[str]) -> None:
     """The blobs and segments of ``hashes`` that no file holds any more (a file removed, a collection deleted): a
-    content still in another file, of any collection, is kept. A blob collected while an upload of the same content
-    inserts its file is stored again by that upload (its foreign key fails; :meth:`PostgresCollections._insert`)."""
-    if not hashes:
-        return
+    content still in another file, of any collection, is kept. Each content in a savepoint of its own, in a fixed
+    order: one whose blob gained a file meanwhile (an upload of the same bytes, not committed when this looked,
+    commits while the blob is being deleted: the foreign key refuses it) is kept, blob and segments, and the rest
+    still go. A blob collected before such an upload inserts its file is stored again by that upload (its foreign
+    key fails; :meth:`PostgresCollections._insert`)."""
+    import psycopg
+
     gone = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0}.hash)"
-    db.execute(f"DELETE FROM lcrag_segments s WHERE s.hash = ANY(%s) AND {gone.format('s')}", (hashes,))
-    db.execute(f"DELETE FROM lcrag_blobs b WHERE b.hash = ANY(%s) AND {gone.format('b')}", (hashes,))
+    for digest in sorted(set(hashes)):
+        try:
+            with db.transaction():  # a savepoint
+                db.execute(f"DELETE FROM lcrag_blobs b WHERE b.hash = %s AND {gone.format('b')}", (digest,))
+                db.execute(f"DELETE FROM lcrag_segments s WHERE s.hash = %s AND {gone.format('s')}", (digest,))
+        except psycopg.errors.ForeignKeyViolation:
+            log.info("a content being collected gained a file meanwhile: kept")
+
+
+@contextmanager
+def _stored(what: str) -> Iterator[None]:
+    """A full disk or database (or any failure of this replica's disk) as a :class:`StorageError` saying ``what``
+    could not be done: 507 when full. PostgreSQL's insufficient resources (class 53) are its storage's."""
+    import psycopg
+
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(what, exc) from None
+    except psycopg.Error as exc:
+        if not str(getattr(exc, "sqlstate", "") or "").startswith("53"):
+            raise
+        raise StorageError(what, exc) from None
 
 
 class PostgresCollections:
@@ -157,7 +182,7 @@ class PostgresCollections:
             return [row[0] for row in db.execute("SELECT name FROM lcrag_collections ORDER BY name")]
 
     def delete(self, name: str) -> None:
-        with self.db.connection() as db:
+        with _stored(f"collection {name[:64]!r} could not be deleted"), self.db.connection() as db:
             hashes = [row[0] for row in db.execute("SELECT DISTINCT f.hash FROM lcrag_files f JOIN lcrag_collections c "
                                                    "ON c.id = f.collection WHERE c.name = %s", (name,))]
             row = db.execute("DELETE FROM lcrag_collections WHERE name = %s RETURNING id", (name,)).fetchone()
@@ -220,18 +245,34 @@ class PostgresCollections:
         return [{"name": f.name, "bytes": f.size} for f in self.file_records(name)]
 
     def add_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> dict:
-        """Stream an upload into the collection (:meth:`put_file`); a new file queues the collection's indexing."""
-        record, _ = self.put_file(name, filename, chunks, max_bytes)
+        """Stream an upload into the collection (:meth:`put_file`); a new file queues the collection's indexing,
+        and so does the same file again while the collection is in error (its indexing failed, on a full disk
+        say): a retry finishes what failed."""
+        record, new = self.put_file(name, filename, chunks, max_bytes)
+        if not new and self._index is not None and self.state(name).state == "error":
+            self._index_again(name)
         return {"name": record.name, "bytes": record.size}
 
+    def _index_again(self, name: str) -> None:
+        """A new version of the collection, its indexing queued: every replica says indexing until a job has
+        indexed it (a job for the version in error would leave it saying error meanwhile)."""
+        with _stored(f"collection {name[:64]!r} could not be indexed again"), self.db.connection() as db:
+            row = db.execute("SELECT id FROM lcrag_collections WHERE name = %s FOR UPDATE", (name,)).fetchone()
+            if row is not None:
+                self._changed(db, row[0], name)
+
     def put_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> tuple[FileRecord, bool]:
+        """The upload, streamed to a temporary file, then stored in one transaction (its blob, its file, the new
+        version and the indexing job): a full disk or database at any step leaves nothing
+        (:class:`StorageError`)."""
         self._row(name)  # an unknown collection is refused before the upload is read
         wanted = safe_filename(filename)
-        local, digest, size = self._receive(chunks, max_bytes, wanted)
-        try:
-            stored, new = self._insert(name, wanted, local, digest, size)
-        finally:
-            local.unlink(missing_ok=True)
+        with _stored(f"{wanted} could not be stored"):
+            local, digest, size = self._receive(chunks, max_bytes, wanted)
+            try:
+                stored, new = self._insert(name, wanted, local, digest, size)
+            finally:
+                local.unlink(missing_ok=True)
         return FileRecord(stored, digest, size, time.time()), new
 
     def _receive(self, chunks: Iterable[bytes], max_bytes: int, wanted: str) -> tuple[Path, str, int]:
@@ -291,7 +332,7 @@ class PostgresCollections:
         db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:{version}"))
 
     def remove_file(self, name: str, filename: str) -> None:
-        with self.db.connection() as db:
+        with _stored(f"{filename[:40]!r} could not be removed"), self.db.connection() as db:
             row = db.execute("DELETE FROM lcrag_files f USING lcrag_collections c WHERE c.id = f.collection AND "
                              "c.name = %s AND f.name = %s RETURNING c.id, f.hash", (name, filename)).fetchone()
             if row is None:
@@ -310,12 +351,16 @@ class PostgresCollections:
         return self.root / BLOBS / digest[:2] / digest
 
     def _keep_local(self, source: Path, digest: str) -> None:
+        """The stored upload kept as this replica's local copy of its blob; when that fails (the file is in the
+        database already) the copy is made from the database when it is first read."""
         target = self._blob(digest)
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.link(source, target)
         except FileExistsError:
             pass
+        except OSError as exc:
+            log.warning("a stored file is not kept in this replica's mirror (%s): copied when read", exc.strerror)
 
     def _local_blob(self, digest: str) -> Path:
         """A local copy of blob ``digest`` (copied from the database the first time)."""
@@ -394,7 +439,7 @@ class PostgresCollections:
 
     def put_segment(self, segment: Segment) -> None:
         key = segment.key
-        with self.db.connection() as db:
+        with _stored("a segment could not be kept"), self.db.connection() as db:
             db.execute("INSERT INTO lcrag_segments (hash, chunking, embedder, text_hash, spans, embeddings, dim, tokens)"
                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (hash, chunking, embedder) DO UPDATE SET "
                        "text_hash = EXCLUDED.text_hash, spans = EXCLUDED.spans, embeddings = EXCLUDED.embeddings, "
@@ -464,7 +509,7 @@ class PostgresCollections:
 
         try:
             skipped = [self.public(line) for line in self._index(name, self._synced(name), progress)]
-        except (InputError, NotFound) as exc:
+        except (InputError, NotFound, StorageError) as exc:  # a StorageError's message names no path
             return "error", files, self.public(str(exc)), []
         except OSError as exc:
             log.warning("indexing collection %s failed: %s", name, exc)

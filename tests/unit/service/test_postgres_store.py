@@ -232,3 +232,133 @@ def test_a_file_is_stored_and_read_back_in_parts(store, tmp_path, monkeypatch):
     store.remove_file("docs", "a.txt")
     with store.db.connection() as db:
         assert db.execute("SELECT count(*) FROM lcrag_blob_parts").fetchone()[0] == 0
+
+
+def test_deletes_racing_uploads_of_the_same_bytes_through_another_replica_never_fail(store, tmp_path, monkeypatch):
+    """Issue 42: a delete of a collection (or of a file) collects the blob only it held, while another replica's
+    upload of the same bytes has inserted its file but not committed; the upload commits while the blob is being
+    deleted. Was: the delete failed on lcrag_files_hash_fkey (a 500); now it keeps that blob and finishes, and the
+    uploaded file is whole, read back by a new replica. Each round holds the upload's transaction open until the
+    delete has begun (threads, two store instances)."""
+    import hashlib
+    import threading
+
+    content = b"the same bytes, uploaded while a delete collects them"
+    digest = hashlib.sha256(content).hexdigest()
+    other = PostgresCollections(store.db.url, tmp_path / "replica")
+    inserted, deleting = threading.Event(), threading.Event()
+    changed = other._changed
+
+    def held_open(db, cid, name):  # the uploader's file row, uncommitted until the delete is under way
+        changed(db, cid, name)
+        inserted.set()
+        deleting.wait(10)
+        time.sleep(0.1)
+
+    monkeypatch.setattr(other, "_changed", held_open)
+    failures = []
+
+    def attempt(call, *args):
+        try:
+            call(*args)
+        except Exception as exc:  # noqa: BLE001 - any failure is the test's finding
+            failures.append(f"{call.__name__}: {type(exc).__name__}: {exc}")
+
+    def delete(round_number):
+        inserted.wait(10)
+        deleting.set()
+        if round_number % 2:
+            attempt(store.remove_file, "gone", "a.txt")
+        else:
+            attempt(store.delete, "gone")
+
+    try:
+        for round_number in range(12):
+            inserted.clear(), deleting.clear()
+            store.create("gone"), store.create("kept")
+            add(store, "gone", content, "a.txt")  # only "gone" holds the content
+            racing = [threading.Thread(target=attempt, args=(add, other, "kept", content, f"{round_number}.txt")),
+                      threading.Thread(target=delete, args=(round_number,))]
+            for thread in racing:
+                thread.start()
+            for thread in racing:
+                thread.join(30)
+            assert failures == [], failures
+            assert [f.name for f in store.file_records("kept")] == [f"{round_number}.txt"]
+            fresh = PostgresCollections(store.db.url, tmp_path / f"fresh-{round_number}")
+            try:
+                assert fresh.file("kept", f"{round_number}.txt").read_bytes() == content
+            finally:
+                fresh.close()
+            with store.db.connection() as db:
+                assert db.execute("SELECT count(*) FROM lcrag_blobs WHERE hash = %s", (digest,)).fetchone()[0] == 1
+            store.delete("kept")
+            if round_number % 2:
+                store.delete("gone")
+            with store.db.connection() as db:  # nothing holds it now: collected
+                assert db.execute("SELECT count(*) FROM lcrag_blobs").fetchone()[0] == 0
+    finally:
+        other.close()
+
+
+def test_a_full_disk_or_database_during_an_upload_leaves_nothing(store, tmp_path, monkeypatch):
+    """Issue 42, item 4 on PostgreSQL: the temporary file, the blob and the file's row fail in turn as a full disk or
+    database does: a StorageError (507) whose message names no path, and nothing stored (no file, no new version,
+    no job, no temporary file); the same upload then stores it. The local copy failing after the commit is no
+    failure of the upload (the mirror copies it from the database when read)."""
+    import errno
+    import os
+
+    import psycopg
+
+    import lcrag.service.store_postgres as module
+    from lcrag.service.collections import StorageError
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "/srv/cache/.blobs/x")
+
+    def database_full(*args, **kwargs):
+        raise psycopg.errors.DiskFull('could not extend file "base/16384/2613": No space left on device')
+
+    store.create("docs")
+    version = store.version("docs")
+    for where, name, failing in [(os, "fsync", disk_full), (module, "_store_blob", database_full)]:
+        with monkeypatch.context() as patch:
+            patch.setattr(where, name, failing)
+            with pytest.raises(StorageError) as refused:
+                add(store, "docs", b"content")
+        assert refused.value.full and "base/" not in str(refused.value) and "/srv" not in str(refused.value)
+        assert str(refused.value).startswith("a.txt could not be stored: the server's storage failed (")
+        assert store.file_records("docs") == [] and store.version("docs") == version and store.jobs() == []
+        assert [p.name for p in (tmp_path / "collections" / ".blobs").iterdir()] == []
+    with monkeypatch.context() as patch:
+        patch.setattr(module.os, "link", disk_full)  # the local copy, after the commit
+        assert add(store, "docs", b"content")[1] is True
+    other = PostgresCollections(store.db.url, tmp_path / "replica")
+    try:
+        assert other.file("docs", "a.txt").read_bytes() == b"content"
+        assert store.file("docs", "a.txt").read_bytes() == b"content"  # copied back from the database
+    finally:
+        other.close()
+
+
+def test_the_same_upload_again_indexes_a_collection_whose_indexing_failed(database, tmp_path):
+    failing = [True]
+
+    def index(name, files_dir, progress):
+        if failing[0]:
+            raise OSError(28, "No space left on device")
+        return indexed(name, files_dir, progress)
+
+    store = PostgresCollections(database, tmp_path / "collections", index, lease=1.0)
+    store.start_jobs()
+    try:
+        store.create("docs")
+        store.add_file("docs", "a.txt", iter([b"content"]), 1 << 20)
+        status = store.wait("docs", 30)
+        assert status.state == "error" and "No space left on device" in status.error, status
+        failing[0] = False
+        assert store.add_file("docs", "a.txt", iter([b"content"]), 1 << 20) == {"name": "a.txt", "bytes": 7}
+        assert store.wait("docs", 30).state == "ready"
+    finally:
+        store.close()
