@@ -125,6 +125,10 @@ class Guard:
         if refusal is not None:  # labelled by the route it would have reached: a client names no label
             self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
             return await refusal(scope, receive, sending)
+        # Whether the request holds the key (or none is set): a public path says more only to those that do
+        # (request.state.authorized).
+        authorized = not self.api_key or self._key_given(headers.get("authorization", ""))
+        scope["state"] = {**scope.get("state", {}), "authorized": authorized}
         try:
             await self.app(scope, receive, sending)
         except Exception:  # a bug behind: logged once, and answered as JSON if nothing was sent yet

@@ -150,6 +150,35 @@ def test_the_api_key_is_required_when_set(service, tmp_path):
         assert httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
+def test_healthz_without_the_key_says_only_that_the_process_is_alive(service, tmp_path):
+    """Issue 42: /healthz needs no key, so without it it tells nothing of the collections, and it looks nothing up
+    (a stuck store does not hold it); with the key (or with none set) it counts them, off the event loop."""
+    server, answering = service(api_key="s3cret")
+    key = {"Authorization": "Bearer s3cret"}
+    with server as url:
+        assert httpx.post(f"{url}/v1/collections", json={"name": "ops"}, headers=key).status_code == 201
+        assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+        assert httpx.get(f"{url}/healthz", headers={"Authorization": "Bearer wrong"}).json() == {"status": "ok"}
+        assert httpx.get(f"{url}/healthz", headers=key).json() == {"status": "ok", "collections": 1}
+        stuck, names = threading.Event(), answering.collections.names
+        answering.collections.names = lambda: stuck.wait(30) and names()
+        counting = []
+        counter = threading.Thread(target=lambda: counting.append(httpx.get(f"{url}/healthz", headers=key,
+                                                                            timeout=60).json()))
+        counter.start()
+        try:
+            for _ in range(3):  # the keyed one waits on the store in a thread; the loop answers everyone else
+                assert httpx.get(f"{url}/healthz", timeout=5).json() == {"status": "ok"}
+            assert counting == []
+        finally:
+            stuck.set()
+            counter.join(30)
+        assert counting == [{"status": "ok", "collections": 1}]
+    server, _ = service()
+    with server as url:  # no key set: everyone is told
+        assert httpx.get(f"{url}/healthz").json() == {"status": "ok", "collections": 1}
+
+
 def test_refused_requests_are_labelled_by_route_never_by_raw_path(service, tmp_path):
     """Unauthenticated requests to random paths must not grow /metrics (a label per raw path would)."""
     server, _ = service(api_key="s3cret")
