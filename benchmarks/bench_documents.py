@@ -158,10 +158,10 @@ def docx_from_html(html: Path, dest: Path) -> Path:
 
     doc, document = docx.Document(), load_document(html)
     for segment in document.layout.segments:
-        text = document.text[segment.start:segment.end]
+        text, section = document.text[segment.start:segment.end], document.layout.path(segment.section_id)
         for paragraph in text.split("\n\n"):
-            if segment.section and paragraph == segment.section[-1]:
-                doc.add_heading(paragraph, level=min(len(segment.section), 9))
+            if section and paragraph == section[-1]:
+                doc.add_heading(paragraph, level=min(len(section), 9))
             else:
                 doc.add_paragraph(paragraph)
     doc.save(dest)

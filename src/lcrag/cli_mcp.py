@@ -19,11 +19,12 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
-from lcrag.cli_serve import IndexWorkers, JobLease, KeptAnswers, StoreUrl
+from lcrag.cli_serve import IndexWorkers, JobLease, KeptAnswers, MaxKeptAnswer, MaxTitleChars, StoreUrl
 from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
                                    ParseLimits)
 from lcrag.errors import OptionError
-from lcrag.service.limits import Limits, hosts_for
+from lcrag.provenance import MAX_TITLE_CHARS
+from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, Limits, hosts_for
 from lcrag.service.store import KEPT_ANSWERS
 
 TRANSPORTS = ("stdio", "http")
@@ -72,11 +73,13 @@ def mcp(
     max_parse_mb: MaxParseMb = MAX_PARSE_MB,
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
     max_chars_per_byte: MaxCharsPerByte = MAX_CHARS_PER_BYTE,
+    max_title_chars: MaxTitleChars = MAX_TITLE_CHARS,
     parse_workers: ParseWorkers = 2,
     store: StoreUrl = None,
     index_workers: IndexWorkers = 1,
     job_lease: JobLease = 30,
     kept_answers: KeptAnswers = KEPT_ANSWERS,
+    max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024,
 ) -> None:
     """Serve the collections to agents over the Model Context Protocol: tools list_collections, ask and search, and
     the collections' files as resources."""
@@ -96,8 +99,9 @@ def mcp(
                                 "threads": threads, "cache_dir": cache_dir, "backoff": backoff,
                                 "max_backoff": max_backoff, "server_slots": server_slots},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
-                       ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
-                       parse_workers, store, index_workers, job_lease, kept_answers)
+                       ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte,
+                                   max_title_chars),
+                       parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
                     retrievers=allowed_retrievers(retrievers, answering.settings.retriever),

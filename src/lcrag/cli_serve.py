@@ -12,7 +12,8 @@ from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_
                                    ParseLimits)
 from lcrag.errors import OptionError
 from lcrag.options import option_values
-from lcrag.service.limits import Limits, hosts_for, is_loopback
+from lcrag.provenance import MAX_TITLE_CHARS
+from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, Limits, hosts_for, is_loopback
 from lcrag.service.store import KEPT_ANSWERS
 
 API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
@@ -100,17 +101,19 @@ ParseWorkers = Annotated[int, typer.Option("--parse-workers", help="Files parsed
 StoreUrl = Annotated[Optional[str], typer.Option("--store", envvar="LCRAG_STORE", help="Keep collections in PostgreSQL (postgresql://USER:PASSWORD@HOST/DATABASE), shared by every replica and `lcrag worker` on it; default: the cache directory.")]
 IndexWorkers = Annotated[int, typer.Option("--index-workers", help="With --store: indexing jobs this process runs at once (0: leave them to `lcrag worker`).", min=0)]
 KeptAnswers = Annotated[int, typer.Option("--kept-answers", help="Answers the answer cache keeps per collection version (the oldest go first; 0: none).", min=0)]
+MaxKeptAnswer = Annotated[float, typer.Option("--max-kept-answer-kb", help="Largest answer the answer cache keeps, as written (a larger one is answered afresh each time).", min=1)]
+MaxTitleChars = Annotated[int, typer.Option("--max-title-chars", help="Longest heading title or page label kept from a file (a longer one is cut, with an ellipsis); headings count against --max-document-chars.", min=16, max=100_000)]
 JobLease = Annotated[float, typer.Option("--job-lease", help="With --store: seconds an indexing job stays claimed without word from its process; then another takes it over.", min=1)]
 
 
 def engine(config: Path | None, given: dict, option: list[str] | None, price_as: str | None, prices: Path | None,
            router: list[str] | None, max_waiting: int, index_memory_mb: float, parse_limits: ParseLimits | None = None,
            parse_workers: int = 2, store: str | None = None, index_workers: int = 1, job_lease: float = 30,
-           kept_answers: int = KEPT_ANSWERS):
+           kept_answers: int = KEPT_ANSWERS, max_kept_answer_kb: float = MAX_KEPT_ANSWER_BYTES / 1024):
     """The answering engine over the collections under the cache directory, as `lcrag serve` and `lcrag mcp` make
     it: a collection made through one is answered by the other. ``store``: a PostgreSQL URL whose collections it
     shares with other replicas, running ``index_workers`` indexing jobs at a time; ``kept_answers``: the answer
-    cache's bound per collection version."""
+    cache's bound per collection version, each answer at most ``max_kept_answer_kb``."""
     from lcrag.config import Config
     from lcrag.evaluation.prices import PriceTable
     from lcrag.paths import cache_directory
@@ -129,7 +132,8 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     answering = Answering(settings, root.with_name("collections-shared") if shared else root, table, price_as,
                           max_waiting, routers=named_routers(router or []),
                           memory_bytes=int(index_memory_mb * 1024 * 1024), parse_limits=parse_limits,
-                          parse_workers=parse_workers, store=shared, kept_answers=kept_answers)
+                          parse_workers=parse_workers, store=shared, kept_answers=kept_answers,
+                          kept_answer_bytes=int(max_kept_answer_kb * 1024))
     if shared:
         answering.collections.start_jobs(index_workers)
         answering.collections.watch(answering.forget)  # another replica's change lets go of what is kept here
@@ -216,11 +220,13 @@ def serve(
     max_parse_mb: MaxParseMb = MAX_PARSE_MB,
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
     max_chars_per_byte: MaxCharsPerByte = MAX_CHARS_PER_BYTE,
+    max_title_chars: MaxTitleChars = MAX_TITLE_CHARS,
     parse_workers: ParseWorkers = 2,
     store: StoreUrl = None,
     index_workers: IndexWorkers = 1,
     job_lease: JobLease = 30,
     kept_answers: KeptAnswers = KEPT_ANSWERS,
+    max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     check_bind(host, api_key)
@@ -235,8 +241,9 @@ def serve(
                                 "threads": threads, "cache_dir": cache_dir, "backoff": backoff,
                                 "max_backoff": max_backoff, "server_slots": server_slots},
                        option, price_as, prices, router, max_waiting, index_memory_mb,
-                       ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte),
-                       parse_workers, store, index_workers, job_lease, kept_answers)
+                       ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte,
+                                   max_title_chars),
+                       parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),

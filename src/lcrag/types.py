@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -43,6 +44,17 @@ class Document:
     parts: tuple[tuple[int, Document], ...] = field(default=(), compare=False, repr=False)
     # Pages and sections of the extracted text (PDF, DOCX, HTML, EPUB, Markdown); None for plain text.
     layout: Layout | None = field(default=None, compare=False, repr=False)
+
+    def memory_bytes(self, seen: set[int] | None = None) -> int:
+        """The bytes this document holds in memory: its text, its layout (segments, page labels, section table) and
+        its parts' (a joined document's parts hold texts of their own), each object counted once."""
+        seen = set() if seen is None else seen
+        size = 0
+        for held in (self.text, self.layout):
+            if held is not None and id(held) not in seen:
+                seen.add(id(held))
+                size += held.memory_bytes() if held is self.layout else sys.getsizeof(held)
+        return size + sum(part.memory_bytes(seen) for _, part in self.parts)
 
     @cached_property  # a frozen dataclass still allows it: the value goes straight into __dict__
     def content_hash(self) -> str:

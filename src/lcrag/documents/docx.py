@@ -16,7 +16,7 @@ from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.limits import TextBudget
 from lcrag.errors import InputError
-from lcrag.provenance import PHYSICAL, TextBuilder
+from lcrag.provenance import PHYSICAL
 from lcrag.registry import LOADERS
 from lcrag.types import Document
 
@@ -111,21 +111,20 @@ def docx_document(path: Path) -> Document:
     data = read_regular_file(path)
     doc = _open(path, data)
     paged = _has_page_breaks(data, doc.part.partname.membername)  # the body the package names, not a fixed path
-    builder, stack, page, levels, budget = TextBuilder(), [], 1, _heading_levels(doc), TextBudget(path, len(data))
+    page, levels, budget = 1, _heading_levels(doc), TextBudget(path, len(data))
+    builder = budget.builder()
     for block in doc.iter_inner_content():
-        section = tuple(title for _, title in stack)
         if isinstance(block, Paragraph):
             level = _heading_level(block, levels)
             text = block.text
             budget.add(len(text))  # as it grows: the walk of a huge body is the slow part
             if level is not None and text.strip():
-                stack = [(lv, t) for lv, t in stack if lv < level] + [(level, " ".join(text.split()))]
-                section = tuple(title for _, title in stack)
+                builder.sections.enter(level, " ".join(text.split()))
         elif isinstance(block, Table):
             text = _rows(block, budget)  # counted row by row as it is read
         else:
             continue
-        builder.add(text, page=str(page), section=section)
+        builder.add(text, page=str(page))
         page += _page_breaks(block._element) if paged else 0
     if not check_text(builder.text, path):
         raise InputError(f"{path}: the Word document holds no text")

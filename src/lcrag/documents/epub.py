@@ -14,7 +14,6 @@ from lcrag.documents.files import read_regular_file
 from lcrag.documents.html import add_main_text, extractor_version
 from lcrag.documents.limits import TextBudget
 from lcrag.errors import InputError
-from lcrag.provenance import TextBuilder
 from lcrag.registry import LOADERS
 from lcrag.types import Document
 
@@ -72,10 +71,14 @@ def epub_document(path: Path) -> Document:
             raise InputError(f"{path}: the e-book is encrypted (DRM); lcrag reads only unencrypted EPUB files")
         toc, spine, _ = _package(book)
         titles = _toc_titles(book, toc)
-        builder, budget = TextBuilder(), TextBudget(path, len(data))
+        budget = TextBudget(path, len(data))
+        builder = budget.builder()
         for chapter in spine:
             title = titles.get(chapter)
-            add_main_text(builder, book.read(chapter), outer=(title,) if title else (), budget=budget)
+            builder.sections.close_all()  # a chapter's headings end with it
+            if title:
+                builder.sections.enter(0, title)  # its headings (levels 1 to 6) below it
+            add_main_text(builder, book.read(chapter), chapter=title, budget=budget)
     except (zipfile.BadZipFile, KeyError, AttributeError, etree.XMLSyntaxError) as exc:
         raise InputError(f"{path}: not a valid EPUB ({exc.__class__.__name__}: {exc}); re-save it, e.g. with Calibre's "
                          "ebook-convert") from None

@@ -64,35 +64,41 @@ def extract_main(markup: str | bytes) -> str | None:
     return trafilatura.extract(markup, config=_config(), **EXTRACT_OPTIONS)
 
 
-def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = (),
+def _level(block) -> int:
+    """A heading's level, 1 to 6 (trafilatura's ``rend="h2"``; h2 when it says none or something else)."""
+    rend = (block.get("rend") or "h2").lstrip("h")
+    return min(6, max(1, int(rend))) if rend.isdigit() else 2
+
+
+def add_main_text(builder: TextBuilder, markup: str, chapter: str | None = None,
                   budget: TextBudget | None = None) -> bool:
-    """Append the page's main text to ``builder``, each block under its heading path (below ``outer``, e.g. an
-    EPUB chapter), counting each block against ``budget`` as it is added; False when the page has no main text."""
+    """Append the page's main text to ``builder``, each block under its heading path (below the section open in
+    ``builder`` now, e.g. an EPUB chapter's, titled ``chapter``), counting each block against ``budget`` as it is
+    added; False when the page has no main text."""
     from lxml import etree
 
     extracted = extract_main(markup)
     if not extracted:
         return False
     main = etree.fromstring(extracted.encode("utf-8")).find("main")
-    stack: list[tuple[int, str]] = []
+    sections, outer = builder.sections, builder.sections.current
     added = False
     for block in (main if main is not None else []):
         if block.tag == "head":
             title = _flat(block).rstrip(_PERMALINK).strip()
-            level = int((block.get("rend") or "h2").lstrip("h") or 2)
             if budget is not None:
                 budget.add(len(title) + 2)
-            if outer and title.lower() == outer[-1].lower():  # the chapter's own title, already its section
-                builder.add(title, section=outer)
+            if chapter and title.lower() == chapter.lower():  # the chapter's own title, already its section
+                builder.add(title, section_id=outer)
                 continue
-            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
-            builder.add(title, section=outer + tuple(t for _, t in stack))
+            sections.enter(_level(block), title)
+            builder.add(title)
             continue
         text = _block_text(block)
         if budget is not None:
             budget.add(len(text) + 2)
         if text.strip():
-            builder.add(text, section=outer + tuple(t for _, t in stack))
+            builder.add(text)
             added = True
     return added
 
@@ -100,8 +106,9 @@ def add_main_text(builder: TextBuilder, markup: str, outer: tuple[str, ...] = ()
 def html_document(path: Path) -> Document:
     data = read_regular_file(path)
     markup = decode_text(path, data)
-    builder = TextBuilder()
-    if not add_main_text(builder, markup, budget=TextBudget(path, len(data))):
+    budget = TextBudget(path, len(data))
+    builder = budget.builder()
+    if not add_main_text(builder, markup, budget=budget):
         raise InputError(f"{path}: no main text found in the HTML page (only navigation, scripts or markup); save "
                          "the article itself, or convert it to text")
     return Document(text=builder.text, id=path.stem, title=path.stem, source=str(path),

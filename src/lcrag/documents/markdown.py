@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lcrag.documents.limits import TextBudget
 from lcrag.documents.loaders import read_text
-from lcrag.provenance import Layout, Segment
+from lcrag.provenance import SEGMENT_COST, Layout, Sections, Segment
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
 from lcrag.types import Document
@@ -30,18 +30,24 @@ def _headings(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def markdown_layout(text: str) -> Layout:
+def markdown_layout(text: str, budget: TextBudget | None = None) -> Layout:
+    """Each heading's section over the lines below it, up to the next heading; its titles cut and counted, and its
+    segments counted, by ``budget``'s limits."""
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    segments, stack, start, section = [], [], 0, ()
+    sections = budget.sections() if budget is not None else Sections()
+    segments, start = [], 0
     for line, level, title in _headings(text):
         at = line_starts[min(line, len(line_starts) - 1)]
         if at > start:
-            segments.append(Segment(start, at, None, section))
-        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
-        start, section = at, tuple(t for _, t in stack)
-    segments.append(Segment(start, len(text), None, section))
-    return Layout(tuple(s for s in segments if s.end > s.start), None, f"markdown-it-py {version('markdown-it-py')}",
-                  verbatim=True)
+            segments.append(Segment(start, at, None, sections.current))
+        sections.enter(level, title)
+        start = at
+    segments.append(Segment(start, len(text), None, sections.current))
+    kept = tuple(s for s in segments if s.end > s.start)
+    if budget is not None:
+        budget.add_headings(SEGMENT_COST * len(kept))
+    return Layout(kept, None, f"markdown-it-py {version('markdown-it-py')}", verbatim=True,
+                  sections=tuple(sections.table))
 
 
 @LOADERS.register("markdown", help="Markdown, one document per file: heading paths as sections",
@@ -50,5 +56,6 @@ def load_markdown(path: Path) -> list[Document]:
     text = read_text(path)
     if not text.strip():
         raise InputError(f"{path} is empty")
-    TextBudget(path).add(len(text))
-    return [Document(text=text, id=path.stem, title=path.stem, source=str(path), layout=markdown_layout(text))]
+    budget = TextBudget(path)
+    budget.add(len(text))
+    return [Document(text=text, id=path.stem, title=path.stem, source=str(path), layout=markdown_layout(text, budget))]

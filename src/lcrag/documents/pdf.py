@@ -14,7 +14,7 @@ from pathlib import Path
 from lcrag.documents.cleaning import clean_pages
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.limits import TextBudget
-from lcrag.provenance import PHYSICAL, PRINTED, TextBuilder
+from lcrag.provenance import ELLIPSIS, PHYSICAL, PRINTED, clipped
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
 from lcrag.types import Document
@@ -46,13 +46,16 @@ def _open(path: Path, data: bytes):
                          "check the file is complete, or re-save it") from None
 
 
-def _outline(pdf) -> list[Heading]:
+def _outline(pdf, budget: TextBudget) -> list[Heading]:
+    """The outline's headings, each title cut to the limits' ``title_chars`` and counted against ``budget`` as it is
+    read (an outline may hold more titles than the pages hold text)."""
     headings = []
     for item in pdf.get_toc():
         dest = item.get_dest()
         index = dest.get_index() if dest is not None else None
-        title = (item.get_title() or "").strip()
+        title = clipped((item.get_title() or "").strip(), budget.limits.title_chars)
         if index is not None and title:
+            budget.add_headings(len(title))  # and its section's weight when it is entered
             headings.append(Heading(item.level, title, index))
     return headings
 
@@ -79,13 +82,14 @@ def _page_texts(pdf, budget: TextBudget) -> tuple[list[str], list[str]]:
         finally:
             textpage.close()
             page.close()
-        labels.append(pdf.get_page_label(i))
+        labels.append(clipped(pdf.get_page_label(i), budget.limits.title_chars))
         budget.add(len(texts[-1]) + 1)  # a page costs its text, and a page without text still costs a little
+        budget.add_headings(len(labels[-1]))
     return texts, labels
 
 
 def _title_pattern(title: str) -> re.Pattern:
-    words = [re.escape(w) for w in title.split()]
+    words = [re.escape(w) for w in title.removesuffix(ELLIPSIS).split()]  # a cut title: its first words
     return re.compile(r"(?m)^[^\n]{0,12}?" + r"\s+".join(words))
 
 
@@ -107,8 +111,9 @@ def pdf_document(path: Path) -> Document:
     pdf = _open(path, data)
     try:
         _check_page_count(path, len(pdf), len(data))
-        raw, labels = _page_texts(pdf, TextBudget(path, len(data)))
-        outline = _outline(pdf)
+        budget = TextBudget(path, len(data))
+        raw, labels = _page_texts(pdf, budget)
+        outline = _outline(pdf, budget)
     except pdfium.PdfiumError as exc:
         raise InputError(f"{path}: a damaged PDF ({exc}); re-save it or repair it, e.g. qpdf in.pdf out.pdf") from None
     finally:
@@ -120,15 +125,15 @@ def pdf_document(path: Path) -> Document:
     names = [label or str(i + 1) for i, label in enumerate(labels)] if numbering == PRINTED else \
         [str(i + 1) for i in range(len(raw))]
     pages = clean_pages(raw, labels if numbering == PRINTED else None)
-    builder, stack, by_page = TextBuilder(), [], {}
+    builder, by_page = budget.builder(), {}
     for heading in outline:  # grouped once: a long outline is not searched again for every page
         by_page.setdefault(heading.page, []).append(heading)
     for number, text in enumerate(pages):
         cuts = _split_at_headings(text, by_page.get(number, []))
         for (start, heading), (end, _) in zip(cuts, cuts[1:] + [(len(text), None)]):
             if heading is not None:
-                stack = [h for h in stack if h.level < heading.level] + [heading]
-            builder.add(text[start:end], page=names[number], section=tuple(h.title for h in stack))
+                builder.sections.enter(heading.level, heading.title)
+            builder.add(text[start:end], page=names[number])
     extractor = f"pypdfium2 {version('pypdfium2')}; lcrag-pdf {CLEANING_VERSION}"
     return Document(text=builder.text, id=path.stem, title=path.stem, source=str(path),
                     layout=builder.layout(numbering, extractor))

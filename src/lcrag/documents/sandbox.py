@@ -24,6 +24,7 @@ import types
 import time
 import zlib
 from collections import OrderedDict
+from dataclasses import dataclass
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -34,13 +35,13 @@ from lcrag.documents.files import check_regular_file
 from lcrag.documents.limits import ParseLimits, applied
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
-from lcrag.provenance import Layout, Segment
+from lcrag.provenance import ROOT, Layout, Segment
 from lcrag.storage import atomic_write_bytes, set_aside
 from lcrag.types import Document
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # of a cached parse and of what a parsing process sends back; bump when either changes
+FORMAT = 3  # of a cached parse and of what a parsing process sends back; bump when either changes
 # The libraries whose versions can change what a file parses to: part of every cache key.
 LIBRARIES = ("lcrag", "pypdfium2", "python-docx", "trafilatura", "lxml", "markdown-it-py", "charset-normalizer")
 # Loaded once in the fork server, so each parsing process starts with them (a fork, not an import).
@@ -57,19 +58,37 @@ def _document_data(doc: Document) -> dict[str, Any]:
     return {"text": doc.text, "id": doc.id, "title": doc.title, "source": doc.source,
             "parts": [[offset, _document_data(part)] for offset, part in doc.parts],
             "layout": None if layout is None else {
-                "segments": [[s.start, s.end, s.page, list(s.section)] for s in layout.segments],
+                "segments": [[s.start, s.end, s.page, s.section_id] for s in layout.segments],
+                "sections": [list(node) for node in layout.sections],  # each title once: (parent, title)
                 "page_numbering": layout.page_numbering, "extractor": layout.extractor, "verbatim": layout.verbatim}}
+
+
+def _sections(data: list) -> tuple[tuple[int, str], ...]:
+    """A section table as sent: the first is the root, and each other's parent comes before it (so a path's walk up
+    its parents ends); anything else is a ValueError (a damaged parse)."""
+    sections = tuple((int(parent), title) for parent, title in data)
+    if not sections or sections[0] != (ROOT, ""):
+        raise ValueError("a section table starts with its root")
+    for number, (parent, title) in enumerate(sections[1:], start=1):
+        if not (isinstance(title, str) and 0 <= parent < number):
+            raise ValueError(f"section {number}: a title under an earlier section")
+    return sections
+
+
+def _layout(data: dict[str, Any]) -> Layout:
+    sections = _sections(data["sections"])
+    segments = tuple(Segment(int(start), int(end), page, int(section_id))
+                     for start, end, page, section_id in data["segments"])
+    if any(not 0 <= s.section_id < len(sections) or not isinstance(s.page, (str, type(None))) for s in segments):
+        raise ValueError("a segment's section or page is not one of the layout's")
+    return Layout(segments, data["page_numbering"], data["extractor"], bool(data["verbatim"]), sections)
 
 
 def _document(data: dict[str, Any], rebase) -> Document:
     layout = data["layout"]
-    if layout is not None:
-        layout = Layout(tuple(Segment(int(start), int(end), page, tuple(section))
-                              for start, end, page, section in layout["segments"]),
-                        layout["page_numbering"], layout["extractor"], bool(layout["verbatim"]))
     return Document(text=data["text"], id=data["id"], title=data["title"], source=rebase(data["source"]),
                     parts=tuple((int(offset), _document(part, rebase)) for offset, part in data["parts"]),
-                    layout=layout)
+                    layout=None if layout is None else _layout(layout))
 
 
 def encode(outcome: dict[str, Any]) -> bytes:
@@ -306,7 +325,7 @@ class Sandbox:
         self.cache = ParseCache(cache_dir) if cache_dir is not None else None
         self._slots = threading.BoundedSemaphore(workers)
         # Parses just made or read (refusals by the deadline only here: a busy machine may pass it next time).
-        self._recent: SizedLRU[str, dict[str, Any]] = SizedLRU(RECENT_BYTES, _outcome_size)
+        self._recent: SizedLRU[str, Kept] = SizedLRU(RECENT_BYTES, lambda kept: kept.size)
         self._hashes: OrderedDict[tuple, str] = OrderedDict()
         self._hash_lock = threading.Lock()
         self._versions = _versions()
@@ -350,7 +369,8 @@ class Sandbox:
             key = self.key(path)
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-        return documents_of(self._recent.get_or_put(key, lambda: self._stored_or_parsed(path, key)), path)
+        return documents_of(self._recent.get_or_put(key, lambda: Kept.of(self._stored_or_parsed(path, key))).outcome,
+                            path)
 
     def _stored_or_parsed(self, path: Path, key: str) -> dict[str, Any]:
         stored = self.cache.get(key) if self.cache is not None else None
@@ -451,10 +471,30 @@ class Sandbox:
                 process.kill()
 
 
-def _outcome_size(outcome: dict[str, Any]) -> int:
-    """About the bytes an outcome holds in memory: its texts and a little per segment."""
-    def size(doc: dict[str, Any]) -> int:
-        segments = doc["layout"]["segments"] if doc["layout"] else ()
-        return len(doc["text"]) + 100 * len(segments) + sum(size(part) for _, part in doc["parts"])
+@dataclass(frozen=True)
+class Kept:
+    """A parse's outcome kept in memory, with the bytes it holds (measured once: it never changes)."""
 
-    return 1000 + sum(size(doc) for doc in outcome["documents"])
+    outcome: dict[str, Any]
+    size: int
+
+    @classmethod
+    def of(cls, outcome: dict[str, Any]) -> Kept:
+        return cls(outcome, data_bytes(outcome))
+
+
+def data_bytes(value: Any) -> int:
+    """The bytes a JSON value (as ``json.loads`` makes it) holds in memory, by ``sys.getsizeof`` over everything in
+    it: its texts, and the lists of its segments and sections, which for a file of many headings outweigh its text.
+    A walk with a stack of its own: a value nested deeply costs no recursion."""
+    size, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if item is None or isinstance(item, bool) or (type(item) is int and -5 <= item <= 256):
+            continue  # shared by the whole interpreter
+        size += sys.getsizeof(item)
+        if isinstance(item, dict):
+            pending.extend(item.values())  # (its keys: a few names, shared by every dict json.loads makes)
+        elif isinstance(item, list):
+            pending.extend(item)
+    return size

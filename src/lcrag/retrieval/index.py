@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
+from lcrag.readers import streaming
 from lcrag.readers.base import Reader
 from lcrag.registry import RETRIEVERS, PartSpec
 from lcrag.retrieval.base import Retriever
@@ -132,11 +133,11 @@ class DocumentIndex:
         )
 
     def memory_bytes(self) -> int:
-        """Roughly the memory this index holds: the document, its chunks and its retrievers' arrays (vectors);
-        what a cache of indexes weighs them by."""
+        """Roughly the memory this index holds: the document (its text, its parts' and their layouts), its chunks
+        and its retrievers' arrays (vectors); what a cache of indexes weighs them by."""
         if self._text_bytes is None:  # the document and chunks never change: measured once
-            self._text_bytes = sys.getsizeof(self.document.text) + sum(CHUNK_OVERHEAD_BYTES + sys.getsizeof(c.text)
-                                                                       for c in self.chunks)
+            self._text_bytes = self.document.memory_bytes() + sum(CHUNK_OVERHEAD_BYTES + sys.getsizeof(c.text)
+                                                                  for c in self.chunks)
         size = self._text_bytes
         for retriever in list(self._retrievers.values()):
             fields = getattr(retriever, "__dict__", {}).values()
@@ -216,7 +217,7 @@ class DocumentIndex:
                 self._token_counts[tokenizer.name] = counts
             keys = [_sha(c.text)[:20] for c in chunks]
             missing = [(key, c) for key, c in zip(keys, chunks) if key not in counts]
-            for key, chunk in missing:
+            for key, chunk in streaming.checked(missing, every=64):  # a budget over many chunks counts them all
                 counts[key] = count_tokens(tokenizer, chunk.text)
             if missing:
                 # Another process may add other counts meanwhile; the last table wins and the rest are recounted.

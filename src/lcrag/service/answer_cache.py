@@ -17,6 +17,11 @@ Not kept: an answer a learned router decided while holding an LC share (``answer
 with every question it routes, which a cached answer would skip. A cache-aware Self-Route's answer is kept: its
 state only makes a route cheaper, and a cached answer costs nothing.
 
+An answer is kept only when it is at most ``lcrag serve --max-kept-answer-kb`` (:data:`MAX_KEPT_ANSWER_BYTES`) as
+written, and one over it is never served (an earlier lcrag kept bigger ones): a larger answer (a long text asked for
+with many sources) is answered afresh each time rather than kept trimmed, since an answer served from the cache must
+be the one the question got, sources and all; the bound holds the store to ``--kept-answers`` times it per version.
+
 A cached answer is the one written then, its calls marked ``from_cache`` (as the completion cache marks a completion
 it serves: the counts are the original call's, its seconds 0); it is stored as JSON, never as a pickle (a shared
 database is no place to take code from)."""
@@ -34,6 +39,7 @@ from lcrag.pipeline import Pipeline
 from lcrag.provenance import Source
 from lcrag.readers import reader_identity
 from lcrag.service.collections import NotFound
+from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.store import KEPT_ANSWERS
 from lcrag.specs import resolve
 from lcrag.strategies.learned_router import BUNDLED
@@ -82,10 +88,13 @@ def load(raw: bytes) -> Answer | None:
 
 class AnswerCache:
     """Answers in ``store`` for the questions ``pipeline`` answers, at most ``keep`` per collection version (the
-    oldest written go first); ``enabled`` False or ``keep`` 0: nothing is read or kept."""
+    oldest written go first), each at most ``max_bytes`` as written; ``enabled`` False or ``keep`` 0: nothing is
+    read or kept."""
 
-    def __init__(self, store: Any, pipeline: Pipeline, enabled: bool, keep: int = KEPT_ANSWERS):
+    def __init__(self, store: Any, pipeline: Pipeline, enabled: bool, keep: int = KEPT_ANSWERS,
+                 max_bytes: int = MAX_KEPT_ANSWER_BYTES):
         self.store, self.pipeline, self.enabled, self.keep = store, pipeline, enabled and keep > 0, keep
+        self.max_bytes = max_bytes
 
     def version(self, collection: str) -> tuple[str, int] | None:
         """The collection's id and version now (None: the cache is off)."""
@@ -107,7 +116,7 @@ class AnswerCache:
         if version is None:
             return None
         raw = self.store.cached_answer(version[0], version[1], key)
-        return None if raw is None else load(raw)
+        return None if raw is None or len(raw) > self.max_bytes else load(raw)
 
     def put(self, version: tuple[str, int] | None, key: str, answer: Answer, collection: str) -> bool:
         """Keep ``answer`` when it may be served again and the collection is still at ``version`` (a change that
@@ -120,8 +129,13 @@ class AnswerCache:
                 return False
         except NotFound:  # deleted meanwhile
             return False
+        raw = dump(answer)
+        if len(raw) > self.max_bytes:
+            logger.info("an answer to %r is not kept in the answer cache: %s bytes, over the %s of "
+                        "--max-kept-answer-kb", collection, f"{len(raw):,}", f"{self.max_bytes:,}")
+            return False
         try:
-            self.store.cache_answer(version[0], version[1], key, dump(answer), self.keep)
+            self.store.cache_answer(version[0], version[1], key, raw, self.keep)
         except Exception as exc:  # whatever the store raises (OSError, psycopg's errors): the answer stands
             logger.warning("an answer to %r could not be kept in the answer cache: %s", collection, exc)
             return False

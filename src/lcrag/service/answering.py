@@ -31,6 +31,7 @@ from lcrag.readers import streaming
 from lcrag.service.answer_cache import AnswerCache
 from lcrag.service.collections import NotFound
 from lcrag.service.embedded_store import EmbeddedStore, file_digest
+from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.segments import FileEntry, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
@@ -41,6 +42,8 @@ from lcrag.types import Answer, Document, LLMCall
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
+# The longest closing waits for the questions it stopped to reach their next step boundary and let go of the reader.
+STOP_WAIT = 2.0
 
 
 def _stat_key(info: os.stat_result) -> tuple:
@@ -70,6 +73,10 @@ class Busy(RuntimeError):
     """More requests are waiting for the reader than the service queues (HTTP 429)."""
 
 
+class ShuttingDown(streaming.Cancelled):
+    """A question the server stopped as it shut down: still running after ``--shutdown-seconds`` (HTTP 503)."""
+
+
 @dataclass
 class _Loaded:
     """The collections' documents as loaded, each with the identity of the collection it was read from (a collection
@@ -86,7 +93,8 @@ class Answering:
                  price_as: str | None = None, max_waiting: int = 8, pipeline: Pipeline | None = None,
                  routers: dict[str, str] | None = None, memory_bytes: int | None = None,
                  parse_limits: ParseLimits | None = None, parse_workers: int = 2, store=None,
-                 answer_cache: bool | None = None, kept_answers: int = KEPT_ANSWERS):
+                 answer_cache: bool | None = None, kept_answers: int = KEPT_ANSWERS,
+                 kept_answer_bytes: int = MAX_KEPT_ANSWER_BYTES):
         self.settings = settings
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
@@ -99,9 +107,10 @@ class Answering:
         # Files' segments (chunks, embeddings) by content, in the store; a chunker using the reader's tokenizer
         # takes a place at the reader for it (parsing and embedding never do).
         self.segments = Segments(self.collections, lambda: self.slots)
-        # Answers kept in the store, by collection version and question (on with the completion cache, by default).
+        # Answers kept in the store, by collection version and question (on with the completion cache, by default),
+        # each at most kept_answer_bytes as written.
         self.answers = AnswerCache(self.collections, self.base, settings.cache if answer_cache is None else answer_cache,
-                                   kept_answers)
+                                   kept_answers, kept_answer_bytes)
         # Uploaded files are parsed in confined processes, at most parse_workers at a time, each once per content
         # (the outcomes kept beside the collections, for lcrag serve and lcrag mcp alike, across restarts).
         self.parser = Sandbox(parse_limits, self.collections.root.parent / "parsed", parse_workers)
@@ -111,8 +120,11 @@ class Answering:
         # Places at the reader: as many questions at once as it takes, never more than are let in.
         self.slots = ReaderSlots(lambda: self.base.reader, max_waiting)
         self._waiting = 0
-        self._count = threading.Lock()
+        self._count = threading.Condition()
         self.max_waiting = max_waiting
+        # The listeners of the questions being answered: a server shutting down cancels them (stop_questions).
+        self._asked: dict[int, streaming.Listener] = {}  # by id: a listener is a dataclass, not hashable
+        self.stopping = threading.Event()
         # Questions run in their own pool, one thread per place in the queue (and one more): a question
         # beyond the queue gets its 429 at once, and uploads and metadata never wait behind questions for a thread.
         self.executor = ThreadPoolExecutor(max_waiting + 1, thread_name_prefix="lcrag-answer")
@@ -281,9 +293,12 @@ class Answering:
         choices = self.choices(options)
         self.check_answerable(collection)
         with self._count:  # before any parsing or waiting: beyond the queue, a question costs nothing
+            if self.stopping.is_set():
+                raise ShuttingDown("the server is shutting down; ask again when it is back")
             if self._waiting >= self.max_waiting:
                 raise Busy(f"{self._waiting} requests are already waiting for the reader")
             self._waiting += 1
+            self._asked[id(listener)] = listener
         try:
             version = self.answers.version(collection)  # before the document: a change meanwhile is a new version
             document = self.document(collection, listener.cancelled)
@@ -294,9 +309,16 @@ class Answering:
             answer = self._generate(collection, document, question, history, choices, listener)
             self.answers.put(version, key, answer, collection)
             return answer
+        except streaming.Cancelled:
+            if self.stopping.is_set():
+                raise ShuttingDown("the server is shutting down: the question was stopped after its "
+                                   "--shutdown-seconds; ask again when it is back") from None
+            raise
         finally:
             with self._count:
                 self._waiting -= 1
+                self._asked.pop(id(listener), None)
+                self._count.notify_all()
 
     def _generate(self, collection: str, document: Document, question: str, history: list[dict[str, str]],
                   choices: dict[str, Any], listener: streaming.Listener) -> Answer:
@@ -364,8 +386,21 @@ class Answering:
         total = calls_cost(answer.calls, self.prices, self.price_as)
         return {"currency": "USD", "total": total, "priced_as": self.price_as}
 
+    def stop_questions(self) -> None:
+        """Cancel every question being answered (each stops at its next step boundary and answers 503), and refuse
+        those that come after: what a server shutting down does once its drain time is over."""
+        with self._count:
+            self.stopping.set()
+            for listener in self._asked.values():
+                listener.cancelled.set()
+
     def close(self) -> None:
+        """Stop the questions still running and wait (at most :data:`STOP_WAIT` seconds) for them to let go of the
+        reader and the store, then close the pools, the sandbox's processes and the store."""
+        self.stop_questions()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        with self._count:
+            self._count.wait_for(lambda: not self._asked, STOP_WAIT)
         self._parsing.shutdown(wait=False, cancel_futures=True)
         self.segments.close()
         self.parser.close()

@@ -11,6 +11,9 @@ from typing import Any
 from lcrag.errors import InputError
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+# The largest answer the answer cache keeps, as written (--max-kept-answer-kb): a short text and its sources, with
+# room for a long one; a store keeps --kept-answers of them per collection version.
+MAX_KEPT_ANSWER_BYTES = 64 << 10
 
 
 class OverLimit(InputError):

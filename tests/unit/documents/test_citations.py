@@ -68,7 +68,8 @@ def test_closed_book_answers_cite_nothing(tmp_path, scripted_reader):
 
 
 def test_locate_maps_offsets_through_segments_and_parts():
-    layout = Layout((Segment(0, 10, "1", ("A",)), Segment(12, 30, "2", ("A", "B"))), PHYSICAL, "x")
+    layout = Layout((Segment(0, 10, "1", 1), Segment(12, 30, "2", 2)), PHYSICAL, "x",
+                    sections=((0, ""), (0, "A"), (1, "B")))  # A, then A / B
     part = Document("0123456789\n\nabcdefghijklmnopqr", source="m.pdf", layout=layout)
     assert locate(part, 3, 15) == {"file": "m.pdf", "pages": ["1", "2"], "page_numbering": PHYSICAL, "section": ["A"]}
     text = Document("one\ntwo\nthree", source="t.txt")

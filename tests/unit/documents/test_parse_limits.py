@@ -92,13 +92,15 @@ def test_markdown_headings_come_from_the_block_parse_alone(tmp_path):
     path = emphasis_markdown(tmp_path / "emphasis.md")  # 4.5 MB of "*a_"; 5281a3b: 21.6 s and 1.7 GB
     document, took = timed(load_document, path)
     assert took < QUICK
-    assert document.layout.segments[0].section == ("Title",) and len(document.text) > 4_500_000
+    layout = document.layout
+    assert layout.path(layout.segments[0].section_id) == ("Title",) and len(document.text) > 4_500_000
 
 
 def test_markdown_headings_are_found_as_before(tmp_path):
     path = tmp_path / "notes.md"
     path.write_text("# Top *level*\n\nText.\n\n```\n# not a heading\n```\n\nSetext\n======\n\n## Below\n\nMore.\n")
-    sections = [s.section for s in load_document(path).layout.segments]
+    layout = load_document(path).layout
+    sections = [layout.path(s.section_id) for s in layout.segments]
     assert sections == [("Top *level*",), ("Setext",), ("Setext", "Below")]
 
 
@@ -130,7 +132,7 @@ def test_ordinary_documents_read_as_before(tmp_path):
     from document_fixtures import crane_manual, write_docx
 
     pdf = load_document(crane_manual(tmp_path))
-    assert "7781" in pdf.text and pdf.layout.segments[-1].section == ("Crane Controls",)
+    assert "7781" in pdf.text and pdf.layout.path(pdf.layout.segments[-1].section_id) == ("Crane Controls",)
     docx = load_document(write_docx(tmp_path / "t.docx", [("h1", "Parts"), ("table", [["Part", "Code"],
                                                                                        ["valve", "V-12"]])]))
     assert docx.text.endswith("Part | Code\nvalve | V-12")

@@ -282,3 +282,26 @@ def test_one_reader_server_answers_as_many_at_once_as_its_slots(tmp_path, server
     finally:
         answering.close()
         stub.kill()
+
+
+def test_an_answer_over_the_kept_bound_is_answered_afresh_never_kept_trimmed(tmp_path, scripted_reader):
+    """lcrag serve --max-kept-answer-kb: an answer larger as written is not kept (a cached answer is the one the
+    question got, sources and all, so it is not kept trimmed), and one kept by an earlier lcrag without the bound is
+    not served; a smaller one is kept as before."""
+    reader = scripted_reader(lambda m: "7781 " * 1000 if "long" in str(m) else "7781")
+    answering = replica(tmp_path, "a", reader, kept_answer_bytes=4096)
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "crane.txt", CRANE)
+        long_question = "What is the crane reset code? Answer at long length."
+        first = answering.ask("ops", long_question, {})
+        assert len(dump(first)) > 4096 and not _keys(answering)
+        calls = len(reader.calls)
+        again = answering.ask("ops", long_question, {})
+        assert not from_cache(again) and len(reader.calls) == calls + 1
+        assert [s.to_dict() for s in again.sources] == [s.to_dict() for s in first.sources]
+        assert not from_cache(answering.ask("ops", QUESTION, {})) and from_cache(answering.ask("ops", QUESTION, {}))
+        answering.answers.max_bytes = 100  # now over the bound: kept before it, never served
+        assert not from_cache(answering.ask("ops", QUESTION, {}))
+    finally:
+        answering.close()
