@@ -82,8 +82,8 @@ class Layout:
         return tuple(reversed(titles))
 
     def memory_bytes(self) -> int:
-        """The bytes this layout holds in memory: its segments, their page labels, and its section table (each
-        object counted once, as measured by ``sys.getsizeof``)."""
+        """The bytes this layout holds in memory: its segments, their page labels, its section table and the list
+        of starts its lookups make (each object counted once, as measured by ``sys.getsizeof``)."""
         seen: set[int] = set()
 
         def once(value: object) -> int:
@@ -97,9 +97,7 @@ class Layout:
             size += sys.getsizeof(segment) + once(segment.start) + once(segment.end) + once(segment.page)
         for node in self.sections:
             size += sys.getsizeof(node) + once(node[0]) + once(node[1])
-        if "_starts" in self.__dict__:
-            size += sys.getsizeof(self._starts)
-        return size
+        return size + sys.getsizeof([]) + 8 * len(self.segments)  # the starts' list, made on the first lookup
 
 
 class Sections:

@@ -5,8 +5,10 @@ in the answer cache; now each source cites the innermost titles, cut, and the an
 from __future__ import annotations
 
 import json
+import sys
 
 from lcrag.pipeline import Pipeline, Settings
+from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES
 from lcrag.provenance import ELLIPSIS, SOURCE_SECTION_LEVELS, SOURCE_TITLE_CHARS
 from lcrag.service.answer_cache import dump, from_cache
 from lcrag.service.answering import Answering
@@ -36,5 +38,11 @@ def test_an_answer_over_nested_long_headings_is_bounded_and_kept(tmp_path, scrip
             assert source.section[-1].startswith("Part ")
         assert len(dump(answer)) <= MAX_KEPT_ANSWER_BYTES
         assert from_cache(answering.ask("deep", "Which code does part 123 hold?", {}))  # kept, and served
+        # --index-memory-mb weighs the index by what it holds: the file's layout (400 sections' table) too
+        document = answering.document("deep")
+        index = answering.base.index(document)
+        chunks = sum(CHUNK_OVERHEAD_BYTES + sys.getsizeof(c.text) for c in index.chunks)
+        layout = document.parts[0][1].layout.memory_bytes()
+        assert layout > 50_000 and index.memory_bytes() >= sys.getsizeof(document.text) + chunks + layout
     finally:
         answering.close()
