@@ -23,7 +23,7 @@ from lcrag.assembly.context import ORDERS
 from lcrag.documents.files import check_regular_file, decode_text, read_regular_file
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.errors import LcragError, OptionError
-from lcrag.options import EvalOptions, SettingError, at_least, in_range, longrag_choices, one_of
+from lcrag.options import EvalOptions, SettingError, at_least, at_most, in_range, longrag_choices, one_of
 from lcrag.readers import parse_reader_spec
 from lcrag.http_client import DEFAULT_TIMEOUT, split_base_urls
 from lcrag.readers.pool import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF
@@ -33,6 +33,11 @@ from lcrag.retrieval.embedders import parse_embedder_spec
 from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import PromptSet, needs_corpus
 from lcrag.strategies.conversation import CONDENSE_MODES
+
+
+# The largest reader window and answer, in tokens (16M: beyond any model's; a value past it is a typo or an attack,
+# which an embedded reader would otherwise try to allocate).
+MAX_WINDOW_TOKENS = 1 << 24
 
 
 class ConfigFileError(OptionError):
@@ -79,6 +84,8 @@ class ReaderConfig:
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 1e9:
             raise SettingError("timeout", f"must be a number of seconds above 0 and below 1e9, got {self.timeout!r}")
         at_least("max_tokens", self.max_tokens, 1)
+        at_most("max_tokens", self.max_tokens, MAX_WINDOW_TOKENS)
+        at_most("context_window", self.context_window, MAX_WINDOW_TOKENS, optional=True)
         if self.context_window is not None and self.context_window <= self.max_tokens:
             # The answer is generated inside the window, after the prompt.
             raise SettingError("context_window", f"must be above max_tokens ({self.max_tokens}), "

@@ -74,6 +74,12 @@ def at_least(name: str, value: object, low: int, optional: bool = False) -> None
         raise SettingError(name, f"must be ≥ {low}, got {value}")
 
 
+def at_most(name: str, value: object, high: int, optional: bool = False) -> None:
+    """``value`` (a whole number, checked by :func:`at_least` first) is ≤ ``high``: the bound that caps the work."""
+    if not (value is None and optional) and value > high:
+        raise SettingError(name, f"must be ≤ {high:,}, got {value:,}")
+
+
 def in_range(name: str, value: object, low: float, high: float) -> None:
     """``value`` is a number in [``low``, ``high``], or None (not set)."""
     if value is None:

@@ -15,11 +15,11 @@ from lcrag.assembly import ContextAssembler, TruncatedText
 from lcrag.assembly.truncation import fill_with_chunks
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
-from lcrag.config import PER_QUESTION, ChunkingConfig, Settings
+from lcrag.config import MAX_WINDOW_TOKENS, PER_QUESTION, ChunkingConfig, Settings
 from lcrag.documents import load_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.errors import InputError, OptionError
-from lcrag.options import at_least
+from lcrag.options import at_least, at_most
 from lcrag.paths import cache_directory
 from lcrag.readers import (
     CachedReader,
@@ -315,6 +315,7 @@ class Pipeline:
         if not question.strip():
             raise InputError("the question is empty")
         at_least("max_tokens", max_tokens, 1, optional=True)
+        at_most("max_tokens", max_tokens, MAX_WINDOW_TOKENS, optional=True)
         s = self.settings_for(choices)
         strategy = strategy or s.strategy
         spec = resolve(s, strategy)  # every choice, once: the strategy and the context are found by it
