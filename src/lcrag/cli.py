@@ -59,7 +59,7 @@ Embedder = Annotated[str, typer.Option("--embedder", help=f"The embedder: {EMBED
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds one call to a reader or embedder may take, retries included; then it fails.")]
-Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit.")]
+Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit (0 to 64).")]
 SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
 TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help=f"tree retriever: {spoken_list(NAVIGATIONS)} (llm: the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]

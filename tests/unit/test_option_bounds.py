@@ -133,3 +133,19 @@ def test_a_window_over_the_maximum_is_refused_by_the_retriever_itself():
 
     with pytest.raises(InputError, match="0 to 64 sentences"):
         window_retriever([1.0, 2.0], HUGE)
+
+
+def test_the_readme_lists_every_number_options_bounds():
+    """The README's table of declared bounds names each number option with its range, read from the registries."""
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2].joinpath("README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and " to " in line]
+    for registry in (STRATEGIES, RETRIEVERS, CHUNKERS):
+        for part in registry.parts():
+            for option in part.options:
+                if option.type not in (int, float) or option.choices is not None:
+                    continue
+                span = f"{option.min:,g} to {option.max:,g}"
+                assert any(part.name in row and f"`{option.name}`" in row and span in row for row in rows), \
+                    f"README: no row for {part.kind} {part.name} option {option.name} ({span})"
