@@ -31,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from lcrag import json_pieces
 from lcrag.documents.files import check_regular_file
 from lcrag.documents.limits import ParseLimits, applied
 from lcrag.errors import InputError
@@ -181,7 +182,7 @@ class ParseCache:
             log.warning("cannot read the cached parse %s (%s); parsing again", path.name, exc.strerror or exc)
             return None
         try:
-            outcome = _shape_checked(json.loads(zlib.decompress(raw)))
+            outcome = _shape_checked(json_pieces.loads(zlib.decompress(raw)))
         except (zlib.error, ValueError, UnicodeDecodeError, RecursionError) as exc:
             set_aside(path, str(exc)[:200])
             return None
@@ -192,7 +193,7 @@ class ParseCache:
         return outcome
 
     def put(self, key: str, outcome: dict[str, Any]) -> None:
-        data = zlib.compress(encode(outcome), 1)
+        data = json_pieces.compressed(outcome)  # (a piece at a time: a large parse never holds the interpreter)
         try:
             atomic_write_bytes(self._file(key), data)
         except OSError as exc:  # a full or read-only cache: the parse still answers, it is only not kept
@@ -423,7 +424,7 @@ class Sandbox:
             raise InputError(f"{path}: not read: the service is stopping")
         if payload is not None:
             try:
-                return _shape_checked(json.loads(payload)), True
+                return _shape_checked(json_pieces.loads(payload)), True  # (a piece at a time, as above)
             except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                 return outcome_of(None, path, f"{path}: could not be read (the parser sent {exc})"), True
         return self._stopped(path, process.exitcode, elapsed)

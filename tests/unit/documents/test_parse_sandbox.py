@@ -116,6 +116,29 @@ def test_a_file_is_parsed_once_per_content_across_processes_and_names_its_own_pa
     assert "7782" in restarted.load(copy)[0].text and restarted.parses == 1
 
 
+def test_a_parse_larger_than_many_pieces_crosses_whole_and_is_kept_whole(tmp_path):
+    """What a parsing process sends, and the cache keeps, is decoded and encoded a piece at a time (json_pieces: a
+    large parse never holds the service's interpreter): the documents are those parsed, escapes, non-ASCII
+    letters and surrogate pairs across pieces' edges included, from the process and from the cache."""
+    from lcrag import json_pieces
+    from lcrag.documents.sandbox import _parse_here, documents_of
+
+    line = 'A "quoted" word, a back\\slash, a tab\t, été, 😀 and € in section {n}.\n'
+    path = tmp_path / "a" / "long.md"
+    path.parent.mkdir()
+    path.write_text("".join(f"## Part {n}\n\n" + line.format(n=n) * 40 for n in range(600)), encoding="utf-8")
+    assert path.stat().st_size > 6 * json_pieces.PIECE
+    here = documents_of(_parse_here(path, ParseLimits()), path)
+    box = Sandbox(cache_dir=tmp_path / "parsed")
+    crossed = box.load(path)
+    restarted = Sandbox(cache_dir=tmp_path / "parsed")
+    kept = restarted.load(path)
+    for docs in (crossed, kept):
+        assert [(d.text, d.layout.segments, d.layout.sections) for d in docs] == \
+            [(d.text, d.layout.segments, d.layout.sections) for d in here]
+    assert box.parses == 1 and restarted.parses == 0
+
+
 def test_a_refusal_is_kept_too_and_names_the_file_where_it_is(tmp_path):
     blank = tmp_path / "a" / "blank.txt"
     blank.parent.mkdir()
