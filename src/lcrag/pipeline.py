@@ -327,6 +327,7 @@ class Pipeline:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,
                           params=replace(ctx.params, max_tokens=max_tokens or ctx.params.max_tokens))
+        streaming.check_cancelled()  # a question cancelled while its context was made (its index built) stops here
         asked = standalone(self.reader, history, question, spec.condense, spec.history_turns)
         if asked.method != "as-asked":
             streaming.emit("conversation", **asked.to_dict())  # a stream shows how the follow-up is asked
@@ -334,12 +335,14 @@ class Pipeline:
             ctx = replace(ctx, query=asked.query)
         # Readers may ask which question, document and route a call is for (the replay reader does): set here, the
         # one place a strategy is run for a question.
+        streaming.check_cancelled()
         with call_context.asking(question, ctx.document, runner.route):
             answer = runner.run(ctx, asked.question)
         if asked.method != "as-asked":
             answer.question, answer.calls = question, asked.calls + answer.calls
             answer.conversation = asked.to_dict()
         if sources:
+            streaming.check_cancelled()  # locating an LC answer's sources searches the document's index
             answer.sources = cite(ctx, answer, asked.query)  # an LC answer's are located in the document's index
         return answer
 

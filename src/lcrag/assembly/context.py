@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lcrag.errors import InputError
+from lcrag.readers import streaming
 from lcrag.types import Chunk, ChunkUsed, ScoredChunk
 
 ORDERS = ("score", "document")
@@ -80,7 +81,7 @@ class ContextAssembler:
         chosen: list[ChunkUsed] = []
         total = 0
         # Count in small batches: only the chunks that can still fit are ever tokenized.
-        for start in range(0, len(ranked), 8):
+        for start in streaming.checked(range(0, len(ranked), 8), every=8):
             batch = ranked[start : start + 8]
             for scored, n in zip(batch, token_counts([s.chunk for s in batch])):
                 if total + n > self.budget:

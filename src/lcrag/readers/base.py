@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from lcrag.readers import streaming
 from lcrag.tokenization import Tokenizer
 from lcrag.types import Usage
 
@@ -73,8 +75,15 @@ def reader_identity(reader: Reader) -> str:
 def complete_many(
     reader: Reader, requests: list[tuple[list[Message], GenerationParams]], max_concurrency: int = 4
 ) -> list[Completion]:
-    """Run requests concurrently (bounded), results in request order."""
+    """Run requests concurrently (bounded), results in request order. Each call runs in the caller's context (its
+    question's listener: a cancel stops the calls in progress, and no further one starts)."""
     if max_concurrency <= 1 or len(requests) <= 1:
-        return [reader.complete(m, p) for m, p in requests]
+        return [_complete(reader, m, p) for m, p in requests]
+    context = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=max_concurrency) as pool:
-        return list(pool.map(lambda r: reader.complete(*r), requests))
+        return list(pool.map(lambda r: context.copy().run(_complete, reader, *r), requests))
+
+
+def _complete(reader: Reader, messages: list[Message], params: GenerationParams) -> Completion:
+    streaming.check_cancelled()
+    return reader.complete(messages, params)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.lazy import lazy_module
+from lcrag.readers import streaming
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder, uncached
 from lcrag.retrieval.integrity import ArtifactDamaged
@@ -57,7 +58,9 @@ def embed_rows(
     if progress and first:
         progress(first)
     starts = range(first, n, batch)
-    for lo, vectors in zip(starts, embed_batches(texts(lo, min(lo + batch, n)) for lo in starts)):
+    # A cancelled question stops before its next batch; the rows done are kept, and the next build resumes there.
+    batches = embed_batches(texts(lo, min(lo + batch, n)) for lo in starts)
+    for lo, vectors in zip(streaming.checked(starts, every=1), batches):
         if out is None:
             out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, vectors.shape[1]))
         out[lo : lo + len(vectors)] = vectors

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lcrag.errors import InputError, ModelNotFoundError, ReaderError
 from lcrag.lazy import lazy_module
+from lcrag.readers import streaming
 from lcrag.registry import EMBEDDERS
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class OnnxMiniLMEmbedder:
         batch: list[int] = []
         for i in [*order, None]:
             if batch and (i is None or (len(batch) + 1) * len(encodings[i].ids) > self.max_batch_tokens):
+                streaming.check_cancelled()  # a question's bulk embedding stops between two batches
                 out[batch] = self._embed_batch([encodings[j] for j in batch])
                 batch = []
             if i is not None:
@@ -169,6 +171,7 @@ class OpenAIEmbedder:
         rows: list[list[float]] = []
         for s in range(0, len(texts), self.batch_size):
             batch = texts[s : s + self.batch_size]
+            streaming.check_cancelled()
             data = self._http.post_json("/embeddings", {"model": self.model, "input": batch})
             try:
                 items = sorted(data["data"], key=lambda d: d["index"])

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from lcrag.chunking import Chunker
 from lcrag.errors import InputError
+from lcrag.readers import streaming
 from lcrag.readers.base import Reader
 from lcrag.registry import RETRIEVERS, PartSpec
 from lcrag.retrieval.base import Retriever
@@ -216,7 +217,7 @@ class DocumentIndex:
                 self._token_counts[tokenizer.name] = counts
             keys = [_sha(c.text)[:20] for c in chunks]
             missing = [(key, c) for key, c in zip(keys, chunks) if key not in counts]
-            for key, chunk in missing:
+            for key, chunk in streaming.checked(missing, every=64):  # a budget over many chunks counts them all
                 counts[key] = count_tokens(tokenizer, chunk.text)
             if missing:
                 # Another process may add other counts meanwhile; the last table wins and the rest are recounted.

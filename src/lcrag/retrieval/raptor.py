@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from lcrag.chunking import TokenSentenceChunker
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
+from lcrag.readers import streaming
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import BuildCost, Summarizer, SummaryTree, embed_texts
@@ -183,6 +184,7 @@ def build_raptor_tree(document: Document, tokenizer: Tokenizer, embedder: Embedd
     cost = BuildCost()
     current = list(range(len(nodes)))
     for layer in range(1, config.max_layers + 1):
+        streaming.check_cancelled()  # a layer's clustering and summaries only for a question still asked
         if len(current) <= config.reduction_dim + 1:
             break
         clusters = cluster_nodes(current, vectors, tokens, config)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from lcrag.chunking import SentenceChunker
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
+from lcrag.readers import streaming
 from lcrag.registry import RETRIEVERS, Option
 from lcrag.retrieval.dense import embed_rows, load_vectors, local_batches
 from lcrag.retrieval.embedders import Embedder
@@ -100,7 +101,7 @@ class SentenceWindowRetriever:
         order = np.lexsort((np.arange(len(scores)), -scores))  # best first, ties by position
         results: list[ScoredChunk] = []
         covered = DisjointSpans()
-        for i in order.tolist():
+        for i in streaming.checked(order.tolist()):  # every sentence, when windows keep overlapping
             lo, hi = self._bounds(i)
             if covered.overlaps(lo, hi):
                 continue  # its window would repeat text already returned

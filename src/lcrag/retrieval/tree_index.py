@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
+from lcrag.readers import streaming
 from lcrag.readers.base import GenerationParams, Reader
 from lcrag.registry import RETRIEVERS, Option
 from lcrag.retrieval.embedders import Embedder
@@ -70,6 +71,7 @@ def build_tree_index(document_hash: str, leaves: list[Chunk], leaf_vectors: np.n
     level = list(range(len(nodes)))
     layer = 0
     while len(level) > children:
+        streaming.check_cancelled()  # a level's summaries only for a question still asked
         layer += 1
         groups = [level[i : i + children] for i in range(0, len(level), children)]
         log.info("tree index level %d: %d nodes -> %d summaries", layer, len(level), len(groups))
@@ -163,6 +165,7 @@ class TreeIndexRetriever:
         calls: list[LLMCall] = []
         candidates = self.roots
         while self.tree.nodes[candidates[0]].layer > 0:
+            streaming.check_cancelled()  # each level's navigation (a reader call with llm) for a question still asked
             beam = self._rank(query, candidates, scores, calls)[: self.branch]
             candidates = [c for node in beam for c in self.tree.children[node]]
         ranked = self._rank(query, candidates, scores, calls)[: k or len(candidates)]

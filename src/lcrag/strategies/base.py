@@ -115,10 +115,12 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
     set with a ``chunk_format`` (LaRA's) writes the chunks its own way."""
     if ctx.prompts.chunk_format:
         assembler = replace(assembler, chunk_format=ctx.prompts.chunk_format)
+    streaming.check_cancelled()  # each step starts only for a question still asked
     with timer.stage("index"):
         index = ctx.index()
         retriever = index.retriever(ctx.retriever)
     depth = None if assembler.budget is not None else assembler.k
+    streaming.check_cancelled()
     with timer.stage("retrieval"):
         with_calls = getattr(retriever, "run_with_calls", None)
         if with_calls is not None:
@@ -127,6 +129,7 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
                 calls.extend(used)
         else:
             ranked = retriever.run(ctx.query or question, depth)
+    streaming.check_cancelled()
     with timer.stage("assembly"):
         text = getattr(ctx.document, "text", None)  # a corpus index has none: its units carry their own
         context = assembler.run(ranked, text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
@@ -160,6 +163,7 @@ def lc_document_limit(window: int, max_tokens: int, overhead: int) -> int:
 def long_context(ctx: QueryContext, question: str, template: str, timer: Timer) -> tuple[list[dict[str, str]], TruncatedText]:
     """The LC prompt for ``question``: the document cut in the middle (by reader tokens) if it exceeds the window,
     or, for a source that is not one text (a corpus index), what its ``long_text`` reads for the question."""
+    streaming.check_cancelled()
     with timer.stage("truncation"):
         overhead = ctx.reader.count_prompt_tokens(ctx.prompts.messages(template, question, context=""))
         limit = lc_document_limit(ctx.reader.context_window, ctx.params.max_tokens, overhead)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from lcrag.assembly import truncate_middle
 from lcrag.chunking.units import UNIT_KINDS
 from lcrag.errors import InputError
+from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.corpus import CorpusIndex, UnitHit
@@ -181,7 +182,8 @@ class LongRAG:
         texts = self.index.unit_texts(self.unit, [h.unit for h in chosen])
         titles = [[d.title for d in self.index.unit_documents(self.unit, h.unit)] for h in chosen]
         tokenizer = self.reader.tokenizer
-        while True:
+        while True:  # each pass tokenizes the whole context: a cancelled question stops between two
+            streaming.check_cancelled()
             text = "\n\n".join(texts)
             n_tokens = len(tokenizer.encode(text))
             over = self._overflow(question, sum(titles, []), text, n_tokens, room)
@@ -193,6 +195,7 @@ class LongRAG:
         all_titles = sum(titles, [])
         full, full_tokens, target = text, n_tokens, n_tokens
         while over > 0:  # the target shrinks by at least one token a pass, so this ends
+            streaming.check_cancelled()
             target = min(target, n_tokens) - over
             if target <= 0:
                 raise InputError(f"the titles and prompt alone fill the reader's {self.reader.context_window}-token "
@@ -208,12 +211,15 @@ class LongRAG:
         makes each reader call (the strategy's: streamed, with its call context); default: the reader, directly."""
         complete = complete or self._complete
         timer = Timer()
+        streaming.check_cancelled()  # each step only for a question still asked
         with timer.stage("retrieval"):
             hits = self.retrieve(query or question)
+        streaming.check_cancelled()
         with timer.stage("assembly"):
             ctx = self.assemble(question, hits)
         first = complete("long_answer", self.turn1_messages(question, ctx.titles, ctx.text), self.long_params, timer)
         long_answer = long_answer_of(first.text)
+        streaming.check_cancelled()
         second = complete("short_answer", [{"role": "user", "content": turn2_prompt(question, long_answer)}],
                           self.short_params, timer)
         short = short_answer(second.text, long_answer)

@@ -123,6 +123,7 @@ class Routed(Strategy):
     def run(self, ctx: QueryContext, question: str) -> Answer:
         with streaming.provisional():  # the fallback may answer instead
             first = self.first.run(ctx, question)
+        streaming.check_cancelled()  # a router's features read the whole document: only for a question still asked
         decided = self.condition(first, ctx) if self._condition_reads_ctx else self.condition(first)
         fall_back = bool(decided)
         routing = decided.to_dict() if hasattr(decided, "to_dict") else None  # a decision that explains itself
@@ -130,6 +131,7 @@ class Routed(Strategy):
                        decline_probability=first.decline_probability, **({"routing": routing} if routing else {}))
         if not fall_back:
             return replace(first, strategy=self.name, raw_route_answer=first.text, routing=routing)
+        streaming.check_cancelled()  # the second step: Self-Route's LC, a cascade's wider RAG or LC
         second = self.fallback.run(ctx, question)
         return replace(
             second, strategy=self.name, calls=first.calls + second.calls, chunks=first.chunks,

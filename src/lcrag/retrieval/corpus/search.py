@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
 from lcrag.lazy import lazy_module
+from lcrag.readers import streaming
 from lcrag.retrieval.bm25 import bm25_search, open_bm25
 from lcrag.retrieval.topk import top_k
 
@@ -44,7 +45,7 @@ def maxp_search(vectors: np.ndarray, piece_unit: np.ndarray, qv: np.ndarray, k: 
     for q0 in range(0, len(qv), per_call):
         q = np.asarray(qv[q0 : q0 + per_call], dtype=np.float32)
         scores = np.empty((n, len(q)), dtype=np.float32)
-        for lo in range(0, n, block):
+        for lo in streaming.checked(range(0, n, block), every=1):  # a block: 32,768 pieces of a large corpus
             scores[lo : lo + block] = np.asarray(vectors[lo : lo + block]) @ q.T
         if order is not None:
             scores = scores[order]
