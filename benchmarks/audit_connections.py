@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from common import free_port, log, machine, md_table
+from common import Processes, free_port, log, machine, md_table, stop_group
 
 LCRAG = str(Path(sys.executable).with_name("lcrag"))
 TRICKLE_EVERY = 10.0
@@ -93,14 +93,13 @@ class Server:
         return len(self.log_file.read_text(errors="replace").splitlines())
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_group(self.process)
 
 
-def start(work: Path, command: str) -> Server:
+def start(work: Path, command: str, processes: Processes) -> Server:
+    """`lcrag serve` (or `lcrag mcp --transport http`) with its default flags, started through ``processes`` (so
+    stopped with it whatever happens), once it answers; one that exits or does not answer within 120 s is stopped
+    and a RuntimeError with the end of its log."""
     port = free_port()
     cache = work / f"cache-{command}"
     args = [LCRAG, command, *(["--transport", "http"] if command == "mcp" else []), "--port", str(port),
@@ -108,17 +107,19 @@ def start(work: Path, command: str) -> Server:
             "--context-window", "8192"]
     log_file = work / f"{command}.log"
     log(f"starting {shlex.join(args[1:])}")
-    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_file.open("w"))
+    with log_file.open("w") as err:
+        process = processes.popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     probe = "/healthz" if command == "serve" else "/mcp"
     server = Server(command, f"http://127.0.0.1:{port}", probe, process, log_file, args)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             httpx.get(server.url + probe, timeout=2)
             return server
         except httpx.TransportError:
             time.sleep(0.2)
-    raise SystemExit(f"lcrag {command} did not start: {log_file.read_text()[-2000:]}")
+    processes.stop(process)
+    raise RuntimeError(f"lcrag {command} did not start (exit {process.returncode}): {log_file.read_text()[-2000:]}")
 
 
 # -- slowloris ------------------------------------------------------------------------------------------------------
@@ -200,6 +201,19 @@ def probe(url: str, path: str, stop: threading.Event, timings: list[float], fail
         stop.wait(0.25)
 
 
+def end_attackers(processes: list[multiprocessing.Process]) -> None:
+    """Stop the attacking processes still running (a failure or an interruption before their end)."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        if process.pid is not None:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
 def percentile(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -213,25 +227,30 @@ def slowloris(server: Server, connections: int, workers: int, spread: bool, ramp
     lines_before = server.log_lines()
     queue = multiprocessing.Queue()
     share = [connections // workers + (1 if i < connections % workers else 0) for i in range(workers)]
-    processes = [multiprocessing.Process(target=attacker, args=(port, n, sources, ramp, seconds, queue))
+    # daemon: ended by multiprocessing if this process exits first, and by the finally below on any failure
+    processes = [multiprocessing.Process(target=attacker, args=(port, n, sources, ramp, seconds, queue), daemon=True)
                  for n in share]
     stop, timings, failures = threading.Event(), [], []
     prober = threading.Thread(target=probe, args=(server.url, server.probe_path, stop, timings, failures))
     max_fds, max_rss = 0, 0.0
     cpu_before, machine_before = server.cpu_seconds(), os.times().elapsed
-    for process in processes:
-        process.start()
-    prober.start()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        max_fds, max_rss = max(max_fds, server.fds()), max(max_rss, server.rss_mb())
-        time.sleep(0.5)
-    server_cpu = (server.cpu_seconds() - cpu_before) / (os.times().elapsed - machine_before)
-    tallies = [queue.get(timeout=120) for _ in processes]
-    for process in processes:
-        process.join(60)
-    stop.set()
-    prober.join()
+    try:
+        for process in processes:
+            process.start()
+        prober.start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            max_fds, max_rss = max(max_fds, server.fds()), max(max_rss, server.rss_mb())
+            time.sleep(0.5)
+        server_cpu = (server.cpu_seconds() - cpu_before) / (os.times().elapsed - machine_before)
+        tallies = [queue.get(timeout=120) for _ in processes]
+        for process in processes:
+            process.join(60)
+    finally:
+        stop.set()
+        if prober.is_alive():
+            prober.join()
+        end_attackers(processes)
     answers: dict[str, int] = {}
     for tally in tallies:
         for status, n in tally["answers"].items():
@@ -380,12 +399,12 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     started = time.monotonic()
     loris, sessions = [], []
-    with tempfile.TemporaryDirectory(prefix="lcrag-connections-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lcrag-connections-") as tmp, Processes() as running:
         work = Path(tmp)
         for command in ("serve", "mcp"):
             if command in skip:
                 continue
-            server = start(work, command)
+            server = start(work, command, running)
             try:
                 for spread in (False, True):
                     log(f"lcrag {command}: {args.connections:,} slow connections from "
@@ -396,7 +415,7 @@ def main() -> None:
             finally:
                 server.stop()
         if "sessions" not in skip:
-            server = start(work, "mcp")
+            server = start(work, "mcp", running)
             try:
                 for spread in (False, True):
                     log(f"lcrag mcp: {args.sessions:,} idle initializations from "

@@ -1,9 +1,10 @@
 """Service audit (issues 25 and 34): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
 
     python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
+    python benchmarks/audit_service.py --cases 34.4,34.7     # only these cases (and only the servers they use)
 
-Real servers are started as subprocesses of the installed `lcrag` on free loopback ports, each with its own temporary
---cache-dir: A, `lcrag serve` with a small --max-upload-mb (no key, loopback); B, with --api-key, a narrowed
+Real servers are started as subprocesses of the installed `lcrag` on free loopback ports, each when a case first
+needs it, each with its own temporary --cache-dir: A, `lcrag serve` with a small --max-upload-mb (no key, loopback); B, with --api-key, a narrowed
 --strategies and --retrievers; C, `lcrag serve` with its default flags (the files of issue 34); M, `lcrag mcp
 --transport http` with its default flags, over collections planted in its cache before it starts; a few cases start
 their own (34.12: serve and mcp offering tree; 34.7 and 34.8: benchmarks/audit_connections.py's servers, with no
@@ -16,11 +17,16 @@ stand-in: this audit is about the service (HTTP, MCP, limits, collections, memor
 Each case sends what a hostile or careless client sent and compares what came back with what the issue asks for;
 the table shows case, expected, got. Every hostile file is made by this script (issue 34's by the builders of
 tests/unit/documents/hostile_documents.py), none is committed. Exit status 1 when any case fails.
+
+Every process the audit starts (the servers, their parsing processes, the connection cases' attackers) is in a
+process group of its own and is stopped however the audit ends: a server that does not start (its cases fail, the
+others go on), an exception, Ctrl-C (exit 130) or SIGTERM (exit 143) (benchmarks/common.py's Processes).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import json
@@ -41,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from common import free_port, log, machine, md_table
+from common import Processes, free_port, log, machine, md_table, stop_group
 import stub_reader
 from stub_reader import Reader
 
@@ -62,6 +68,7 @@ class Server:
     headers: dict
     log_file: Path | None = None
     seen: list[str] = field(default_factory=list)  # every answer's text, searched for server paths (item 25.16)
+    processes: Processes | None = None  # what started it, and stops it
 
     def rss_mb(self, field: str = "VmRSS") -> float:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -102,17 +109,18 @@ class Server:
         return self.request("DELETE", path)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        """The server, and every process under it, stopped (SIGTERM, then SIGKILL to its process group)."""
+        if self.processes is not None:
+            self.processes.stop(self.process)
+        else:
+            stop_group(self.process)
 
 
-def start_server(work: Path, reader_url: str, name: str, extra: list[str], headers: dict,
+def start_server(processes: Processes, work: Path, reader_url: str, name: str, extra: list[str], headers: dict,
                  before=None, command: str = "serve") -> Server:
-    """`lcrag serve` (or `lcrag mcp --transport http`) with its own cache directory under ``work``; ``before(cache)``
-    prepares that directory first."""
+    """`lcrag serve` (or `lcrag mcp --transport http`) with its own cache directory under ``work``, started through
+    ``processes`` (stopped with it, whatever happens); ``before(cache)`` prepares that directory first. One that
+    exits, or does not answer within 120 s, is stopped and a RuntimeError with the end of its log."""
     cache = work / name
     cache.mkdir()
     if before:
@@ -123,18 +131,21 @@ def start_server(work: Path, reader_url: str, name: str, extra: list[str], heade
             "--base-url", reader_url, "--context-window", "8192", *extra]
     log(f"server {name}: {shlex.join(args[1:])}")
     log_file = work / f"{name}.log"
-    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_file.open("w"))
-    server = Server(f"http://127.0.0.1:{port}", cache, process, headers, log_file)
+    with log_file.open("w") as err:
+        process = processes.popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    server = Server(f"http://127.0.0.1:{port}", cache, process, headers, log_file, processes=processes)
     ready = "/mcp" if command == "mcp" else "/healthz"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             if httpx.get(server.url + ready, timeout=2).status_code == 200 or command == "mcp":
                 return server
         except httpx.TransportError:
             pass
         time.sleep(0.2)
-    raise SystemExit(f"server {name} did not start: {log_file.read_text()[-2000:]}")
+    server.stop()
+    raise RuntimeError(f"server {name} did not start (exit {process.returncode}): "
+                       f"{' '.join(log_file.read_text(errors='replace').split())[-300:]}")
 
 
 def upload(server: Server, collection: str, name: str, data: bytes, **kw) -> httpx.Response:
@@ -192,19 +203,52 @@ def case(number: str, name: str, expected: str):
 
 @dataclass
 class Audit:
-    a: Server  # lcrag serve, loopback, no key, --max-upload-mb 4
-    b: Server  # --api-key, --strategies rag, --retrievers bm25 dense
-    c: Server  # lcrag serve with its default flags
-    m: Server  # lcrag mcp --transport http with its default flags, over planted collections
+    """What the cases share: the reader, the work directory, the options, the processes started, and the servers A,
+    B, C and M (:data:`FLAGS`), each started when a case first asks for it (a case run alone starts only its own)."""
+
     reader: Reader
     reader_url: str
     work: Path
     options: argparse.Namespace
+    processes: Processes
+    started: dict[str, Server] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # a server that did not start: why (its cases fail at once)
     others: list[Server] = field(default_factory=list)  # servers a case started (their answers are searched too)
 
     @property
+    def a(self) -> Server:  # lcrag serve, loopback, no key, --max-upload-mb 4
+        return self.server("a", FLAGS["A"][1:], {}, before=leave_upload_leftover)
+
+    @property
+    def b(self) -> Server:  # --api-key, --strategies rag, --retrievers bm25 dense
+        return self.server("b", FLAGS["B"][1:], {"Authorization": f"Bearer {KEY}"})
+
+    @property
+    def c(self) -> Server:  # lcrag serve with its default flags
+        return self.server("c", FLAGS["C"][1:], {})
+
+    @property
+    def m(self) -> Server:  # lcrag mcp --transport http with its default flags, over planted collections
+        return self.server("m", FLAGS["M"][3:], {}, command="mcp",
+                           before=lambda cache: plant_mcp_collections(cache, mcp_files(self.work)))
+
+    def server(self, name: str, extra: list[str], headers: dict, **kw) -> Server:
+        if name in self.failed:
+            raise RuntimeError(self.failed[name])
+        if name not in self.started:
+            try:
+                self.started[name] = self.start_server(name, extra, headers, **kw)
+            except RuntimeError as exc:
+                self.failed[name] = str(exc)
+                raise
+        return self.started[name]
+
+    def start_server(self, name: str, extra: list[str], headers: dict, **kw) -> Server:
+        return start_server(self.processes, self.work, self.reader_url, name, extra, headers, **kw)
+
+    @property
     def servers(self) -> list[Server]:
-        return [self.a, self.b, self.c, self.m, *self.others]
+        return [*self.started.values(), *self.others]
 
 
 def timed(fn, *args, **kw):
@@ -1053,7 +1097,7 @@ def slowloris(t: Audit):
     workers = max(2, -(-connections // (hard - 200)))
     rows, passed = [], True
     for command in ("serve", "mcp"):
-        server = ac.start(t.work, command)
+        server = ac.start(t.work, command, t.processes)
         try:
             for spread in (False, True):
                 r = ac.slowloris(server, connections, workers, spread, 20.0, t.options.loris_seconds)
@@ -1077,7 +1121,7 @@ def slowloris(t: Audit):
       "address, then from 254", "RSS growth ≤ 100 MB at the peak; a new client served (initialize, tools/list)")
 def idle_sessions(t: Audit):
     ac = connections_module()
-    server = ac.start(t.work, "mcp")
+    server = ac.start(t.work, "mcp", t.processes)
     rows, passed = [], True
     try:
         for spread in (False, True):
@@ -1223,7 +1267,7 @@ def prompt_tokens_counted(server: Server) -> float:
       "/metrics, once; elsewhere a 400 naming --retrievers; MCP search refuses it (no model call), MCP ask's usage "
       "includes the summaries once")
 def paid_retrievers(t: Audit):
-    d = start_server(t.work, t.reader_url, "d", ["--retrievers", "bm25", "--retrievers", "tree"], {})
+    d = t.start_server("d", ["--retrievers", "bm25", "--retrievers", "tree"], {})
     t.others.append(d)
     try:
         collection(d, "valves", {"valves.txt": VALVES.encode()})
@@ -1263,7 +1307,7 @@ def mcp_with_tree(t: Audit) -> tuple[dict, list[int], list[int]]:
     """`lcrag mcp --retrievers bm25 --retrievers tree` over the valves: search with tree (refused: it makes no model
     call), then two asks with it: each one's usage (prompt tokens) and the reader calls it made."""
     valves = {"valves": {"valves.txt": VALVES.encode()}}
-    server = start_server(t.work, t.reader_url, "m-tree", ["--retrievers", "bm25", "--retrievers", "tree"], {},
+    server = t.start_server("m-tree", ["--retrievers", "bm25", "--retrievers", "tree"], {},
                           command="mcp", before=lambda cache: plant_mcp_collections(cache, valves))
     t.others.append(server)
     client = Mcp(server).open()
@@ -1515,11 +1559,8 @@ def non_ascii_key(t: Audit):
                 args += ["--api-key", "clé-secrète"]
             else:
                 env["LCRAG_SERVE_API_KEY"] = "clé-secrète"
-            try:
-                done = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
-                code, lines = done.returncode, done.stderr.strip().splitlines()
-            except subprocess.TimeoutExpired:
-                code, lines = "still running after 60 s", []
+            code, err = t.processes.run(args, timeout=60, env=env)
+            lines = err.strip().splitlines()
             ok = code == 2 and len(lines) == 1 and "--api-key" in lines[0] and "ASCII" in lines[0]
             rows.append(f"{command[0]} ({how}): exit {code}" + ("" if ok else f" {lines[-1:]!r}"))
             passed &= ok
@@ -1648,33 +1689,45 @@ FLAGS = {"A": ["serve", "--max-upload-mb", "4"],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
-    parser.add_argument("--only", help="comma-separated case numbers (25.7,34.12,...)")
+    parser.add_argument("--cases", "--only", dest="cases", type=case_numbers,
+                        help="run only these cases, comma-separated (34.4,34.7): each starts only the servers it uses")
     parser.add_argument("--connections", type=int, default=21_000, help="slow connections (34.7)")
     parser.add_argument("--loris-seconds", type=float, default=45.0, help="each slow-connection phase (34.7)")
     parser.add_argument("--sessions", type=int, default=10_000, help="idle MCP initializations (34.8)")
     args = parser.parse_args()
-    reader, reader_url = start_reader()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="lcrag-audit-", ignore_cleanup_errors=True) as tmp:
-        work = Path(tmp)
-        planted = mcp_files(work)
-        a = start_server(work, reader_url, "a", FLAGS["A"][1:], {}, before=leave_upload_leftover)
-        b = start_server(work, reader_url, "b", FLAGS["B"][1:], {"Authorization": f"Bearer {KEY}"})
-        c = start_server(work, reader_url, "c", [], {})
-        m = start_server(work, reader_url, "m", FLAGS["M"][3:], {}, command="mcp",
-                         before=lambda cache: plant_mcp_collections(cache, planted))
-        audit = Audit(a, b, c, m, reader, reader_url, work, args)
-        try:
-            results = run_cases(audit, set(args.only.split(",")) if args.only else None)
-        finally:
-            for server in audit.servers:
-                server.stop()
+    try:
+        results = run_audit(args)
+    except KeyboardInterrupt:
+        log("interrupted: every process the audit started is stopped")
+        sys.exit(130)
     command = shlex.join(["python", "benchmarks/audit_service.py", *sys.argv[1:]])
     report = render(results, command, time.monotonic() - started, FLAGS)
     print(report)
     if args.out:
         args.out.write_text(report, encoding="utf-8")
     sys.exit(0 if all(c.passed for c in results) else 1)
+
+
+def case_numbers(text: str) -> set[str]:
+    known = {number for number, *_ in CASES}
+    asked = {n.strip() for n in text.split(",") if n.strip()}
+    if not asked or asked - known:
+        raise argparse.ArgumentTypeError(f"no such case: {', '.join(sorted(asked - known)) or text!r} (the cases: "
+                                         f"{', '.join(sorted(known, key=order))})")
+    return asked
+
+
+def run_audit(args: argparse.Namespace) -> list[Case]:
+    """The cases run against servers started as they are needed; every process started (servers, their parsing
+    processes, the connection cases' attackers) and the reader stopped on the way out, however it goes."""
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lcrag-audit-", ignore_cleanup_errors=True)))
+        reader, reader_url = start_reader()
+        stack.callback(reader.server_close)
+        stack.callback(reader.shutdown)
+        processes = stack.enter_context(Processes())  # left first: the servers stop before their reader and files
+        return run_cases(Audit(reader, reader_url, work, args, processes), args.cases)
 
 
 if __name__ == "__main__":
