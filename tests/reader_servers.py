@@ -4,7 +4,8 @@
   llama.cpp's — the cached tokens it reports are those its recent prompts share with the new prompt's start, a token
   being a word with the spaces before it — that can fail on purpose (a status for every request, streams cut after
   some tokens), hold one request unanswered, be killed (its port refuses, its open connections are cut) and start
-  again on its port;
+  again on its port, stream slowly (``token_delay``) and count the streams its client closed before their end
+  (``streams_closed``: a cancelled question's);
 - :func:`llama_server`, a real llama.cpp server (xllamacpp, the build the embedded reader runs) serving a GGUF in a
   process of its own, to be killed with SIGKILL:
 
@@ -33,7 +34,8 @@ class Stub:
     streamed a word a token; ``delay`` seconds before each answer; ``fail_status``: the status of every request while
     set; ``cut_after``: a streamed answer is cut (the connection torn down) after this many tokens while set;
     ``hold_at``: the chat request of that number (1-based) is left unanswered, ``holding`` set, until ``release``
-    is set (a test kills its client meanwhile)."""
+    is set (a test kills its client meanwhile); ``token_delay``: seconds between two streamed tokens (a long
+    answer); ``streams_closed``: streamed answers whose client closed the connection before their end."""
 
     def __init__(self, port: int = 0, cache_prompts: int = 16, answer: Callable[[str], str] | None = None,
                  hold_at: int | None = None):
@@ -41,6 +43,8 @@ class Stub:
         self.hold_at = hold_at
         self.holding, self.release = threading.Event(), threading.Event()
         self.delay = 0.0
+        self.token_delay = 0.0
+        self.streams_closed = 0
         self.fail_status: int | None = None
         self.cut_after: int | None = None
         self.cache_prompts = cache_prompts
@@ -186,13 +190,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         words = PIECES.findall(text)
         events = [{"choices": [{"delta": {"content": w}}]} for w in words] + [{"choices": [], "usage": usage}]
-        for n, event in enumerate(events):
-            if self.stub.cut_after is not None and n == self.stub.cut_after:
-                self.connection.shutdown(socket.SHUT_RDWR)  # mid-stream, without the last chunk
-                return
-            self._chunk(f"data: {json.dumps(event)}\n\n".encode())
-        self._chunk(b"data: [DONE]\n\n")
-        self._chunk(b"")
+        try:
+            for n, event in enumerate(events):
+                if self.stub.cut_after is not None and n == self.stub.cut_after:
+                    self.connection.shutdown(socket.SHUT_RDWR)  # mid-stream, without the last chunk
+                    return
+                self._chunk(f"data: {json.dumps(event)}\n\n".encode())
+                time.sleep(self.stub.token_delay)
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+        except OSError:  # the client closed the stream (a cancel): counted, as a server notices it on its next write
+            with self.stub.lock:
+                self.stub.streams_closed += 1
+            raise
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

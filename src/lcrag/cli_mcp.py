@@ -15,7 +15,8 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              MaxClientConnections, MaxConnections, MaxDocumentChars, MaxHeader, MaxParseMb,
                              MaxParseSeconds,
                              MaxQuestion, MaxTokens, MaxWaiting, ParseWorkers, PartOptions, Port, PriceAs, Prices,
-                             PoolBackoff, PoolMaxBackoff, Retrievers, Routers, RunFile, ServerSlots, Strategies, Threads,
+                             PoolBackoff, PoolMaxBackoff, Retrievers, Routers, RunFile, ServerSlots, ShutdownSeconds,
+                             Strategies, Threads,
                              allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
@@ -24,7 +25,7 @@ from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_
                                    ParseLimits)
 from lcrag.errors import OptionError
 from lcrag.provenance import MAX_TITLE_CHARS
-from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, Limits, hosts_for
+from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, SHUTDOWN_SECONDS, Limits, hosts_for
 from lcrag.service.store import KEPT_ANSWERS
 
 TRANSPORTS = ("stdio", "http")
@@ -69,6 +70,7 @@ def mcp(
     body_min_rate: BodyMinRate = 1,
     keep_alive: KeepAlive = 5,
     max_header_kb: MaxHeader = 64,
+    shutdown_seconds: ShutdownSeconds = SHUTDOWN_SECONDS,
     max_parse_seconds: MaxParseSeconds = MAX_PARSE_SECONDS,
     max_parse_mb: MaxParseMb = MAX_PARSE_MB,
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
@@ -116,8 +118,10 @@ def mcp(
 
             typer.echo(f"lcrag MCP at http://{host}:{port}/mcp (collections in {answering.collections.root})",
                        err=True)
+            server.hold_streams()  # a tool call in progress is drained like any request, not cut at the signal
             run(http_app(server, api_key, limits, sessions), host, port, connections,
-                os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag mcp")
+                os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag mcp", shutdown_seconds=shutdown_seconds,
+                stop_work=server.stop_work, close=answering.close)
     finally:
         answering.close()
 

@@ -13,7 +13,8 @@ from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_
 from lcrag.errors import OptionError
 from lcrag.options import option_values
 from lcrag.provenance import MAX_TITLE_CHARS
-from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, Limits, hosts_for, is_loopback
+from lcrag.service.limits import (MAX_KEPT_ANSWER_BYTES, MAX_SHUTDOWN_SECONDS, SHUTDOWN_SECONDS, Limits, hosts_for,
+                                  is_loopback)
 from lcrag.service.store import KEPT_ANSWERS
 
 API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
@@ -90,6 +91,7 @@ BodyTimeout = Annotated[float, typer.Option("--body-timeout", help="Seconds a re
 BodyMinRate = Annotated[float, typer.Option("--body-min-rate", help="KB a second a request body must keep up beyond --body-timeout.", min=0.001)]
 KeepAlive = Annotated[float, typer.Option("--keep-alive", help="Seconds an idle connection is kept open between requests.", min=1)]
 MaxHeader = Annotated[float, typer.Option("--max-header-kb", help="Largest request line and headers accepted (431 above).", min=1)]
+ShutdownSeconds = Annotated[float, typer.Option("--shutdown-seconds", help="On SIGTERM or Ctrl-C: seconds the requests in progress have to finish; then the questions still running are stopped at their next step (503) and the server exits.", min=0, max=MAX_SHUTDOWN_SECONDS)]
 # Parsing uploaded files (lcrag.documents.sandbox): each in a process of its own, within these; over one, the file is
 # refused in one line naming the flag, and the collection goes on with its other files.
 MaxParseSeconds = Annotated[float, typer.Option("--max-parse-seconds", help="Seconds one file may take to parse (wall clock, and as much CPU time); over it the file is refused.", min=0.1)]
@@ -216,6 +218,7 @@ def serve(
     body_min_rate: BodyMinRate = 1,
     keep_alive: KeepAlive = 5,
     max_header_kb: MaxHeader = 64,
+    shutdown_seconds: ShutdownSeconds = SHUTDOWN_SECONDS,
     max_parse_seconds: MaxParseSeconds = MAX_PARSE_SECONDS,
     max_parse_mb: MaxParseMb = MAX_PARSE_MB,
     max_document_chars: MaxDocumentChars = MAX_DOCUMENT_CHARS,
@@ -255,6 +258,7 @@ def serve(
     app = create_app(answering, api_key, limits, gate=gate)
     typer.echo(f"lcrag serving http://{host}:{port}/ (collections in {answering.collections.root})", err=True)
     try:
-        run(app, host, port, connections, os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag serve", gate)
+        run(app, host, port, connections, os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag serve", gate,
+            shutdown_seconds, answering.stop_questions, answering.close)
     finally:
         answering.close()

@@ -42,6 +42,8 @@ from lcrag.types import Answer, Document, LLMCall
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
+# The longest closing waits for the questions it stopped to reach their next step boundary and let go of the reader.
+STOP_WAIT = 2.0
 
 
 def _stat_key(info: os.stat_result) -> tuple:
@@ -69,6 +71,10 @@ def billed(answer: Answer) -> Answer:
 
 class Busy(RuntimeError):
     """More requests are waiting for the reader than the service queues (HTTP 429)."""
+
+
+class ShuttingDown(streaming.Cancelled):
+    """A question the server stopped as it shut down: still running after ``--shutdown-seconds`` (HTTP 503)."""
 
 
 @dataclass
@@ -114,17 +120,22 @@ class Answering:
         # Places at the reader: as many questions at once as it takes, never more than are let in.
         self.slots = ReaderSlots(lambda: self.base.reader, max_waiting)
         self._waiting = 0
-        self._count = threading.Lock()
+        self._count = threading.Condition()
         self.max_waiting = max_waiting
+        # The listeners of the questions being answered: a server shutting down cancels them (stop_questions).
+        self._asked: dict[int, streaming.Listener] = {}  # by id: a listener is a dataclass, not hashable
+        self.stopping = threading.Event()
+        self._closed = False
         # Questions run in their own pool, one thread per place in the queue (and one more): a question
         # beyond the queue gets its 429 at once, and uploads and metadata never wait behind questions for a thread.
         self.executor = ThreadPoolExecutor(max_waiting + 1, thread_name_prefix="lcrag-answer")
 
     # -- documents ---------------------------------------------------------------------------------------------
-    def _load(self, name: str, progress=None) -> tuple[Document, list[str]]:
+    def _load(self, name: str, progress=None,
+              cancelled: threading.Event | None = None) -> tuple[Document, list[str]]:
         """The collection as one document, its files read as they were before (each file parsed once, when it
         first comes: only the files added or changed since are parsed now, in parallel) and the lines of the
-        files that could not be read."""
+        files that could not be read. A question reading it stops after the file in hand once ``cancelled``."""
         identity = self.collections.identity(name)
         # Regular files only, as Collections.paths lists them: a symbolic link planted among them is never read.
         directory = self.collections.files_dir(name)
@@ -136,6 +147,8 @@ class Answering:
         fresh = [directory / n for n, _ in listing if n not in read]
         for done, (path, outcome) in enumerate(zip(fresh, self._parsing.map(self._read_file, fresh)), 1):
             read[path.name] = outcome
+            if cancelled is not None and cancelled.is_set():  # those under way finish, kept by the sandbox
+                raise streaming.Cancelled("the client left while its collection's files were read")
             if progress:
                 progress(len(listing) - len(fresh) + done, len(listing))
         with self._documents.lock:
@@ -201,7 +214,7 @@ class Answering:
             kept = self._documents.entries.get(name)
         if kept is not None and kept[0] == identity:
             return kept[1]
-        document = self._load(name)[0]
+        document = self._load(name, cancelled=cancelled)[0]
         if not self._keep(name, identity, document):
             raise NotFound(f"collection {name!r} was deleted while its documents were read")
         return document
@@ -284,9 +297,12 @@ class Answering:
         choices = self.choices(options)
         self.check_answerable(collection)
         with self._count:  # before any parsing or waiting: beyond the queue, a question costs nothing
+            if self.stopping.is_set():
+                raise ShuttingDown("the server is shutting down; ask again when it is back")
             if self._waiting >= self.max_waiting:
                 raise Busy(f"{self._waiting} requests are already waiting for the reader")
             self._waiting += 1
+            self._asked[id(listener)] = listener
         try:
             version = self.answers.version(collection)  # before the document: a change meanwhile is a new version
             document = self.document(collection, listener.cancelled)
@@ -297,9 +313,16 @@ class Answering:
             answer = self._generate(collection, document, question, history, choices, listener)
             self.answers.put(version, key, answer, collection)
             return answer
+        except streaming.Cancelled:
+            if self.stopping.is_set():
+                raise ShuttingDown("the server is shutting down: the question was stopped after its "
+                                   "--shutdown-seconds; ask again when it is back") from None
+            raise
         finally:
             with self._count:
                 self._waiting -= 1
+                self._asked.pop(id(listener), None)
+                self._count.notify_all()
 
     def _generate(self, collection: str, document: Document, question: str, history: list[dict[str, str]],
                   choices: dict[str, Any], listener: streaming.Listener) -> Answer:
@@ -367,8 +390,26 @@ class Answering:
         total = calls_cost(answer.calls, self.prices, self.price_as)
         return {"currency": "USD", "total": total, "priced_as": self.price_as}
 
+    def stop_questions(self) -> None:
+        """Cancel every question being answered (each stops at its next step boundary and answers 503), and refuse
+        those that come after: what a server shutting down does once its drain time is over."""
+        with self._count:
+            self.stopping.set()
+            for listener in self._asked.values():
+                listener.cancelled.set()
+
     def close(self) -> None:
+        """Stop the questions still running and wait (at most :data:`STOP_WAIT` seconds) for them to let go of the
+        reader and the store, then close the pools, the sandbox's processes and the store. Once: a second call
+        does nothing."""
+        with self._count:
+            if self._closed:
+                return
+            self._closed = True
+        self.stop_questions()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        with self._count:
+            self._count.wait_for(lambda: not self._asked, STOP_WAIT)
         self._parsing.shutdown(wait=False, cancel_futures=True)
         self.segments.close()
         self.parser.close()

@@ -2,8 +2,9 @@
 right status — 400 bad input or over a limit, 401 missing or wrong key, 403 a cross-site write, 404 unknown
 collection or model, 408 a request that did not arrive in time, 413 a body over its limit, 415 not JSON, 422 a body
 of the wrong shape, 429 overloaded (with Retry-After), 431 headers over their limit, 499 the client left, 502/504 a
-reader that failed, 503 too many connections, 507 the server's disk or database full (500 for its other storage
-failures); never a 5xx for bad input. (408, 431 and 503 for connections come from lcrag.service.server.)"""
+reader that failed, 503 too many connections or a question stopped by the server's shutdown, 507 the server's disk
+or database full (500 for its other storage failures); never a 5xx for bad input. (408, 431 and 503 for connections
+come from lcrag.service.server.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lcrag.errors import LcragError, ReaderError
 from lcrag.readers import streaming
-from lcrag.service.answering import Busy
+from lcrag.service.answering import Busy, ShuttingDown
 from lcrag.service.collections import NotFound, StorageError, TooLarge
 
 # With a body refused half-read, the connection is closed: the server would otherwise read (and drop) the rest, and a
@@ -33,8 +34,10 @@ def error(status: int, message: str, kind: str, headers: dict | None = None) -> 
 
 
 def failure(exc: BaseException) -> tuple[int, str, str]:
-    """Status, message and type of a failure while answering: the client left (499), the reader failed (504 when it
-    gave no answer in time, else 502), or bad input (400)."""
+    """Status, message and type of a failure while answering: the server shut down before it was answered (503), the
+    client left (499), the reader failed (504 when it gave no answer in time, else 502), or bad input (400)."""
+    if isinstance(exc, ShuttingDown):
+        return 503, str(exc), "unavailable_error"
     if isinstance(exc, streaming.Cancelled):
         return 499, str(exc), "client_closed_request"
     if isinstance(exc, ReaderError):

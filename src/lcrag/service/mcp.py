@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -29,6 +30,7 @@ except ImportError:  # 1.x (1.10 or newer: structured output, transport security
     SDK_MAJOR = 1
 
 from lcrag.errors import LcragError
+from lcrag.readers import streaming
 from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering, Busy
 from lcrag.service.collections import NotFound
@@ -39,6 +41,9 @@ from lcrag.service.questions import Questions
 from lcrag.service.requests import AskRequest
 
 MAX_PASSAGES = 100
+# Seconds between stopping the questions at the end of a shutdown's drain and ending the event streams still open: a
+# stopped question's tool error is written on its stream first (uvicorn cancels what is left a second later).
+STREAMS_GRACE = 1.0
 FILE_URI = "lcrag://collections/{name}/files/{file}"
 INSTRUCTIONS = ("Answers questions over the document collections listed by list_collections. `ask` answers with "
                 "sources, choosing per question between reading retrieved passages (RAG) and the whole collection "
@@ -112,6 +117,7 @@ class LcragMCP(SDKServer):
         super().__init__("lcrag", instructions=INSTRUCTIONS, **settings, **({} if SDK_MAJOR >= 2 else http))
         self.answering = answering
         self.questions = Questions(answering, limits, Metrics())
+        self._end_streams: Callable[[], None] | None = None  # set by hold_streams
         self.add_tool(self.list_collections, "list_collections", structured_output=True,
                       description="The document collections, with their files and indexing state.")
         self.add_tool(self.ask, "ask", structured_output=True, description=(
@@ -143,7 +149,7 @@ class LcragMCP(SDKServer):
             # serve (dropped from the queue, or its generation stopped; lcrag_cancelled_total).
             answer = await self.questions.answer(collection, question, request.answer_options(), _http_request(ctx),
                                                  history=request.conversation())
-        except (LcragError, NotFound, Busy, ValidationError) as exc:
+        except (LcragError, NotFound, Busy, ValidationError, streaming.Cancelled) as exc:  # shutdown: stopped
             raise ToolError(one_line(exc)) from None
         return Answered(answer=answer.text, route=answer.route, strategy=answer.strategy,
                         cost=self.answering.cost(answer), sources=[s.to_dict() for s in answer.sources],
@@ -162,6 +168,27 @@ class LcragMCP(SDKServer):
         except (LcragError, NotFound, Busy) as exc:
             raise ToolError(one_line(exc)) from None
         return Passages(collection=collection, query=query, passages=passages)
+
+    # -- shutdown ------------------------------------------------------------------------------------------------
+    def hold_streams(self) -> None:
+        """Keep the SDK's event streams open through a shutdown's drain: sse_starlette ends every one at the signal,
+        which cuts off a tool call in progress (its answer is sent on its stream) instead of letting it finish
+        within --shutdown-seconds; :meth:`stop_work` ends them. For `lcrag mcp --transport http`'s own process:
+        the setting is the process's."""
+        try:
+            from sse_starlette.sse import AppStatus
+        except ImportError:  # an SDK without it: nothing ends the streams early
+            return
+        AppStatus.disable_automatic_graceful_drain()
+        self._end_streams = lambda: setattr(AppStatus, "should_exit", True)
+
+    def stop_work(self) -> None:
+        """What the server does once its shutdown has drained for --shutdown-seconds: the questions still running
+        are stopped (each answers its call with a tool error) and, :data:`STREAMS_GRACE` later, the event streams
+        still open are ended (called on the event loop)."""
+        self.answering.stop_questions()
+        if self._end_streams is not None:
+            asyncio.get_running_loop().call_later(STREAMS_GRACE, self._end_streams)
 
     def streamable_http_app(self, **options: Any):
         """The streamable HTTP app at /mcp, with lcrag's settings whichever SDK major makes it."""

@@ -22,7 +22,13 @@ only once a request has arrived, so idle and trickling connections still hold th
 
 At start the process's soft limit on open files is raised to its hard limit, the caps are fitted under it, and
 ``accept()`` failures for want of descriptors (EMFILE, which asyncio logs with a traceback per attempt) are logged
-once a minute with a count, as are the connections refused, pushed out and timed out (also in ``/metrics``)."""
+once a minute with a count, as are the connections refused, pushed out and timed out (also in ``/metrics``).
+
+On SIGTERM (or Ctrl-C) uvicorn stops accepting connections and drains the requests in progress; after
+``shutdown_seconds`` (``--shutdown-seconds``) the questions still running are told to stop (``stop_work``: each
+stops at its next step boundary and answers 503), and uvicorn's ``timeout_graceful_shutdown``, a little later,
+cancels whatever request is left. Then ``close`` closes the answering engine (its pools, the parse sandbox's
+processes, the store), and only then does the process end by the signal."""
 
 from __future__ import annotations
 
@@ -30,14 +36,20 @@ import asyncio
 import gc
 import json
 import logging
+import signal
 import sys
+import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from lcrag.service.limits import MAX_SHUTDOWN_SECONDS, SHUTDOWN_SECONDS
 
 log = logging.getLogger("lcrag.service.server")
 
@@ -46,6 +58,9 @@ RESERVED_FILES = 256  # descriptors kept for everything but client connections (
 BACKLOG = 1024  # the listen queue, and the most connections asyncio accepts in one go
 SWITCH_INTERVAL = 0.0005  # seconds a thread holds the interpreter while another waits for it (Python: 0.005)
 IDLE_GRACE = 0.25  # seconds a new (or newly idle) connection is not pushed out: its request may be on its way
+# Seconds after the drain for the questions told to stop to reach a step boundary and answer 503, before uvicorn
+# cancels the requests still in progress (a stream cut without its last event).
+STOP_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -387,8 +402,11 @@ def fitted(limits: ConnectionLimits, files: int, command: str) -> ConnectionLimi
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, with accept() failures logged once a minute and what start-up made frozen for the
-    collector."""
+    """uvicorn's server, with accept() failures logged once a minute, what start-up made frozen for the collector,
+    and the work in progress told to stop once a shutdown has drained for ``drain_seconds``."""
+
+    drain_seconds: float = SHUTDOWN_SECONDS
+    stop_work: Callable[[], None] | None = None
 
     async def startup(self, sockets=None) -> None:
         quiet_accept_errors(asyncio.get_running_loop())
@@ -398,32 +416,79 @@ class Server(uvicorn.Server):
         gc.collect()
         gc.freeze()
 
+    async def shutdown(self, sockets=None) -> None:
+        """uvicorn's shutdown (no new connections; those in progress drained within its
+        ``timeout_graceful_shutdown``, then cancelled), with :attr:`stop_work` called after :attr:`drain_seconds`
+        of it, a little before uvicorn's timeout, so that the questions still running end with an answer (503)."""
+        stop = self.stop_work
+        timer = asyncio.get_running_loop().call_later(self.drain_seconds, stop) if stop is not None else None
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
 
 def make_server(app, host: str, port: int, limits: ConnectionLimits | None = None, log_level: str = "warning",
-                command: str = "lcrag serve", gate: Gate | None = None, backlog: int = BACKLOG) -> Server:
-    """The server for ``app`` on ``host:port`` under ``limits`` (see the module's doc)."""
+                command: str = "lcrag serve", gate: Gate | None = None, backlog: int = BACKLOG,
+                shutdown_seconds: float = SHUTDOWN_SECONDS, stop_work: Callable[[], None] | None = None) -> Server:
+    """The server for ``app`` on ``host:port`` under ``limits`` (see the module's doc); a shutdown drains for
+    ``shutdown_seconds``, then calls ``stop_work``."""
+    if not 0 <= shutdown_seconds <= MAX_SHUTDOWN_SECONDS:
+        raise ValueError(f"shutdown_seconds must be 0 to {MAX_SHUTDOWN_SECONDS:g}, got {shutdown_seconds}")
     limits = limits or ConnectionLimits()
     gate = gate or Gate(limits, command)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_for(gate),
                             timeout_keep_alive=max(1, round(limits.keep_alive)), backlog=backlog,
-                            h11_max_incomplete_event_size=limits.max_header_bytes, timeout_graceful_shutdown=10)
+                            h11_max_incomplete_event_size=limits.max_header_bytes,
+                            timeout_graceful_shutdown=shutdown_seconds + STOP_GRACE)
     server = Server(config)
     server.gate = gate
+    server.drain_seconds, server.stop_work = shutdown_seconds, stop_work
     return server
 
 
 def run(app, host: str, port: int, limits: ConnectionLimits, log_level: str = "warning",
-        command: str = "lcrag serve", gate: Gate | None = None) -> None:
-    """Serve ``app`` until interrupted: the open-file limit raised, the caps fitted under it."""
+        command: str = "lcrag serve", gate: Gate | None = None, shutdown_seconds: float = SHUTDOWN_SECONDS,
+        stop_work: Callable[[], None] | None = None, close: Callable[[], None] | None = None) -> None:
+    """Serve ``app`` until interrupted: the open-file limit raised, the caps fitted under it; on SIGTERM or Ctrl-C,
+    drained for ``shutdown_seconds``, ``stop_work`` called, then ``close`` (see the module's doc)."""
     files = raise_file_limit()
     limits = fitted(limits, files, command)
     if gate is not None:
         gate.limits = limits
-    server = make_server(app, host, port, limits, log_level, command, gate, backlog_for(files))
+    server = make_server(app, host, port, limits, log_level, command, gate, backlog_for(files), shutdown_seconds,
+                         stop_work)
     for name in ("uvicorn.error",):
         logging.getLogger(name).addFilter(_QuietLogs())
     # Indexing a large file runs Python in a thread of this process; a question waiting for the interpreter waits at
     # most this long each time it comes back from the network or disk (the default, 5 ms, made a 3 ms question
     # 7 ms during a 50 MB upload's indexing).
     sys.setswitchinterval(SWITCH_INTERVAL)
-    server.run()
+    with _terminated_after(server, close) as terminated:
+        server.run()
+    if terminated:
+        signal.raise_signal(signal.SIGTERM)  # the process ends as the signal says, now that everything is closed
+
+
+@contextmanager
+def _terminated_after(server: Server, close: Callable[[], None] | None) -> Iterator[list[int]]:
+    """Around ``server.run()``: ``close()`` after it, however it ends, and a SIGTERM it received noted in the list
+    yielded. uvicorn raises the SIGTERM it handled again under the handler it found when it is done; under the
+    default one the process would end there, before ``close`` (the parse sandbox's processes orphaned, the questions'
+    threads never told to stop). Under this one it is noted, and the caller raises it once ``close`` is done."""
+    terminated: list[int] = []
+
+    def noted(number: int, frame) -> None:
+        terminated.append(number)
+        server.should_exit = True  # one that came before uvicorn's own handler was in place stops it all the same
+
+    main = threading.current_thread() is threading.main_thread()  # signals can only be handled there
+    previous = signal.signal(signal.SIGTERM, noted) if main else None
+    try:
+        yield terminated
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        if close is not None:
+            close()

@@ -22,6 +22,7 @@ pytest.importorskip("mcp")
 
 from lcrag.cli_mcp import http_app  # noqa: E402
 from lcrag.pipeline import Pipeline, Settings  # noqa: E402
+from lcrag.readers import streaming  # noqa: E402
 from lcrag.service.answering import Answering  # noqa: E402
 from lcrag.service.limits import Limits  # noqa: E402
 from lcrag.service.mcp import LcragMCP, ToolError  # noqa: E402
@@ -179,6 +180,31 @@ def test_a_question_whose_mcp_client_left_is_cancelled(tmp_path, scripted_reader
         time.sleep(1)
         assert len(seen) == 1  # the second question was dropped from the queue, never sent to the reader
         assert server.questions.metrics.cancelled._value.get() == 1
+
+
+def test_an_mcp_cancel_stops_the_questions_work(tmp_path, scripted_reader):
+    """notifications/cancelled for a tools/call ask in progress: the question's listener is cancelled, so its work
+    (here a reader that honours the cancel, as a streaming one does) stops at once."""
+    started, stopped = threading.Event(), threading.Event()
+
+    def until_cancelled(messages):
+        started.set()
+        if streaming.current().cancelled.wait(30):
+            stopped.set()
+            raise streaming.Cancelled("the question was cancelled")
+        return "7781"
+
+    with mcp_server(tmp_path, scripted_reader(until_cancelled)) as (url, server, _):
+        headers = initialize(url)
+        asking = threading.Thread(target=lambda: call(url, headers, "ask", {
+            "question": "Crane reset code?", "collection": "ops"}, timeout=30, id=7))
+        asking.start()
+        assert started.wait(30)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "t"}}
+        assert httpx.post(url, json=cancel, headers=headers, timeout=30).status_code == 202
+        assert stopped.wait(5)  # the cancel reached the work: not left to run until it ends by itself
+        asking.join(30)
+        assert eventually(lambda: server.questions.metrics.cancelled._value.get() == 1)
 
 
 # -- items 7, 13 and 14 over MCP ----------------------------------------------------------------------------------
