@@ -138,17 +138,30 @@ def test_lc_below_the_window_reads_the_collection_as_before(tmp_path, scripted_r
         answering.close()
 
 
-def test_a_large_file_is_chunked_in_a_process_of_its_own_as_here(tmp_path, scripted_reader):
+def test_a_large_file_is_chunked_in_a_process_of_its_own_as_here(tmp_path, scripted_reader, monkeypatch):
+    """Its text goes to that process through a temporary file written a piece at a time (pickled with the call, it
+    held the interpreter for its whole length), removed after; any text, a lone surrogate included."""
+    import tempfile
+
     from lcrag.chunking import make_chunker
+    from lcrag.service import segments
     from lcrag.service.segments import _CHUNK_HERE_CHARS, _spans
     from lcrag.types import Document
 
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    written = []
+    monkeypatch.setattr(segments, "_text_file", lambda text, write=segments._text_file: written.append(write(text))
+                        or written[-1])
     answering = make(tmp_path, scripted_reader())
     try:
-        document = Document(text=PUMP * (_CHUNK_HERE_CHARS // len(PUMP) + 2))
+        line = PUMP + " été 😀 \ud800 "
+        document = Document(text=line * (_CHUNK_HERE_CHARS // len(line) + 2))
         chunker = make_chunker("words", 20)
         assert answering.segments._chunk(document, chunker) == _spans(chunker, document)
         assert answering.segments._pool is not None  # cut elsewhere
+        assert len(written) == 1 and written[0].parent == temporary and not list(temporary.iterdir())
     finally:
         answering.close()
 
