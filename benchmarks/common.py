@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
+import pwd
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -144,3 +150,52 @@ class Processes:
         if number == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + number)
+
+
+# -- a PostgreSQL server of the benchmark's own ----------------------------------------------------------------------
+def postgres_programs() -> Path:
+    """The folder of PostgreSQL's server programs (initdb, pg_ctl), the newest installed: on the PATH, or where Debian
+    keeps them (/usr/lib/postgresql/N/bin). RuntimeError naming what is missing when there are none."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
+    if not versions:
+        raise RuntimeError("PostgreSQL's server programs (initdb, pg_ctl) are not installed: "
+                           "sh tests/install-system-packages.sh installs them")
+    return Path(versions[-1]).parent
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server made with initdb in a temporary folder, on a free loopback port (trust authentication,
+    loopback only), stopped and removed on leaving: its URL, postgresql://postgres@127.0.0.1:PORT/postgres. As root
+    it runs as the postgres user (through runuser), since PostgreSQL refuses to run as root; the same approach as
+    tests/postgres_fixtures.py."""
+    programs = postgres_programs()
+    folder = Path(tempfile.mkdtemp(prefix="lcrag-bench-pg-"))  # not under a root-only folder: postgres reads it
+    folder.chmod(0o755)
+    data, sockets = folder / "data", folder / "sockets"
+    sockets.mkdir()
+    as_user = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        for path in (folder, sockets):
+            os.chown(path, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    try:
+        run = dict(check=True, capture_output=True, text=True, timeout=120)
+        try:
+            subprocess.run([*as_user, str(programs / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                            "--encoding=UTF8", "--locale=C.UTF-8"], **run)
+            options = f"-h 127.0.0.1 -p {port} -k {sockets} -F -c max_connections=200 -c shared_buffers=64MB"
+            subprocess.run([*as_user, str(programs / "pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-o",
+                            options, "-w", "-t", "60", "start"], **run)
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"PostgreSQL did not start: {' '.join((exc.stderr or '').split())[-300:]}") from None
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, str(programs / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=60, check=False)
+        shutil.rmtree(folder, ignore_errors=True)

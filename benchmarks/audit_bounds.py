@@ -1,0 +1,144 @@
+"""Issue 42's cases of the service audit (benchmarks/audit_service.py, which imports this module so that they
+register): every request, file and failure held to its declared bound.
+
+    python benchmarks/audit_service.py --cases 42.1        # one of them alone (and only the servers it uses)
+
+42.1 an option with no maximum (sentence-window's window 10^7 and 10^15, over HTTP and MCP); 42.2 heading paths in
+memory, answers and the answer store; 42.3 a full disk during an upload (embedded store); 42.4 PostgreSQL: DELETE of
+a collection or a file racing an upload of the same bytes through another replica; 42.5 /healthz without the key;
+42.6 SIGTERM while a long question is answered. The servers are the audit's (C: default flags, B: keyed) or started
+here through the audit's Processes (so stopped however the audit ends), each with its own cache directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+from common import postgres_server
+
+
+def audit_module():
+    """The audit's module as it runs: `python benchmarks/audit_service.py` runs it as ``__main__``, and importing
+    ``audit_service`` again would make a second copy of it, with a list of cases of its own that the run never sees."""
+    running = sys.modules.get("__main__")
+    if Path(getattr(running, "__file__", "") or "").name == "audit_service.py":
+        return running
+    import audit_service
+
+    return audit_service
+
+
+audit = audit_module()
+case, Mcp, Meanwhile, ask, collection = audit.case, audit.Mcp, audit.Meanwhile, audit.ask, audit.collection
+message, upload, wait_state, timed, tool_text = audit.message, audit.upload, audit.wait_state, audit.timed, audit.tool_text
+MANUAL, PROBE_MS = audit.MANUAL, audit.PROBE_MS
+
+ASK_S = 1.0  # 42.1: a hostile option refused or answered within this ...
+ASK_MB = 20.0  # ... with at most this much more server memory
+HEADINGS_MB = 60.0  # 42.2: two heading-path files cost at most this much server memory, at the peak and after
+ANSWER_KB = 64  # 42.2: an answer's size (--max-kept-answer-kb's default)
+KEPT_KB = 100  # 42.2: what the store keeps per distinct question
+SHUTDOWN_S = 3  # 42.6: the server's --shutdown-seconds ...
+EXIT_GRACE_S = 3  # ... and how much longer its exit may take
+
+
+# == 42.1: an option with no maximum ==============================================================================
+SENTENCES = "".join(f"Sentence {i} says that topic {i} is the colour of lamp {i * 7 % 200}. " for i in range(200))
+WINDOWS = (10**7, 10**15)
+
+
+def window_ask(server, window: int) -> tuple[str, str, str, float]:
+    """POST /v1/ask with sentence-window's window: how it ended ("refused", "answered" or "other"), the status, what
+    it said (the answer or the error message), seconds."""
+    reply, seconds = timed(ask, server, "w42", "What is topic 3?", strategy="rag", retriever="sentence-window",
+                           options={"window": window}, timeout=60)
+    json_reply = reply.headers.get("content-type", "").startswith("application/json")
+    if reply.status_code == 200:
+        return "answered", "200", reply.json().get("text", ""), seconds
+    ended = "refused" if 400 <= reply.status_code < 500 and json_reply else "other"
+    return ended, f"{reply.status_code}{'' if json_reply else ' (not JSON)'}", message(reply), seconds
+
+
+def window_row(label: str, ended: str, status: str, said: str, seconds: float, meanwhile, probe: str,
+               answer: bool) -> tuple[str, bool]:
+    """One row of 42.1: refused in one line (a 4xx JSON error, a tool error) or answered (``answer``: must be),
+    within the bounds, the probe answering meanwhile."""
+    one_line = "\n" not in said and 0 < len(said) <= 300
+    ok = ((ended == "answered" or ended == "refused" and one_line and not answer) and seconds <= ASK_S
+          and meanwhile.rss_grew <= ASK_MB and bool(meanwhile.latencies) and not meanwhile.failures
+          and meanwhile.slowest_ms < PROBE_MS)
+    return (f"{label}: {ended} ({status}) {said[:80]!r} in {seconds:.2f} s; RSS {meanwhile.rss_grew:+.0f} MB (with "
+            f"its parsers {meanwhile.tree_grew:+.0f}); {probe} max {meanwhile.slowest_ms:.0f} ms over "
+            f"{len(meanwhile.latencies)}, {len(meanwhile.failures)} failed"), ok
+
+
+def window_label(front: str, window: int) -> str:
+    return f"{front} window {window:.0e}" if window > 64 else f"{front} window 64 (its maximum)"
+
+
+def http_windows(t) -> list[tuple[str, bool]]:
+    collection(t.c, "w42", {"sentences.txt": SENTENCES.encode()})
+    window_ask(t.c, 3)  # the collection's sentence index built, the retriever loaded: not what is measured
+    rows = []
+    for window in (*WINDOWS, 64):
+        with Meanwhile(t.c) as meanwhile:
+            ended, status, said, seconds = window_ask(t.c, window)
+            time.sleep(0.3)  # /healthz probed after the answer too
+        rows.append(window_row(window_label("HTTP", window), ended, status, said, seconds, meanwhile, "/healthz",
+                               answer=window == 64))
+    t.c.delete("/v1/collections/w42")
+    return rows
+
+
+def mcp_window_ask(client, window: int) -> tuple[str, str, str, float]:
+    """tools/call ask with sentence-window's window: as :func:`window_ask` (a JSON-RPC error counts as refused)."""
+    arguments = {"question": "What is topic 3?", "collection": "w42", "strategy": "rag",
+                 "retriever": "sentence-window", "options": {"window": window}}
+    answer, seconds = timed(client.rpc, "tools/call", {"name": "ask", "arguments": arguments}, 60)
+    result, error = answer.get("result") or {}, answer.get("error") or {}
+    if error:
+        return "refused", f"JSON-RPC error {error.get('code')}", str(error.get("message", "")), seconds
+    if result.get("isError"):
+        return "refused", "tool error", tool_text(result), seconds
+    return "answered", "tool result", str((result.get("structuredContent") or {}).get("answer", "")), seconds
+
+
+def mcp_windows(t) -> list[tuple[str, bool]]:
+    """The same through `lcrag mcp --transport http` (default flags) over the 200 sentences planted in its cache,
+    while another client calls tools/list."""
+    server = t.start_server("m42", [], {}, command="mcp", before=lambda cache: audit.plant_mcp_collections(
+        cache, {"w42": {"sentences.txt": SENTENCES.encode()}}))
+    t.others.append(server)
+    client, lister = Mcp(server).open(), Mcp(server).open()
+    rows = []
+    try:
+        mcp_window_ask(client, 3)  # indexed, loaded
+        for window in (*WINDOWS, 64):
+            with Meanwhile(server, lambda: lister.rpc("tools/list", timeout=5)["result"]["tools"]) as meanwhile:
+                ended, status, said, seconds = mcp_window_ask(client, window)
+                time.sleep(0.3)
+            rows.append(window_row(window_label("MCP", window), ended, status, said, seconds, meanwhile,
+                                   "tools/list", answer=window == 64))
+    finally:
+        client.close()
+        lister.close()
+        server.stop()
+    return rows
+
+
+@case("42.1", "sentence-window's window 10^7 and 10^15 (and 64, its maximum) over a 200-sentence text, through "
+      "POST /v1/ask (C) and MCP tools/call ask (lcrag mcp, default flags)",
+      f"each refused in one line (4xx JSON, a tool error) or answered, in ≤ {ASK_S:.0f} s with ≤ +{ASK_MB:.0f} MB "
+      f"server RSS; /healthz (MCP: tools/list) < {PROBE_MS:.0f} ms meanwhile; the maximum answered")
+def unbounded_option(t):
+    rows = http_windows(t) + mcp_windows(t)
+    return " · ".join(got for got, _ in rows), all(ok for _, ok in rows)
