@@ -142,3 +142,74 @@ def mcp_windows(t) -> list[tuple[str, bool]]:
 def unbounded_option(t):
     rows = http_windows(t) + mcp_windows(t)
     return " · ".join(got for got, _ in rows), all(ok for _, ok in rows)
+
+
+# == 42.2: heading paths in memory, in answers and in the answer store =============================================
+def heading_markdown(letter: str) -> bytes:
+    """One 50,000-character top heading over 5,000 small sub-sections (a line each): ~114 KB of Markdown whose
+    every segment lies under that title."""
+    sections = "".join(f"## h{i}\n{i}\n" for i in range(5000))
+    return ("# " + letter * 50_000 + "\n" + sections).encode()
+
+
+def nested_markdown() -> bytes:
+    """Five nested 40,000-character headings over 400 small sections, each naming its valve."""
+    headings = "".join("#" * level + " " + letter * 40_000 + "\n" for level, letter in enumerate("CDEFG", 1))
+    sections = "".join(f"###### s{i}\nThe valve {i} opens at {10 + i} bar.\n" for i in range(400))
+    return (headings + sections).encode()
+
+
+def kept_bytes(cache: Path) -> int:
+    """The bytes the embedded store holds (pages in use, the WAL's included), read from its own count."""
+    with sqlite3.connect(f"file:{cache / 'collections.sqlite'}?mode=ro", uri=True) as db:
+        pages, free, size = (db.execute(f"PRAGMA {name}").fetchone()[0]
+                             for name in ("page_count", "freelist_count", "page_size"))
+    db.close()
+    return (pages - free) * size
+
+
+def heading_files(t) -> tuple[str, bool]:
+    """Two 114 KB heading-path Markdown files uploaded to C (a small one and a question first, not measured): the
+    server's RSS at the peak and after, and an answer over them."""
+    collection(t.c, "headings", {"crane.md": b"# Crane\n" + MANUAL.encode()})
+    ask(t.c, "headings")
+    files = {f"{letter}.md": heading_markdown(letter) for letter in "AB"}
+    before = t.c.rss_mb()
+    with Meanwhile(t.c) as meanwhile:
+        sent = [upload(t.c, "headings", name, data).status_code for name, data in files.items()]
+        status = wait_state(t.c, "headings", timeout=300)
+    time.sleep(1)
+    after = t.c.rss_mb() - before
+    answer = ask(t.c, "headings", "What does section h4321 say?")
+    size = len(answer.content)
+    t.c.delete("/v1/collections/headings")
+    got = (f"two {len(files['A.md']) / 1024:.0f} KB files: {sent}, {status['state']} with {status['files']} files; "
+           f"{meanwhile.summary()}; RSS after {after:+.0f} MB; answer {answer.status_code}, {size / 1024:.1f} KB")
+    return got, (sent == [201, 201] and status["state"] == "ready" and meanwhile.rss_grew <= HEADINGS_MB
+                 and after <= HEADINGS_MB and answer.status_code == 200 and size <= ANSWER_KB * 1024)
+
+
+def nested_headings(t, questions: int = 5) -> tuple[str, bool]:
+    """Five nested 40,000-character headings over 400 sections: each answer's size, and how much the store grows
+    per distinct question (each answer kept, if kept at all, under --max-kept-answer-kb)."""
+    collection(t.c, "nested", {"nested.md": nested_markdown()})
+    ask(t.c, "nested", "When does valve 399 open?")  # the first question's index built: not what is measured
+    before = kept_bytes(t.c.cache)
+    sizes = []
+    for i in range(questions):
+        reply = ask(t.c, "nested", f"When does valve {i * 37} open?")
+        sizes.append(len(reply.content) if reply.status_code == 200 else -reply.status_code)
+    grew = (kept_bytes(t.c.cache) - before) / questions
+    t.c.delete("/v1/collections/nested")
+    got = (f"nested headings ({len(nested_markdown()) / 1024:.0f} KB): {questions} answers of "
+           f"{', '.join(f'{s / 1024:.1f}' for s in sizes)} KB; the store +{grew / 1024:.1f} KB per question")
+    return got, all(0 < s <= ANSWER_KB * 1024 for s in sizes) and grew <= KEPT_KB * 1024
+
+
+@case("42.2", "heading paths: two 114 KB Markdown files ('# ' + 50,000 × A over 5,000 '## hN' sections) uploaded to "
+      "C (default flags); five nested 40,000-character headings over 400 sections, asked 5 distinct questions",
+      f"≤ +{HEADINGS_MB:.0f} MB server RSS at the peak and after indexing, an answer over them ≤ {ANSWER_KB} KB; the "
+      f"nested headings' answers ≤ {ANSWER_KB} KB each, collections.sqlite + ≤ {KEPT_KB} KB per distinct question")
+def heading_paths(t):
+    rows = [heading_files(t), nested_headings(t)]
+    return " · ".join(got for got, _ in rows), all(ok for _, ok in rows)
