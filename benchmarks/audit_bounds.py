@@ -213,3 +213,81 @@ def nested_headings(t, questions: int = 5) -> tuple[str, bool]:
 def heading_paths(t):
     rows = [heading_files(t), nested_headings(t)]
     return " · ".join(got for got, _ in rows), all(ok for _, ok in rows)
+
+
+# == 42.3: a full disk during an upload (embedded store) ===========================================================
+HOIST = "# Hoist\nThe hoist limit of the crane is 12 tonnes.\n" + "tonnes " * 4000  # 28 KB: 7 pages
+
+
+def mount_small_disk(cache: Path, megabytes: int = 8) -> None:
+    """A tmpfs of ``megabytes`` at ``cache`` (the server's --cache-dir): root only."""
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(cache)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        raise RuntimeError(f"a tmpfs cannot be mounted (needs root): {mounted.stderr.strip()[:100]}")
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """A file taking all of ``disk``'s free space but ``leave`` bytes."""
+    stats = os.statvfs(disk)
+    filler = disk / "filler"
+    with open(filler, "wb") as out:
+        out.write(b"\0" * max(0, stats.f_bavail * stats.f_frsize - leave))
+    return filler
+
+
+def agreeing(server, files: list[str]) -> str:
+    """What the listing, the status, the folder and an answer's sources say the collection holds, "" when they all
+    say ``files``."""
+    status = wait_state(server, "disk")
+    listed = [f["name"] for f in server.get("/v1/collections/disk").json()["files"]]
+    on_disk = sorted(p.name for p in (server.cache / "collections" / "disk" / "files").iterdir())
+    answer = ask(server, "disk", "What is the hoist limit of the crane?")
+    cited = sorted({s["file"] for s in answer.json().get("sources", [])}) if answer.status_code == 200 else []
+    if (listed, on_disk, status["files"], status["state"]) == (files, files, len(files), "ready") \
+            and answer.status_code == 200 and set(cited) <= set(files) and ("hoist.md" in cited) == (
+            "hoist.md" in files):
+        return ""
+    return (f"listed {listed}, on disk {on_disk}, status {status['state']} {status['files']} files, answer "
+            f"{answer.status_code} citing {cited}")
+
+
+def full_uploads(t, server, pages: int) -> tuple[list[str], bool]:
+    """hoist.md uploaded with half its pages free (its temporary file does not fit), then with all of them (it
+    fits, and then the database is full): each 507 in one JSON line, and the collection as before."""
+    rows, passed = [], True
+    for leave in (pages // 2, pages):
+        filler = fill(server.cache, leave)
+        refused = upload(server, "disk", "hoist.md", HOIST.encode())
+        filler.unlink()
+        said = message(refused)
+        disagree = agreeing(server, ["crane.md"])
+        rows.append(f"{leave // 4096} pages free: {refused.status_code} {said[:110]!r}"
+                    + (f", then {disagree}" if disagree else ", then listing, status, folder and answer agree"))
+        passed &= (refused.status_code == 507 and refused.headers.get("content-type") == "application/json"
+                   and "\n" not in said and str(t.work) not in refused.text and not disagree)
+    return rows, passed
+
+
+@case("42.3", "a full disk during an upload (embedded store: --cache-dir on an 8 MB tmpfs, filled so that a 28 KB "
+      "upload's temporary file does not fit, then so that it fits and the database is full); the same upload again "
+      "once space is freed", "507 in one JSON line, no server path; the file not listed, not counted, not on disk, "
+      "not cited; then the same name and bytes: 201, listed, counted and cited in an answer")
+def full_disk_upload(t):
+    try:
+        server = t.start_server("full42", [], {}, before=mount_small_disk)
+    except RuntimeError as exc:
+        return f"not tried: {exc}", False
+    t.others.append(server)
+    try:
+        collection(server, "disk", {"crane.md": b"# Crane\nThe reset code of the crane is 7781.\n"})
+        pages = -(-len(HOIST.encode()) // 4096) * 4096
+        rows, passed = full_uploads(t, server, pages)
+        again = upload(server, "disk", "hoist.md", HOIST.encode())
+        disagree = agreeing(server, ["crane.md", "hoist.md"])
+        rows.append(f"space freed, the same upload: {again.status_code} "
+                    + (disagree or "listed, counted and cited in the answer"))
+    finally:
+        server.stop()
+        subprocess.run(["umount", "-l", str(server.cache)], capture_output=True)
+    return " · ".join(rows), passed and again.status_code == 201 and not disagree
