@@ -15,7 +15,10 @@ What uvicorn lacks is added by a small subclass of its h11 protocol (:class:`Gua
   those that sent part of their headers and stopped, else the longest idle of those idle for over 0.25 s — so
   that a connection that only holds a socket open costs its holder the socket, never a client that asks something
   (whose headers come at once); the new connection is refused with 503 when no other can go;
-- uvicorn's plain-text 400 for a malformed request is JSON like every other error.
+- uvicorn's plain-text 400 for a malformed request is JSON like every other error;
+- connections are accepted :data:`ACCEPT_BATCH` at a time in each turn of the event loop (:class:`GuardedLoop`;
+  asyncio's loop accepts as many as the listen backlog, each a task, before anything else runs), and one the caps
+  have no room for is answered its 503 before a protocol and a transport are made for it.
 
 ``uvicorn.Config(limit_concurrency=...)`` is not used: it accepts every connection and answers 503 (in plain text)
 only once a request has arrived, so idle and trickling connections still hold their sockets.
@@ -33,17 +36,19 @@ processes, the store), and only then does the process end by the signal."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import h11
 import uvicorn
@@ -58,6 +63,9 @@ RESERVED_FILES = 256  # descriptors kept for everything but client connections (
 BACKLOG = 1024  # the listen queue, and the most connections asyncio accepts in one go
 SWITCH_INTERVAL = 0.0005  # seconds a thread holds the interpreter while another waits for it (Python: 0.005)
 IDLE_GRACE = 0.25  # seconds a new (or newly idle) connection is not pushed out: its request may be on its way
+ACCEPT_BATCH = 32  # connections accepted in one turn of the event loop (GuardedLoop; asyncio's: the backlog, 1024)
+LOOP = "lcrag.service.server:GuardedLoop"  # uvicorn's loop factory, by name
+OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # accept() failing for want of them
 # Seconds after the drain for the questions told to stop to reach a step boundary and answer 503, before uvicorn
 # cancels the requests still in progress (a stream cut without its last event).
 STOP_GRACE = 2.0
@@ -91,7 +99,8 @@ def _raw_response(status: int, reason: str, message: str, kind: str, extra: str 
 
 class Gate:
     """Every open connection, by client address, and those waiting for their request headers, oldest first: idle
-    (nothing received since they opened or since their last response) and stalled (part of the headers received).
+    (nothing received since they opened or since their last response) and stalled (part of the headers received),
+    in all and by client, so that the connection to push out is found at once however many a client holds.
 
     Runs on the server's event loop only (no locks). ``counts`` tallies connections refused, pushed out and timed
     out by reason, for /metrics and the once-a-minute summary line."""
@@ -101,7 +110,7 @@ class Gate:
         self.open: dict[object, str] = {}
         self.waiting: OrderedDict[object, float] = OrderedDict()  # idle, with when they began to be
         self.stalled: OrderedDict[object, None] = OrderedDict()  # part of their headers in, the rest not
-        self.clients: dict[str, OrderedDict[object, None]] = {}
+        self.clients: dict[str, Client] = {}
         self.counts: Counter[str] = Counter()
         self._since: Counter[str] = Counter()
         self._reported = time.monotonic()
@@ -110,54 +119,82 @@ class Gate:
         """Take ``conn`` in, pushing out a waiting connection when a cap is reached; False: refused."""
         mine = self.clients.get(client)
         idle_since = time.monotonic() - IDLE_GRACE  # a newer idle connection may be one whose request is on its way
-        if mine is not None and len(mine) >= self.limits.max_client_connections:
-            victim = next((c for c in mine if c in self.stalled), None) or \
-                next((c for c in mine if self.waiting.get(c, idle_since) < idle_since), None)
+        if mine is not None and len(mine.open) >= self.limits.max_client_connections:
+            victim = mine.victim(idle_since)
             if victim is None:
-                return self._refuse(conn, "client_cap", f"this address has {len(mine)} connections open, its "
-                                    f"most ({self.command} --max-client-connections)")
+                return self._refuse(conn, "client_cap", self._client_full(mine))
             self._push_out(victim, "client_cap")
         if len(self.open) >= self.limits.max_connections:
-            victim = next(iter(self.stalled), None)
+            victim = self._victim(idle_since)
             if victim is None:
-                oldest = next(iter(self.waiting.items()), None)
-                victim = oldest[0] if oldest is not None and oldest[1] < idle_since else None
-            if victim is None:
-                return self._refuse(conn, "server_cap", f"the server has {len(self.open)} connections open, its "
-                                    f"most ({self.command} --max-connections)")
+                return self._refuse(conn, "server_cap", self._server_full())
             self._push_out(victim, "server_cap")
         self.open[conn] = client
-        self.clients.setdefault(client, OrderedDict())[conn] = None
-        self.waiting[conn] = time.monotonic()
+        self.clients.setdefault(client, Client()).open[conn] = None
+        self.wait(conn)
         return True
+
+    def refusal(self, client: str) -> bytes | None:
+        """The 503 that :meth:`admit` would answer a new connection from ``client`` with (a cap reached, and no
+        connection it may push out), so that it is answered before a transport and a protocol are made for it
+        (:class:`GuardedLoop`); None: it may be admitted."""
+        mine = self.clients.get(client)
+        idle_since = time.monotonic() - IDLE_GRACE
+        if mine is not None and len(mine.open) >= self.limits.max_client_connections and \
+                mine.victim(idle_since) is None:
+            return self._refused("client_cap", self._client_full(mine))
+        if len(self.open) >= self.limits.max_connections and self._victim(idle_since) is None:
+            return self._refused("server_cap", self._server_full())
+        return None
+
+    def _victim(self, idle_since: float):
+        return _victim(self.stalled, self.waiting, idle_since)
+
+    def _client_full(self, mine: Client) -> str:
+        return f"this address has {len(mine.open)} connections open, its most ({self.command} --max-client-connections)"
+
+    def _server_full(self) -> str:
+        return f"the server has {len(self.open)} connections open, its most ({self.command} --max-connections)"
 
     def wait(self, conn) -> None:
         """``conn`` waits for a request (new, or between two): it may be pushed out."""
-        if conn in self.open:
-            self.stalled.pop(conn, None)
-            self.waiting.pop(conn, None)
-            self.waiting[conn] = time.monotonic()
+        client = self.open.get(conn)
+        if client is not None:
+            now = time.monotonic()
+            self._leave(conn, client)
+            self.waiting[conn] = now
+            self.clients[client].waiting[conn] = now
 
     def stall(self, conn) -> None:
         """``conn`` sent part of its request headers and not the rest: the first to be pushed out."""
         if self.waiting.pop(conn, None) is not None:
             self.stalled[conn] = None
+            mine = self.clients[self.open[conn]]
+            mine.waiting.pop(conn, None)
+            mine.stalled[conn] = None
 
     def busy(self, conn) -> None:
         """``conn`` has a request in progress: it is never pushed out."""
-        self.waiting.pop(conn, None)
-        self.stalled.pop(conn, None)
+        self._leave(conn, self.open.get(conn))
 
     def release(self, conn) -> None:
         client = self.open.pop(conn, None)
-        self.waiting.pop(conn, None)
-        self.stalled.pop(conn, None)
+        self._leave(conn, client)
         if client is not None:
             mine = self.clients.get(client)
             if mine is not None:
-                mine.pop(conn, None)
-                if not mine:
+                mine.open.pop(conn, None)
+                if not mine.open:
                     del self.clients[client]
+
+    def _leave(self, conn, client: str | None) -> None:
+        """``conn`` neither waiting nor stalled any more."""
+        self.waiting.pop(conn, None)
+        self.stalled.pop(conn, None)
+        mine = self.clients.get(client) if client is not None else None
+        if mine is not None:
+            mine.waiting.pop(conn, None)
+            mine.stalled.pop(conn, None)
 
     def count(self, reason: str) -> None:
         self.counts[reason] += 1
@@ -176,16 +213,43 @@ class Gate:
         self._reported = now or time.monotonic()
 
     def _refuse(self, conn, reason: str, message: str) -> bool:
-        self.count(f"refused_{reason}")
-        conn.transport.write(_raw_response(503, "Service Unavailable", f"too many connections: {message}",
-                                           "overloaded_error", "retry-after: 5\r\n"))
+        conn.transport.write(self._refused(reason, message))
         conn.transport.close()
         return False
+
+    def _refused(self, reason: str, message: str) -> bytes:
+        """The 503 a refused connection is answered with, counted."""
+        self.count(f"refused_{reason}")
+        return _raw_response(503, "Service Unavailable", f"too many connections: {message}", "overloaded_error",
+                             "retry-after: 5\r\n")
 
     def _push_out(self, conn, reason: str) -> None:
         self.count(f"pushed_out_{reason}")
         self.release(conn)
         conn.close_now()
+
+
+@dataclass
+class Client:
+    """One address's open connections, and those of them waiting for their request headers (idle, with when they
+    began to be, and stalled), oldest first."""
+
+    open: OrderedDict = field(default_factory=OrderedDict)
+    waiting: OrderedDict = field(default_factory=OrderedDict)
+    stalled: OrderedDict = field(default_factory=OrderedDict)
+
+    def victim(self, idle_since: float):
+        return _victim(self.stalled, self.waiting, idle_since)
+
+
+def _victim(stalled: OrderedDict, waiting: OrderedDict, idle_since: float):
+    """The connection to push out for another: the longest stalled, else the longest idle if idle since before
+    ``idle_since``; None."""
+    victim = next(iter(stalled), None)
+    if victim is None:
+        oldest = next(iter(waiting.items()), None)
+        victim = oldest[0] if oldest is not None and oldest[1] < idle_since else None
+    return victim
 
 
 class GuardedProtocol(H11Protocol):
@@ -326,6 +390,52 @@ def protocol_for(gate: Gate) -> type[GuardedProtocol]:
     return type("GuardedProtocol", (GuardedProtocol,), {"gate": gate})
 
 
+class GuardedLoop(asyncio.SelectorEventLoop):
+    """asyncio's event loop, accepting connections a few at a time and cheaply. asyncio accepts as many as the listen
+    backlog (1024) in one turn of the loop, each then a task that makes its protocol and transport, all before
+    anything else runs: under a flood of connections (audit 34.7: 21,000 slow ones from 254 addresses, reconnecting)
+    a turn took hundreds of milliseconds, and a new client's request waited for it. Here a turn accepts at most
+    :data:`ACCEPT_BATCH`; each connection's protocol and transport are made at once (no task), and one that the
+    gate has no room for (:attr:`refusal`, set by :class:`Server`) is answered its 503 before either is made.
+
+    Everything else is asyncio's own: TLS (not served here) and running out of descriptors included."""
+
+    refusal: Callable[[str], bytes | None] | None = None
+
+    def _accept_connection(self, protocol_factory, sock, sslcontext=None, server=None, backlog=100, *rest):
+        if sslcontext is not None:
+            return super()._accept_connection(protocol_factory, sock, sslcontext, server, backlog, *rest)
+        for _ in range(min(backlog, ACCEPT_BATCH)):
+            try:
+                conn, address = sock.accept()
+                conn.setblocking(False)
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return None  # none left
+            except OSError as exc:
+                if exc.errno in OUT_OF_RESOURCES:  # asyncio's way: logged, accepting paused a while
+                    return super()._accept_connection(protocol_factory, sock, sslcontext, server, backlog, *rest)
+                raise
+            self._connection(protocol_factory, conn, address, server)
+        return None
+
+    def _connection(self, protocol_factory, conn: socket.socket, address, server) -> None:
+        """``conn`` refused at once (its 503 written, closed), or given its protocol and transport."""
+        refused = self.refusal(address[0]) if self.refusal is not None and isinstance(address, tuple) else None
+        if refused is not None:
+            try:
+                conn.send(refused)  # (a fresh socket's buffer holds it; what it cannot hold is not waited for)
+            except OSError:
+                pass
+            conn.close()
+            return
+        try:
+            self._make_socket_transport(conn, protocol_factory(), extra={"peername": address}, server=server)
+        except Exception as exc:  # noqa: BLE001 - as asyncio: reported, the connection closed, the server goes on
+            conn.close()
+            self.call_exception_handler({"message": "Error on transport creation for incoming connection",
+                                         "exception": exc})
+
+
 class _QuietLogs(logging.Filter):
     """uvicorn's one-line warnings that a hostile client can repeat at will (a malformed request), passed on at most
     once a minute."""
@@ -409,7 +519,10 @@ class Server(uvicorn.Server):
     stop_work: Callable[[], None] | None = None
 
     async def startup(self, sockets=None) -> None:
-        quiet_accept_errors(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        quiet_accept_errors(loop)
+        if isinstance(loop, GuardedLoop) and getattr(self, "gate", None) is not None:
+            loop.refusal = self.gate.refusal
         await super().startup(sockets)
         # What start-up made (the app, its models and libraries) lives as long as the server: out of the cyclic
         # collector's scans, whose full passes otherwise grow with it and pause every connection.
@@ -438,7 +551,7 @@ def make_server(app, host: str, port: int, limits: ConnectionLimits | None = Non
         raise ValueError(f"shutdown_seconds must be 0 to {MAX_SHUTDOWN_SECONDS:g}, got {shutdown_seconds}")
     limits = limits or ConnectionLimits()
     gate = gate or Gate(limits, command)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_for(gate),
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_for(gate), loop=LOOP,
                             timeout_keep_alive=max(1, round(limits.keep_alive)), backlog=backlog,
                             h11_max_incomplete_event_size=limits.max_header_bytes,
                             timeout_graceful_shutdown=shutdown_seconds + STOP_GRACE)

@@ -27,7 +27,8 @@ from lcrag.service.app import create_app
 from lcrag.service.guard import Guard
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
-from lcrag.service.server import ConnectionLimits, Gate, make_server, quiet_accept_errors
+from lcrag.service.server import (ACCEPT_BATCH, ConnectionLimits, Gate, GuardedLoop, make_server,
+                                  quiet_accept_errors)
 
 
 @contextmanager
@@ -183,6 +184,68 @@ def test_a_malformed_request_is_a_json_400(service):
     with service() as (url, _):
         got, _ = raw(url, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header Line\r\n\r\n")
         assert got.startswith(b"HTTP/1.1 400 ") and json_body(got)["error"]["code"] == 400
+
+
+def test_a_turn_of_the_loop_accepts_a_few_connections_and_refuses_before_making_a_protocol():
+    """asyncio accepts as many connections as the backlog in one turn of its loop, each given a protocol and a
+    transport before anything else runs (audit 34.7: a new client's request waited hundreds of milliseconds behind
+    a flood); a turn takes ACCEPT_BATCH now, and one the gate has no room for is answered before either is made."""
+    loop = GuardedLoop()
+    listener = socket.create_server(("127.0.0.1", 0), backlog=256)
+    listener.setblocking(False)
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(3 * ACCEPT_BATCH)]
+    made = []
+
+    class Counted(asyncio.Protocol):
+        def connection_made(self, transport):
+            made.append(transport)
+
+    try:
+        loop._accept_connection(Counted, listener, None, None, 1024)
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert len(made) == ACCEPT_BATCH
+        gate = Gate(ConnectionLimits(max_connections=10, max_client_connections=1))
+        busy = object()
+        assert gate.admit(busy, "127.0.0.1")
+        gate.busy(busy)  # a request in progress: nothing of this address's to push out
+        loop.refusal = gate.refusal
+        loop._accept_connection(Counted, listener, None, None, 1024)
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert len(made) == ACCEPT_BATCH and gate.counts["refused_client_cap"] == ACCEPT_BATCH
+        clients[ACCEPT_BATCH].settimeout(5)
+        got = clients[ACCEPT_BATCH].recv(4096)
+        assert got.startswith(b"HTTP/1.1 503 ") and b"--max-client-connections" in got
+    finally:
+        for transport in made:
+            transport.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+        listener.close()
+        for client in clients:
+            client.close()
+
+
+def test_the_longest_stalled_of_a_clients_connections_is_pushed_out_for_its_new_one():
+    """Each address's waiting and stalled connections are kept apart, so the one to push out is found at once."""
+    gate = Gate(ConnectionLimits(max_connections=1000, max_client_connections=100))
+    closed = []
+
+    class Conn:
+        def close_now(self):
+            closed.append(self)
+
+    held = [Conn() for _ in range(100)]
+    for conn in held:
+        assert gate.admit(conn, "10.0.0.1")
+        gate.busy(conn)
+    gate.wait(held[40])
+    gate.stall(held[40])
+    gate.wait(held[70])
+    gate.stall(held[70])
+    assert gate.admit(Conn(), "10.0.0.2") and gate.refusal("10.0.0.1") is None
+    assert gate.admit(Conn(), "10.0.0.1") and closed == [held[40]]
+    assert gate.admit(Conn(), "10.0.0.1") and closed == [held[40], held[70]]
+    assert gate.refusal("10.0.0.1").startswith(b"HTTP/1.1 503 ")  # the rest busy, the new ones idle but new
 
 
 def test_accept_failing_for_want_of_descriptors_is_one_line_a_minute(caplog):
