@@ -291,3 +291,98 @@ def full_disk_upload(t):
         server.stop()
         subprocess.run(["umount", "-l", str(server.cache)], capture_output=True)
     return " · ".join(rows), passed and again.status_code == 201 and not disagree
+
+
+# == 42.4: PostgreSQL, a DELETE racing an upload of the same bytes through another replica ========================
+RACES = 60
+
+
+def race_content(kind: str, round_: int) -> bytes:
+    """Bytes of this round's own (no other round's blob is the same), 16 KB."""
+    line = f"{kind} round {round_}: the valve {round_} of the harbour crane opens at {10 + round_} bar.\n"
+    return (line * (16_384 // len(line) + 1)).encode()
+
+
+def at_once(first, second, offset: float) -> tuple:
+    """``first()`` and ``second()`` started together (``first`` ``offset`` seconds later): both results."""
+    barrier = threading.Barrier(2)
+
+    def after(fn, delay: float):
+        barrier.wait()
+        time.sleep(delay)
+        return fn()
+
+    with ThreadPoolExecutor(2) as pool:
+        one, two = pool.submit(after, first, offset), pool.submit(after, second, 0.0)
+        return one.result(), two.result()
+
+
+def delete_races(one, two) -> dict[str, int]:
+    """Each round: a collection holding the round's bytes (replica one), then its DELETE (one) against an upload of
+    the same bytes to "kept" (replica two), the DELETE started 0-27 ms after the upload: each outcome counted."""
+    outcomes: dict[str, int] = {}
+    two.post("/v1/collections", json={"name": "kept"})
+    for i in range(RACES):
+        data = race_content("delete", i)
+        collection_name = f"gone{i}"
+        one.post("/v1/collections", json={"name": collection_name})
+        upload(one, collection_name, "shared.txt", data)
+        deleted, uploaded = at_once(lambda: one.delete(f"/v1/collections/{collection_name}"),
+                                    lambda: upload(two, "kept", f"copy{i}.txt", data), (i % 10) * 0.003)
+        for what, reply in (("DELETE", deleted), ("upload", uploaded)):
+            key = f"{what} {reply.status_code}"
+            outcomes[key] = outcomes.get(key, 0) + 1
+    return outcomes
+
+
+def remove_races(one, two) -> dict[str, int]:
+    """Each round: a file of the round's bytes in "held" (replica one), then its DELETE (one) against an upload of
+    the same bytes to "kept2" (two)."""
+    outcomes: dict[str, int] = {}
+    one.post("/v1/collections", json={"name": "held"})
+    two.post("/v1/collections", json={"name": "kept2"})
+    for i in range(RACES):
+        data = race_content("remove", i)
+        upload(one, "held", f"f{i}.txt", data)
+        removed, uploaded = at_once(lambda: one.delete(f"/v1/collections/held/files/f{i}.txt"),
+                                    lambda: upload(two, "kept2", f"g{i}.txt", data), (i % 10) * 0.003)
+        for what, reply in (("remove", removed), ("upload", uploaded)):
+            key = f"{what} {reply.status_code}"
+            outcomes[key] = outcomes.get(key, 0) + 1
+    return outcomes
+
+
+def incomplete_files(url: str) -> int:
+    """Files whose blob in the store does not hold all their bytes (a blob collected under an upload)."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        return db.execute("SELECT count(*) FROM lcrag_files f JOIN lcrag_blobs b ON b.hash = f.hash WHERE f.bytes <> "
+                          "length(b.content) + (SELECT coalesce(sum(length(p.content)), 0) FROM lcrag_blob_parts p "
+                          "WHERE p.hash = f.hash)").fetchone()[0]
+
+
+@case("42.4", f"PostgreSQL 15 (started by the audit) under two `lcrag serve --store` replicas: {RACES} DELETEs of a "
+      f"collection against an upload of the same bytes through the other replica; {RACES} removals of a file the "
+      "same way", "0 5xx; every file the store lists holds all its bytes")
+def postgres_races(t):
+    try:
+        with postgres_server() as (url, server_log):
+            one = t.start_server("pg1", ["--store", url], {})
+            two = t.start_server("pg2", ["--store", url], {})
+            t.others += [one, two]
+            try:
+                deletes, removes = delete_races(one, two), remove_races(one, two)
+                incomplete = incomplete_files(url)
+                refused = server_log.read_text(errors="replace").count("violates foreign key constraint")
+            finally:
+                one.stop()
+                two.stop()
+    except RuntimeError as exc:
+        return f"not tried: {exc}", False
+    outcomes = {**deletes, **removes}
+    errors = sum(n for key, n in outcomes.items() if key.split()[1].startswith("5"))
+    got = (f"collection DELETE vs upload: {deletes}; file removal vs upload: {removes}; {errors} 5xx; "
+           f"{incomplete} files missing bytes; races met: PostgreSQL refused {refused} statements on a foreign key "
+           "(a blob collected under an upload, each kept or stored again)")
+    return got, errors == 0 and incomplete == 0

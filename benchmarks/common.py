@@ -167,9 +167,10 @@ def postgres_programs() -> Path:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
+def postgres_server() -> Iterator[tuple[str, Path]]:
     """A PostgreSQL server made with initdb in a temporary folder, on a free loopback port (trust authentication,
-    loopback only), stopped and removed on leaving: its URL, postgresql://postgres@127.0.0.1:PORT/postgres. As root
+    loopback only), stopped and removed on leaving: its URL, postgresql://postgres@127.0.0.1:PORT/postgres, and its
+    log (the errors it refused statements with, among the rest). As root
     it runs as the postgres user (through runuser), since PostgreSQL refuses to run as root; the same approach as
     tests/postgres_fixtures.py."""
     programs = postgres_programs()
@@ -194,7 +195,7 @@ def postgres_server() -> Iterator[str]:
                             options, "-w", "-t", "60", "start"], **run)
         except subprocess.CalledProcessError as exc:
             raise RuntimeError(f"PostgreSQL did not start: {' '.join((exc.stderr or '').split())[-300:]}") from None
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres", folder / "log"
     finally:
         subprocess.run([*as_user, str(programs / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
                        capture_output=True, timeout=60, check=False)
