@@ -386,3 +386,108 @@ def postgres_races(t):
            f"{incomplete} files missing bytes; races met: PostgreSQL refused {refused} statements on a foreign key "
            "(a blob collected under an upload, each kept or stored again)")
     return got, errors == 0 and incomplete == 0
+
+
+# == 42.5: /healthz without the key ===============================================================================
+@case("42.5", "/healthz without the key, with a wrong one and with the key on B (--api-key)",
+      "without the key (or with a wrong one): 200 with only {\"status\": \"ok\"}; with the key: 200 (it may say more)")
+def healthz_without_key(t):
+    bare = httpx.get(t.b.url + "/healthz", timeout=30)
+    wrong = httpx.get(t.b.url + "/healthz", headers={"Authorization": "Bearer not-the-key"}, timeout=30)
+    keyed = t.b.get("/healthz")
+    bodies = [reply.json() if reply.status_code == 200 else reply.text[:60] for reply in (bare, wrong, keyed)]
+    got = (f"without the key {bare.status_code} {bodies[0]}; wrong key {wrong.status_code} {bodies[1]}; with the "
+           f"key {keyed.status_code} {bodies[2]}")
+    return got, (bare.status_code == wrong.status_code == keyed.status_code == 200
+                 and bodies[0] == bodies[1] == {"status": "ok"})
+
+
+# == 42.6: SIGTERM while a long question is answered ==============================================================
+def process_group(group: int) -> set[int]:
+    """The processes of process group ``group`` now (from /proc)."""
+    members = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group:
+                members.add(int(entry.name))
+    return members
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process: an exited one nobody waited for (a zombie) is not."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def command_line(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:80]
+    except OSError:
+        return "(gone)"
+
+
+def asked_slowly(server, replies: list[str]) -> None:
+    """A question the stand-in reader answers a word every 0.25 s: how it ended, kept in ``replies``."""
+    try:
+        reply = ask(server, "slow", "SLOWLY what is the reset code of the crane? (42.6)", timeout=60)
+        replies.append(f"{reply.status_code} {message(reply)[:70]!r}")
+    except httpx.TransportError as exc:
+        replies.append(f"connection closed ({type(exc).__name__})")
+
+
+def sigterm_during_question(t, server) -> tuple[float, list[str], dict[int, str], dict, int]:
+    """SIGTERM once the slow question is at the reader: seconds to exit, how the question ended, the server's
+    processes still running after (with a second's grace), the reader's record of its generation, and how many
+    processes the server had (itself included) when it was sent SIGTERM."""
+    collection(server, "slow", {"manual.txt": MANUAL.encode()})
+    t.reader.slow_seconds, t.reader.slow[:] = 60.0, []
+    replies: list[str] = []
+    asking = threading.Thread(target=asked_slowly, args=(server, replies))
+    asking.start()
+    deadline = time.monotonic() + 30
+    while not t.reader.slow and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = server.process.pid
+    members = process_group(pid) | set(audit.descendants(pid))
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        server.process.wait(SHUTDOWN_S + EXIT_GRACE_S + 10)
+    except subprocess.TimeoutExpired:
+        pass
+    exited = time.monotonic() - started if server.process.poll() is not None else float("inf")
+    asking.join(15)
+    deadline = time.monotonic() + 1
+    while any(running(p) for p in members | process_group(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = {p: command_line(p) for p in members | process_group(pid) if running(p)}
+    deadline = time.monotonic() + 3  # the reader finds its stream closed at its next word or the one after
+    while t.reader.slow and not t.reader.slow[0]["seconds"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return exited, replies, left, (t.reader.slow[0] if t.reader.slow else {}), len(members)
+
+
+@case("42.6", f"SIGTERM to a server (--shutdown-seconds {SHUTDOWN_S}) answering a long question (the stand-in "
+      "reader's SLOWLY mode, a word every 0.25 s for 60 s)", f"exits within {SHUTDOWN_S} + {EXIT_GRACE_S} s; the "
+      "client gets 503 (or its connection closed); none of the server's processes left running (its process group "
+      "and children; zombies not counted)")
+def sigterm_long_question(t):
+    server = t.start_server("s42", ["--shutdown-seconds", str(SHUTDOWN_S)], {})
+    t.others.append(server)
+    try:
+        exited, replies, left, generation, had = sigterm_during_question(t, server)
+    finally:
+        t.reader.slow_seconds = 6.0
+        code = server.process.poll()
+        server.stop()
+    got = (f"exited (status {code}) {exited:.1f} s after SIGTERM; the question: {replies[0] if replies else 'no answer'}"
+           f"; the reader's generation {'stopped' if generation.get('stopped') else 'NOT stopped'} after "
+           f"{generation.get('seconds', 0):.1f} s; of its {had} processes, {len(left)} left {list(left.values())[:3]}")
+    ended = bool(replies) and (replies[0].startswith("503 ") or replies[0].startswith("connection closed"))
+    return got, exited <= SHUTDOWN_S + EXIT_GRACE_S and ended and not left
