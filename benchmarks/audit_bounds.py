@@ -39,7 +39,8 @@ def audit_module():
 
 audit = audit_module()
 case, Mcp, Meanwhile, ask, collection = audit.case, audit.Mcp, audit.Meanwhile, audit.ask, audit.collection
-message, upload, wait_state, timed, tool_text = audit.message, audit.upload, audit.wait_state, audit.timed, audit.tool_text
+message, upload, wait_state = audit.message, audit.upload, audit.wait_state
+timed, tool_text = audit.timed, audit.tool_text
 MANUAL, PROBE_MS = audit.MANUAL, audit.PROBE_MS
 
 ASK_S = 1.0  # 42.1: a hostile option refused or answered within this ...
@@ -208,8 +209,9 @@ def nested_headings(t, questions: int = 5) -> tuple[str, bool]:
 
 @case("42.2", "heading paths: two 114 KB Markdown files ('# ' + 50,000 × A over 5,000 '## hN' sections) uploaded to "
       "C (default flags); five nested 40,000-character headings over 400 sections, asked 5 distinct questions",
-      f"≤ +{HEADINGS_MB:.0f} MB server RSS at the peak and after indexing, an answer over them ≤ {ANSWER_KB} KB; the "
-      f"nested headings' answers ≤ {ANSWER_KB} KB each, collections.sqlite + ≤ {KEPT_KB} KB per distinct question")
+      f"≤ +{HEADINGS_MB:.0f} MB server RSS at the peak and after indexing, an answer over them ≤ {ANSWER_KB} KB; "
+      f"the nested headings' answers ≤ {ANSWER_KB} KB each, collections.sqlite + ≤ {KEPT_KB} KB per distinct "
+      "question")
 def heading_paths(t):
     rows = [heading_files(t), nested_headings(t)]
     return " · ".join(got for got, _ in rows), all(ok for _, ok in rows)
@@ -486,8 +488,9 @@ def sigterm_long_question(t):
         t.reader.slow_seconds = 6.0
         code = server.process.poll()
         server.stop()
-    got = (f"exited (status {code}) {exited:.1f} s after SIGTERM; the question: {replies[0] if replies else 'no answer'}"
-           f"; the reader's generation {'stopped' if generation.get('stopped') else 'NOT stopped'} after "
+    stopped = "stopped" if generation.get("stopped") else "NOT stopped"
+    got = (f"exited (status {code}) {exited:.1f} s after SIGTERM; the question: "
+           f"{replies[0] if replies else 'no answer'}; the reader's generation {stopped} after "
            f"{generation.get('seconds', 0):.1f} s; of its {had} processes, {len(left)} left {list(left.values())[:3]}")
     ended = bool(replies) and (replies[0].startswith("503 ") or replies[0].startswith("connection closed"))
     return got, exited <= SHUTDOWN_S + EXIT_GRACE_S and ended and not left
