@@ -64,6 +64,8 @@ BACKLOG = 1024  # the listen queue, and the most connections asyncio accepts in 
 SWITCH_INTERVAL = 0.0005  # seconds a thread holds the interpreter while another waits for it (Python: 0.005)
 IDLE_GRACE = 0.25  # seconds a new (or newly idle) connection is not pushed out: its request may be on its way
 ACCEPT_BATCH = 32  # connections accepted in one turn of the event loop (GuardedLoop; asyncio's: the backlog, 1024)
+LOBBY = "lobby"  # Gate.placement: wait in the Lobby for the request headers
+LOBBY_BYTES = 8 << 10  # what a connection in the Lobby may send before it is let in (then h11's limits apply)
 LOOP = "lcrag.service.server:GuardedLoop"  # uvicorn's loop factory, by name
 OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # accept() failing for want of them
 # Seconds after the drain for the questions told to stop to reach a step boundary and answer 503, before uvicorn
@@ -134,18 +136,23 @@ class Gate:
         self.wait(conn)
         return True
 
-    def refusal(self, client: str) -> bytes | None:
-        """The 503 that :meth:`admit` would answer a new connection from ``client`` with (a cap reached, and no
-        connection it may push out), so that it is answered before a transport and a protocol are made for it
-        (:class:`GuardedLoop`); None: it may be admitted."""
+    def placement(self, client: str) -> bytes | str | None:
+        """Where a new connection from ``client`` goes, before a transport and a protocol are made for it
+        (:class:`GuardedLoop`): None, in (both caps have room); :data:`LOBBY`, to wait there for its request headers
+        (a cap is reached, but :meth:`admit` could push out a waiting connection for it); else the 503 that
+        :meth:`admit` would refuse it with (a cap is reached, and none can go)."""
         mine = self.clients.get(client)
         idle_since = time.monotonic() - IDLE_GRACE
-        if mine is not None and len(mine.open) >= self.limits.max_client_connections and \
-                mine.victim(idle_since) is None:
-            return self._refused("client_cap", self._client_full(mine))
-        if len(self.open) >= self.limits.max_connections and self._victim(idle_since) is None:
-            return self._refused("server_cap", self._server_full())
-        return None
+        placed = None
+        if mine is not None and len(mine.open) >= self.limits.max_client_connections:
+            if mine.victim(idle_since) is None:
+                return self._refused("client_cap", self._client_full(mine))
+            placed = LOBBY
+        if len(self.open) >= self.limits.max_connections:
+            if self._victim(idle_since) is None:
+                return self._refused("server_cap", self._server_full())
+            placed = LOBBY
+        return placed
 
     def _victim(self, idle_since: float):
         return _victim(self.stalled, self.waiting, idle_since)
@@ -393,14 +400,18 @@ def protocol_for(gate: Gate) -> type[GuardedProtocol]:
 class GuardedLoop(asyncio.SelectorEventLoop):
     """asyncio's event loop, accepting connections a few at a time and cheaply. asyncio accepts as many as the listen
     backlog (1024) in one turn of the loop, each then a task that makes its protocol and transport, all before
-    anything else runs: under a flood of connections (audit 34.7: 21,000 slow ones from 254 addresses, reconnecting)
-    a turn took hundreds of milliseconds, and a new client's request waited for it. Here a turn accepts at most
-    :data:`ACCEPT_BATCH`; each connection's protocol and transport are made at once (no task), and one that the
-    gate has no room for (:attr:`refusal`, set by :class:`Server`) is answered its 503 before either is made.
+    anything else runs: under a flood of connections (audit 34.7: 21,000 slow ones, reconnecting) a turn took
+    hundreds of milliseconds, and a new client's request waited for it. Here a turn accepts at most
+    :data:`ACCEPT_BATCH`, and where the gate (:meth:`guard`) places each: refused with its 503, or into the
+    :class:`Lobby` (a cap is reached), before a protocol and a transport are made; else given both at once (no task).
 
     Everything else is asyncio's own: TLS (not served here) and running out of descriptors included."""
 
-    refusal: Callable[[str], bytes | None] | None = None
+    gate: Gate | None = None
+    lobby: Lobby | None = None
+
+    def guard(self, gate: Gate) -> None:
+        self.gate, self.lobby = gate, Lobby(self, gate)
 
     def _accept_connection(self, protocol_factory, sock, sslcontext=None, server=None, backlog=100, *rest):
         if sslcontext is not None:
@@ -415,25 +426,119 @@ class GuardedLoop(asyncio.SelectorEventLoop):
                 if exc.errno in OUT_OF_RESOURCES:  # asyncio's way: logged, accepting paused a while
                     return super()._accept_connection(protocol_factory, sock, sslcontext, server, backlog, *rest)
                 raise
-            self._connection(protocol_factory, conn, address, server)
+            self._place(conn, address, lambda data, conn=conn, address=address: self._admit(
+                protocol_factory, conn, address, server, data))
         return None
 
-    def _connection(self, protocol_factory, conn: socket.socket, address, server) -> None:
-        """``conn`` refused at once (its 503 written, closed), or given its protocol and transport."""
-        refused = self.refusal(address[0]) if self.refusal is not None and isinstance(address, tuple) else None
-        if refused is not None:
-            try:
-                conn.send(refused)  # (a fresh socket's buffer holds it; what it cannot hold is not waited for)
-            except OSError:
-                pass
-            conn.close()
-            return
+    def _place(self, conn: socket.socket, address, admit: Callable[[bytes], None]) -> None:
+        placed = self.gate.placement(address[0]) if self.gate is not None and isinstance(address, tuple) else None
+        if placed is None:
+            admit(b"")
+        elif placed is LOBBY:
+            self.lobby.enter(conn, address, admit)
+        else:
+            _answer_and_close(conn, placed)
+
+    def _admit(self, protocol_factory, conn: socket.socket, address, server, data: bytes) -> None:
+        """``conn`` given its protocol and transport, and then ``data`` (what it sent in the lobby) as received."""
         try:
-            self._make_socket_transport(conn, protocol_factory(), extra={"peername": address}, server=server)
+            protocol = protocol_factory()
+            transport = self._make_socket_transport(conn, protocol, extra={"peername": address}, server=server)
         except Exception as exc:  # noqa: BLE001 - as asyncio: reported, the connection closed, the server goes on
             conn.close()
             self.call_exception_handler({"message": "Error on transport creation for incoming connection",
                                          "exception": exc})
+            return
+        if data:  # after connection_made, which the transport has just scheduled (and which may refuse it)
+            self.call_soon(lambda: transport.is_closing() or protocol.data_received(data))
+
+
+class Lobby:
+    """Connections that came while a cap was reached, each a bare socket (no protocol, no transport) until its
+    request line and headers are in, then let in (:meth:`Gate.admit` pushing out a stalled or idle connection for
+    it) with what it sent. A connection that only holds a socket open and trickles its headers (slowloris) is cheap
+    here, and cheaply let go: at most ``max_connections`` wait, the oldest pushed out for a new one, and none past
+    the header timeout (408). Each reads at most :data:`LOBBY_BYTES` here: more, and it is let in as it is, for the
+    protocol's own limits to judge."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, gate: Gate):
+        self.loop, self.gate = loop, gate
+        self.waiting: OrderedDict[socket.socket, Waiting] = OrderedDict()  # oldest first
+        self._sweep: asyncio.TimerHandle | None = None
+
+    def enter(self, conn: socket.socket, address, admit: Callable[[bytes], None]) -> None:
+        if len(self.waiting) >= self.gate.limits.max_connections:
+            self._drop(next(iter(self.waiting)), "pushed_out_lobby")
+        self.waiting[conn] = Waiting(address, admit, time.monotonic())
+        self.loop.add_reader(conn.fileno(), self._readable, conn)
+        if self._sweep is None:
+            self._sweep = self.loop.call_later(1.0, self._swept)
+
+    def _readable(self, conn: socket.socket) -> None:
+        waiting = self.waiting.get(conn)
+        if waiting is None:
+            return
+        try:
+            data = conn.recv(LOBBY_BYTES - len(waiting.data))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client went
+            return self._drop(conn)
+        waiting.data += data
+        if b"\r\n\r\n" in waiting.data or len(waiting.data) >= LOBBY_BYTES:
+            self._leave(conn).admit(bytes(waiting.data))
+
+    def _leave(self, conn: socket.socket) -> Waiting:
+        self.loop.remove_reader(conn.fileno())
+        return self.waiting.pop(conn)
+
+    def _drop(self, conn: socket.socket, reason: str | None = None, answer: bytes = b"") -> None:
+        self._leave(conn)
+        if reason is not None:
+            self.gate.count(reason)
+        _answer_and_close(conn, answer)
+
+    def _swept(self) -> None:
+        """The connections that waited past the header timeout answered 408 and closed (once a second)."""
+        self._sweep = None
+        limits = self.gate.limits
+        expired = time.monotonic() - limits.header_timeout
+        while self.waiting and next(iter(self.waiting.values())).since <= expired:
+            self._drop(next(iter(self.waiting)), "header_timeout", _raw_response(
+                408, "Request Timeout", f"the request headers did not arrive within {limits.header_timeout:g} s "
+                f"({self.gate.command} --header-timeout)", "timeout_error"))
+        if self.waiting:
+            self._sweep = self.loop.call_later(1.0, self._swept)
+
+    def close(self) -> None:
+        """Every waiting connection closed (the server is stopping)."""
+        for conn in list(self.waiting):
+            self._drop(conn)
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+
+
+@dataclass
+class Waiting:
+    """A connection in the :class:`Lobby`: from where, how to let it in, since when, and what it sent so far."""
+
+    address: object
+    admit: Callable[[bytes], None]
+    since: float
+    data: bytearray = field(default_factory=bytearray)
+
+
+def _answer_and_close(conn: socket.socket, answer: bytes) -> None:
+    """``answer`` written to a bare socket (as much as its buffer takes at once: never waited for), which is closed."""
+    if answer:
+        try:
+            conn.send(answer)
+        except OSError:
+            pass
+    conn.close()
 
 
 class _QuietLogs(logging.Filter):
@@ -522,7 +627,7 @@ class Server(uvicorn.Server):
         loop = asyncio.get_running_loop()
         quiet_accept_errors(loop)
         if isinstance(loop, GuardedLoop) and getattr(self, "gate", None) is not None:
-            loop.refusal = self.gate.refusal
+            loop.guard(self.gate)
         await super().startup(sockets)
         # What start-up made (the app, its models and libraries) lives as long as the server: out of the cyclic
         # collector's scans, whose full passes otherwise grow with it and pause every connection.
@@ -533,8 +638,10 @@ class Server(uvicorn.Server):
         """uvicorn's shutdown (no new connections; those in progress drained within its
         ``timeout_graceful_shutdown``, then cancelled), with :attr:`stop_work` called after :attr:`drain_seconds`
         of it, a little before uvicorn's timeout, so that the questions still running end with an answer (503)."""
-        stop = self.stop_work
-        timer = asyncio.get_running_loop().call_later(self.drain_seconds, stop) if stop is not None else None
+        stop, loop = self.stop_work, asyncio.get_running_loop()
+        timer = loop.call_later(self.drain_seconds, stop) if stop is not None else None
+        if isinstance(loop, GuardedLoop) and loop.lobby is not None:
+            loop.lobby.close()  # (uvicorn closes the connections it knows, which these are not yet)
         try:
             await super().shutdown(sockets)
         finally:

@@ -186,43 +186,87 @@ def test_a_malformed_request_is_a_json_400(service):
         assert got.startswith(b"HTTP/1.1 400 ") and json_body(got)["error"]["code"] == 400
 
 
+class Counted(asyncio.Protocol):
+    """A protocol that notes each connection made and what it receives."""
+
+    made: list = []
+
+    def connection_made(self, transport):
+        self.transport, self.received = transport, b""
+        self.made.append(self)
+
+    def data_received(self, data):
+        self.received += data
+
+
+@contextmanager
+def guarded_loop(limits: ConnectionLimits, clients: int):
+    """A GuardedLoop under a gate of ``limits``, a listening socket and ``clients`` connections waiting on it."""
+    loop, gate = GuardedLoop(), Gate(limits)
+    loop.guard(gate)
+    listener = socket.create_server(("127.0.0.1", 0), backlog=256)
+    listener.setblocking(False)
+    connected = [socket.create_connection(listener.getsockname()) for _ in range(clients)]
+    Counted.made = []
+    try:
+        yield loop, gate, lambda: loop._accept_connection(Counted, listener, None, None, 1024), connected
+    finally:
+        for made in Counted.made:
+            made.transport.close()
+        loop.lobby.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+        listener.close()
+        for client in connected:
+            client.close()
+
+
 def test_a_turn_of_the_loop_accepts_a_few_connections_and_refuses_before_making_a_protocol():
     """asyncio accepts as many connections as the backlog in one turn of its loop, each given a protocol and a
     transport before anything else runs (audit 34.7: a new client's request waited hundreds of milliseconds behind
     a flood); a turn takes ACCEPT_BATCH now, and one the gate has no room for is answered before either is made."""
-    loop = GuardedLoop()
-    listener = socket.create_server(("127.0.0.1", 0), backlog=256)
-    listener.setblocking(False)
-    clients = [socket.create_connection(listener.getsockname()) for _ in range(3 * ACCEPT_BATCH)]
-    made = []
-
-    class Counted(asyncio.Protocol):
-        def connection_made(self, transport):
-            made.append(transport)
-
-    try:
-        loop._accept_connection(Counted, listener, None, None, 1024)
+    with guarded_loop(ConnectionLimits(max_connections=10, max_client_connections=1), 3 * ACCEPT_BATCH) as (
+            loop, gate, turn, clients):
+        gate.limits = ConnectionLimits(max_connections=1000, max_client_connections=1000)
+        turn()
         loop.run_until_complete(asyncio.sleep(0.05))
-        assert len(made) == ACCEPT_BATCH
-        gate = Gate(ConnectionLimits(max_connections=10, max_client_connections=1))
+        assert len(Counted.made) == ACCEPT_BATCH
+        gate.limits = ConnectionLimits(max_connections=10, max_client_connections=1)
         busy = object()
         assert gate.admit(busy, "127.0.0.1")
         gate.busy(busy)  # a request in progress: nothing of this address's to push out
-        loop.refusal = gate.refusal
-        loop._accept_connection(Counted, listener, None, None, 1024)
+        turn()
         loop.run_until_complete(asyncio.sleep(0.05))
-        assert len(made) == ACCEPT_BATCH and gate.counts["refused_client_cap"] == ACCEPT_BATCH
+        assert len(Counted.made) == ACCEPT_BATCH and gate.counts["refused_client_cap"] == ACCEPT_BATCH
         clients[ACCEPT_BATCH].settimeout(5)
         got = clients[ACCEPT_BATCH].recv(4096)
         assert got.startswith(b"HTTP/1.1 503 ") and b"--max-client-connections" in got
-    finally:
-        for transport in made:
-            transport.close()
-        loop.run_until_complete(asyncio.sleep(0))
-        loop.close()
-        listener.close()
-        for client in clients:
-            client.close()
+
+
+def test_over_a_cap_a_connection_waits_in_the_lobby_until_its_headers_are_in():
+    """At a cap, with a stalled connection that could go for it, a new connection is a bare socket in the lobby
+    (no protocol, no transport: a flood of slow ones costs little) until its request line and headers are in, then
+    let in with what it sent; one that never sends them is answered 408 at the header timeout."""
+    class Stalled:
+        def close_now(self):
+            pass
+
+    with guarded_loop(ConnectionLimits(max_connections=10, max_client_connections=1, header_timeout=1), 3) as (
+            loop, gate, turn, (asking, trickling, silent)):
+        stalled = Stalled()
+        assert gate.admit(stalled, "127.0.0.1")
+        gate.stall(stalled)
+        turn()
+        trickling.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        asking.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        loop.run_until_complete(asyncio.sleep(0.2))
+        assert [made.received for made in Counted.made] == [b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]
+        assert len(loop.lobby.waiting) == 2
+        loop.run_until_complete(asyncio.sleep(2.2))
+        for client in (trickling, silent):
+            client.settimeout(5)
+            assert client.recv(4096).startswith(b"HTTP/1.1 408 ")
+        assert not loop.lobby.waiting and gate.counts["header_timeout"] == 2 and len(Counted.made) == 1
 
 
 def test_the_longest_stalled_of_a_clients_connections_is_pushed_out_for_its_new_one():
@@ -242,10 +286,10 @@ def test_the_longest_stalled_of_a_clients_connections_is_pushed_out_for_its_new_
     gate.stall(held[40])
     gate.wait(held[70])
     gate.stall(held[70])
-    assert gate.admit(Conn(), "10.0.0.2") and gate.refusal("10.0.0.1") is None
+    assert gate.admit(Conn(), "10.0.0.2") and gate.placement("10.0.0.1") == "lobby"  # (at its cap: see above)
     assert gate.admit(Conn(), "10.0.0.1") and closed == [held[40]]
     assert gate.admit(Conn(), "10.0.0.1") and closed == [held[40], held[70]]
-    assert gate.refusal("10.0.0.1").startswith(b"HTTP/1.1 503 ")  # the rest busy, the new ones idle but new
+    assert gate.placement("10.0.0.1").startswith(b"HTTP/1.1 503 ")  # the rest busy, the new ones idle but new
 
 
 def test_accept_failing_for_want_of_descriptors_is_one_line_a_minute(caplog):
