@@ -47,7 +47,7 @@ import socket
 import sys
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -67,6 +67,7 @@ SWITCH_INTERVAL = 0.0005  # seconds a thread holds the interpreter while another
 IDLE_GRACE = 0.25  # seconds a new (or newly idle) connection is not pushed out: its request may be on its way
 ACCEPT_BATCH = 32  # connections accepted in one turn of the event loop (GuardedLoop; asyncio's: the backlog, 1024)
 LOBBY = "lobby"  # Gate.placement: wait in the Lobby for the request headers
+CUT_BATCH = 32  # timed-out connections answered and closed in one turn of the event loop
 LOBBY_BYTES = 8 << 10  # what a connection in the Lobby may send before it is let in (then h11's limits apply)
 LOOP = "lcrag.service.server:GuardedLoop"  # uvicorn's loop factory, by name
 OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # accept() failing for want of them
@@ -118,6 +119,8 @@ class Gate:
         self.counts: Counter[str] = Counter()
         self._since: Counter[str] = Counter()
         self._reported = time.monotonic()
+        self._cuts: deque[Callable[[], None]] = deque()  # connections timed out, waiting their turn to be closed
+        self._cutting: asyncio.AbstractEventLoop | None = None  # the loop that closes them, while there are some
 
     def admit(self, conn, client: str) -> bool:
         """Take ``conn`` in, pushing out a waiting connection when a cap is reached; False: refused."""
@@ -204,6 +207,25 @@ class Gate:
         if mine is not None:
             mine.waiting.pop(conn, None)
             mine.stalled.pop(conn, None)
+
+    def cut(self, loop: asyncio.AbstractEventLoop, cut_off: Callable[[], None]) -> None:
+        """Call ``cut_off`` (a connection's timeout: it answers and closes it) in the next turn of ``loop``, at most
+        :data:`CUT_BATCH` in a turn: connections that time out together (a flood's, let in together) are closed a
+        few at a time, not a thousand in one turn while every other client waits."""
+        self._cuts.append(cut_off)
+        if self._cutting is None or self._cutting.is_closed():
+            self._cutting = loop
+            loop.call_soon(self._cut_some, loop)
+
+    def _cut_some(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            for _ in range(min(CUT_BATCH, len(self._cuts))):
+                self._cuts.popleft()()
+        finally:
+            if self._cuts:
+                loop.call_soon(self._cut_some, loop)
+            else:
+                self._cutting = None
 
     def count(self, reason: str) -> None:
         self.counts[reason] += 1
@@ -364,8 +386,11 @@ class GuardedProtocol(H11Protocol):
 
     def _header_expired(self) -> None:
         self._timer = None
+        self.gate.cut(self.loop, self._header_expiry)
+
+    def _header_expiry(self) -> None:
         if self.transport.is_closing() or self.cycle is not self._seen:
-            return
+            return  # (its headers came, or it went, while it waited its turn)
         self._expire("header_timeout", f"the request headers did not arrive within "
                                        f"{self.gate.limits.header_timeout:g} s ({self.gate.command} --header-timeout)")
 
@@ -382,6 +407,12 @@ class GuardedProtocol(H11Protocol):
         if now < deadline:
             self._arm(deadline - now, self._body_check)
             return
+        self.gate.cut(self.loop, self._body_expiry)
+
+    def _body_expiry(self) -> None:
+        if self._body is None or self.transport.is_closing():
+            return  # (its body came, or it went, while it waited its turn)
+        limits = self.gate.limits
         self._expire("body_timeout", f"the request body came slower than {limits.body_min_rate:,} bytes a second "
                                      f"after {limits.body_timeout:g} s ({self.gate.command} --body-timeout, "
                                      "--body-min-rate)")
@@ -503,16 +534,20 @@ class Lobby:
         _answer_and_close(conn, answer)
 
     def _swept(self) -> None:
-        """The connections that waited past the header timeout answered 408 and closed (once a second)."""
+        """The connections that waited past the header timeout answered 408 and closed, :data:`CUT_BATCH` in a
+        turn of the loop (then the rest in the next turns), once a second."""
         self._sweep = None
         limits = self.gate.limits
         expired = time.monotonic() - limits.header_timeout
-        while self.waiting and next(iter(self.waiting.values())).since <= expired:
+        for _ in range(CUT_BATCH):
+            if not self.waiting or next(iter(self.waiting.values())).since > expired:
+                break
             self._drop(next(iter(self.waiting)), "header_timeout", _raw_response(
                 408, "Request Timeout", f"the request headers did not arrive within {limits.header_timeout:g} s "
                 f"({self.gate.command} --header-timeout)", "timeout_error"))
         if self.waiting:
-            self._sweep = self.loop.call_later(1.0, self._swept)
+            more = next(iter(self.waiting.values())).since <= expired
+            self._sweep = self.loop.call_soon(self._swept) if more else self.loop.call_later(1.0, self._swept)
 
     def close(self) -> None:
         """Every waiting connection closed (the server is stopping)."""
