@@ -1,4 +1,4 @@
-"""Service audit (issues 25 and 34): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
+"""Service audit (issues 25, 34 and 42): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
 
     python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
     python benchmarks/audit_service.py --cases 34.4,34.7     # only these cases (and only the servers they use)
@@ -1643,9 +1643,9 @@ def table(results: list[Case]) -> str:
 
 def render(results: list[Case], command: str, seconds: float, flags: dict[str, list[str]]) -> str:
     passed = sum(c.passed for c in results)
-    by_issue = {issue: [c for c in results if c.number.startswith(issue + ".")] for issue in ("25", "34")}
+    by_issue = {issue: [c for c in results if c.number.startswith(issue + ".")] for issue in ("25", "34", "42")}
     out = [
-        "# Service audit (issues 25 and 34)", "",
+        "# Service audit (issues 25, 34 and 42)", "",
         f"Command: `{command}`  ", f"Machine: {machine()}; `ulimit -n` {resource.getrlimit(resource.RLIMIT_NOFILE)}  ",
         f"Commit: {git_rev()}; {seconds:.0f} s; **{passed} of {len(results)} cases pass.**", "",
         "Real servers on loopback, each with its own temporary cache directory: "
