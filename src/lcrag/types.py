@@ -28,6 +28,7 @@ class QuestionSource(Protocol):
 # Source kinds, and what a strategy reads unless it says otherwise (its text: ``ctx.document.text``).
 DOCUMENT, CORPUS = "document", "corpus"
 READS_DEFAULT = (DOCUMENT,)
+HASH_PIECE = 1 << 18  # characters of a text encoded and hashed at a time
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,14 @@ class Document:
         """The text's SHA-256; for extracted text, of the text and the extractor's version, so an index built from
         one library version's text is rebuilt when an upgrade may change it."""
         extractors = sorted({d.layout.extractor for d in (self, *(p for _, p in self.parts)) if d.layout})
-        key = self.text if not extractors else self.text + "\0" + "\0".join(extractors)
-        return hashlib.sha256(key.encode("utf-8")).hexdigest()
+        digest = hashlib.sha256()
+        # a piece at a time: a large text is never copied (and encoded) whole, which held the interpreter, and so a
+        # server's event loop, for as long as it took (issue 42)
+        for at in range(0, len(self.text), HASH_PIECE):
+            digest.update(self.text[at:at + HASH_PIECE].encode("utf-8"))
+        if extractors:
+            digest.update(("\0" + "\0".join(extractors)).encode("utf-8"))
+        return digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ def join_documents(docs: list[Document], path: Path) -> Document:
     for d in docs:
         head = f"{d.title}\n\n" if d.title else ""
         offsets.append(at + len(head))  # where the part's own text starts in the joined text
-        pieces.append(head + d.text)
+        pieces += [head, d.text, "\n\n"]  # (joined once: the texts are copied once, not twice)
         at += len(head) + len(d.text) + 2
-    return Document(text="\n\n".join(pieces), id=path.stem, title=path.stem, source=str(path),
+    return Document(text="".join(pieces[:-1]), id=path.stem, title=path.stem, source=str(path),
                     parts=tuple(zip(offsets, docs)))

@@ -331,11 +331,12 @@ class CollectionIndex(DocumentIndex):
 
     def _load_or_chunk(self) -> list[Chunk]:
         chunks: list[Chunk] = []
-        text = self.document.text
-        for entry, (offset, _) in zip(self.document.files, self.document.parts):
+        for entry, (offset, part) in zip(self.document.files, self.document.parts):
             first = len(chunks)
             for start, end in self._segments.spans(entry, self.chunker):
-                chunks.append(Chunk(len(chunks), offset + start, offset + end, text[offset + start:offset + end]))
+                # cut from the file's own text (the same characters): a chunk that is all of it is that text, not
+                # another copy of it (a 12 MB one held twice)
+                chunks.append(Chunk(len(chunks), offset + start, offset + end, part.text[start:end]))
             self.ranges[entry.name] = (first, len(chunks))
         return chunks
 
