@@ -156,9 +156,14 @@ def test_a_server_killed_mid_run_loses_no_question(stubs):
     reader = pool_of([a, b], backoff=30, max_backoff=60)  # a stays skipped once it failed
     docs = documents(6)
 
+    killed = threading.Event()
+
     def question(i):
         if i == 12:
-            a.kill()
+            a.kill()  # up to half a second (the stub's serve loop polls): the later questions wait for it, so that
+            killed.set()  # some of them are a's and meet it dead (else all could be answered before it went)
+        elif i > 12:
+            killed.wait(30)
         return ask(reader, docs[i % 6], f"question {i}")
 
     with ThreadPoolExecutor(4) as run:
