@@ -122,6 +122,15 @@ def test_affinity_moves_only_a_down_servers_documents_and_brings_them_back(stubs
     assert {doc.id: _server_of(reader, doc) for doc in docs} == home
 
 
+def _homed_on_both(reader: PooledReader, docs: list[Document], each: int) -> list[Document]:
+    """`each` documents whose home is server 0 and `each` whose home is server 1, interleaved."""
+    homes = {0: [], 1: []}
+    for doc in docs:
+        homes[_server_of(reader, doc)].append(doc)
+    assert len(homes[0]) >= each and len(homes[1]) >= each
+    return [doc for pair in zip(homes[0][:each], homes[1][:each]) for doc in pair]
+
+
 def _server_of(reader: PooledReader, doc: Document) -> int:
     before = [s["completions"] for s in reader.server_stats()]
     ask(reader, doc, "which server?")
@@ -154,7 +163,7 @@ def test_a_failing_server_is_skipped_with_backoff_and_its_calls_retried(stubs):
 def test_a_server_killed_mid_run_loses_no_question(stubs):
     a, b = stubs(2, delay=0.05)
     reader = pool_of([a, b], backoff=30, max_backoff=60)  # a stays skipped once it failed
-    docs = documents(6)
+    docs = _homed_on_both(reader, documents(24), 3)  # rendezvous over random ports: six at random can all be b's
 
     killed = threading.Event()
 
