@@ -29,7 +29,7 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import AnswerCache
-from lcrag.service.collections import NotFound
+from lcrag.service.collections import EmptyCollection, NotFound
 from lcrag.service.embedded_store import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.segments import FileEntry, Segments, collection_document
@@ -156,6 +156,8 @@ class Answering:
         outcomes = [read[n][1] for n, _ in listing]
         entries = [outcome for outcome in outcomes if isinstance(outcome, FileEntry)]
         skipped = [outcome for outcome in outcomes if isinstance(outcome, str)]
+        if not entries and not skipped:
+            raise EmptyCollection(name)
         if not entries:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))
@@ -195,6 +197,8 @@ class Answering:
         status = self.collections.status(name)
         if status.state == "error":
             raise InputError(status.error or f"collection {name!r} could not be indexed")
+        if status.state == "empty":
+            raise EmptyCollection(name)
 
     def document(self, name: str, cancelled: threading.Event | None = None) -> Document:
         """The collection's document: kept, else read (each file parsed once per content, in the sandbox). A

@@ -66,6 +66,14 @@ class NotFound(LookupError):
     """An unknown collection or file (HTTP 404)."""
 
 
+class EmptyCollection(InputError):
+    """A collection with no file (none uploaded yet, or its last one removed): its state is ``empty``, not an error,
+    and a question to it is refused (HTTP 400) saying so."""
+
+    def __init__(self, name: str):
+        super().__init__(f"collection {name!r} is empty: upload a file to it first")
+
+
 class TooLarge(ValueError):
     """An upload over the size limit (HTTP 413)."""
 
@@ -461,6 +469,8 @@ class Collections:
             with self._lock:  # a change during the pass leaves the collection indexing, for the next pass
                 if name not in self._dirty:
                     status.skipped, status.state, status.done = skipped, "ready", status.files
+        except EmptyCollection:
+            status.state, status.files, status.done, status.error, status.skipped = "empty", 0, 0, None, []
         except (InputError, NotFound, StorageError) as exc:  # a StorageError's message names no path
             status.state, status.error = "error", self.public(str(exc))
         except OSError as exc:  # the server's storage (a read-only or full cache): its reason, not its paths

@@ -33,7 +33,7 @@ from lcrag.documents.sandbox import _shape_checked, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
-from lcrag.service.collections import (NAME, Collections, NotFound, Status, StorageError, _numbered,
+from lcrag.service.collections import (NAME, Collections, EmptyCollection, NotFound, Status, StorageError, _numbered,
                                       receive_upload, safe_filename)
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 from lcrag.storage import ensure_directory
@@ -509,6 +509,8 @@ class PostgresCollections:
 
         try:
             skipped = [self.public(line) for line in self._index(name, self._synced(name), progress)]
+        except EmptyCollection:
+            return "empty", 0, None, []
         except (InputError, NotFound, StorageError) as exc:  # a StorageError's message names no path
             return "error", files, self.public(str(exc)), []
         except OSError as exc:

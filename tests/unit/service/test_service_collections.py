@@ -71,8 +71,23 @@ def test_indexing_that_ends_after_a_delete_never_answers_for_the_new_collection(
         release.set()
         answering.collections.wait("ops")
         reply = ask(url, "ops")
-        assert reply.status_code == 400 and "no readable document" in reply.json()["error"]["message"]
+        assert reply.status_code == 400 and "'ops' is empty" in reply.json()["error"]["message"]
+        assert httpx.get(f"{url}/v1/collections/ops").json()["status"]["state"] == "empty"
         assert httpx.get(f"{url}/v1/collections/ops").json()["files"] == []
+
+
+def test_a_collection_whose_last_file_is_removed_is_empty_not_in_error(service, tmp_path):
+    server, answering = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        assert upload(url, "ops", crane_manual(tmp_path)).status_code == 201
+        assert answering.collections.wait("ops").state == "ready" and ask(url, "ops").status_code == 200
+        name = httpx.get(f"{url}/v1/collections/ops").json()["files"][0]["name"]
+        assert httpx.delete(f"{url}/v1/collections/ops/files/{name}").status_code == 200
+        status = answering.collections.wait("ops")
+        assert (status.state, status.files, status.error) == ("empty", 0, None)
+        reply = ask(url, "ops")  # never answered from the removed file's kept document
+        assert reply.status_code == 400 and "'ops' is empty: upload a file" in reply.json()["error"]["message"]
 
 
 def test_a_collection_created_again_is_another_collection(service, tmp_path):
