@@ -20,7 +20,8 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
-from lcrag.cli_serve import IndexWorkers, JobLease, KeptAnswers, MaxKeptAnswer, MaxTitleChars, StoreUrl
+from lcrag.cli_serve import (IndexWorkers, JobLease, KeptAnswers, MaxKeptAnswer, MaxTitleChars, NewRunFile,
+                             StoreUrl)
 from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
                                    ParseLimits)
 from lcrag.errors import OptionError
@@ -82,6 +83,7 @@ def mcp(
     job_lease: JobLease = 30,
     kept_answers: KeptAnswers = KEPT_ANSWERS,
     max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024,
+    new_run_file: NewRunFile = False,
 ) -> None:
     """Serve the collections to agents over the Model Context Protocol: tools list_collections, ask and search, and
     the collections' files as resources."""
@@ -103,7 +105,8 @@ def mcp(
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte,
                                    max_title_chars),
-                       parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb)
+                       parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb,
+                       retrievers, new_run_file)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
                     retrievers=allowed_retrievers(retrievers, answering.settings.retriever),

@@ -105,21 +105,25 @@ IndexWorkers = Annotated[int, typer.Option("--index-workers", help="With --store
 KeptAnswers = Annotated[int, typer.Option("--kept-answers", help="Answers the answer cache keeps per collection version (the oldest go first; 0: none).", min=0)]
 MaxKeptAnswer = Annotated[float, typer.Option("--max-kept-answer-kb", help="Largest answer the answer cache keeps, as written (a larger one is answered afresh each time).", min=1)]
 MaxTitleChars = Annotated[int, typer.Option("--max-title-chars", help="Longest heading title or page label kept from a file (a longer one is cut, with an ellipsis); headings count against --max-document-chars.", min=16, max=100_000)]
+NewRunFile = Annotated[bool, typer.Option("--new-run-file", help="With --store: record this process's run file (chunking, embedder, retrievers) as the store's and index every collection again; without it a process whose run file differs from the store's refuses to start.")]
 JobLease = Annotated[float, typer.Option("--job-lease", help="With --store: seconds an indexing job stays claimed without word from its process; then another takes it over.", min=1)]
 
 
 def engine(config: Path | None, given: dict, option: list[str] | None, price_as: str | None, prices: Path | None,
            router: list[str] | None, max_waiting: int, index_memory_mb: float, parse_limits: ParseLimits | None = None,
            parse_workers: int = 2, store: str | None = None, index_workers: int = 1, job_lease: float = 30,
-           kept_answers: int = KEPT_ANSWERS, max_kept_answer_kb: float = MAX_KEPT_ANSWER_BYTES / 1024):
+           kept_answers: int = KEPT_ANSWERS, max_kept_answer_kb: float = MAX_KEPT_ANSWER_BYTES / 1024,
+           retrievers: list[str] | None = None, new_run_file: bool = False):
     """The answering engine over the collections under the cache directory, as `lcrag serve` and `lcrag mcp` make
     it: a collection made through one is answered by the other. ``store``: a PostgreSQL URL whose collections it
     shares with other replicas, running ``index_workers`` indexing jobs at a time; ``kept_answers``: the answer
-    cache's bound per collection version, each answer at most ``max_kept_answer_kb``."""
+    cache's bound per collection version, each answer at most ``max_kept_answer_kb``; ``retrievers``: those offered
+    (--retrievers), part of what a shared store records of its run file (``new_run_file``: record this one's)."""
     from lcrag.config import Config
     from lcrag.evaluation.prices import PriceTable
     from lcrag.paths import cache_directory
     from lcrag.service.answering import Answering
+    from lcrag.service.run_identity import run_identity
 
     given = {k: v for k, v in given.items() if v is not None}
     run = Config.from_file(config) if config else Config()
@@ -137,10 +141,25 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
                           parse_workers=parse_workers, store=shared, kept_answers=kept_answers,
                           kept_answer_bytes=int(max_kept_answer_kb * 1024))
     if shared:
+        same_run_file(answering, run_identity(settings, allowed_retrievers(retrievers, settings.retriever)),
+                      new_run_file)
         answering.collections.start_jobs(index_workers)
         answering.collections.watch(answering.forget)  # another replica's change lets go of what is kept here
         answering.parser.cache = answering.collections.shared_parses(answering.parser.cache)  # parsed once for all
     return answering
+
+
+def same_run_file(answering, identity: dict, new_run_file: bool) -> None:
+    """Refuse to share a store whose segments another run file made (one line naming the difference); with
+    ``new_run_file``, record this one's and index every collection again."""
+    from lcrag.service.run_identity import check_identity
+
+    try:
+        if check_identity(answering.collections.db, identity, new_run_file):
+            answering.collections.reindex_all()
+    except BaseException:
+        answering.close()
+        raise
 
 
 def shared_store(url: str | None, lease: float):
@@ -230,6 +249,7 @@ def serve(
     job_lease: JobLease = 30,
     kept_answers: KeptAnswers = KEPT_ANSWERS,
     max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024,
+    new_run_file: NewRunFile = False,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     check_bind(host, api_key)
@@ -246,7 +266,8 @@ def serve(
                        option, price_as, prices, router, max_waiting, index_memory_mb,
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte,
                                    max_title_chars),
-                       parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb)
+                       parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb,
+                       retrievers, new_run_file)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),

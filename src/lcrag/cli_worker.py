@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from lcrag.cli_serve import CacheDir, IndexWorkers, JobLease, RunFile, StoreUrl, engine
+from lcrag.cli_serve import CacheDir, IndexWorkers, JobLease, NewRunFile, Retrievers, RunFile, StoreUrl, engine
 from lcrag.errors import OptionError
 
 
@@ -22,6 +22,8 @@ def worker(
     workers: IndexWorkers = 1,
     lease: JobLease = 30,
     embedder: Annotated[Optional[str], typer.Option("--embedder", help="The embedder, if not the run file's (it must be the replicas').")] = None,
+    retrievers: Retrievers = None,
+    new_run_file: NewRunFile = False,
     stop_after: Annotated[Optional[float], typer.Option("--stop-after", help="Stop after this many seconds (for scripts and tests).", min=0)] = None,
 ) -> None:
     """Run a shared store's indexing jobs (parsing, chunking and embedding collections' files): with the replicas'
@@ -30,7 +32,7 @@ def worker(
         raise OptionError("lcrag worker needs --store postgresql://USER@HOST/DATABASE (or LCRAG_STORE)")
     given = {"cache_dir": cache_dir, "embedder": embedder}
     answering = engine(config, given, None, None, None, None, 1, 512, store=store, index_workers=workers,
-                       job_lease=lease)
+                       job_lease=lease, retrievers=retrievers, new_run_file=new_run_file)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     typer.echo(f"lcrag worker: {workers} indexing thread(s) on {answering.collections.db.shown} "

@@ -346,6 +346,12 @@ class PostgresCollections:
         with self.db.connection() as db:
             self.db.queue(db, row[0], name, int(row[1]))
 
+    def reindex_all(self) -> None:
+        """A new version of every collection, its indexing queued: what another run file's segments need (answers
+        kept for the earlier versions are never served again)."""
+        for name in self.names():
+            self._index_again(name)
+
     # -- the local mirror ------------------------------------------------------------------------------------
     def _blob(self, digest: str) -> Path:
         return self.root / BLOBS / digest[:2] / digest
