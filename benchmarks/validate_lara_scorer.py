@@ -13,7 +13,7 @@ every reader's mean score.
     python benchmarks/validate_lara_scorer.py --lara ../shared/data/lara --out benchmarks/results/lara_scorer.md \
         --calibration-out src/lcrag/evaluation/calibration/lara_judge.json
 
-Needs scipy (pip install 'lcrag[route]'). ``--sample 0.2`` scores a fifth of the questions, for quick iterations.
+Needs scipy (pip install -e '.[route]' in lcrag's checkout). ``--sample 0.2`` scores a fifth of the questions, for quick iterations.
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def mcp_server_class():
         from lcrag.service.mcp import LcragMCP
     except ImportError as exc:  # none, or a supported version with a part missing (a dependency, say)
         if found is None:
-            raise OptionError("lcrag mcp needs the MCP SDK: pip install 'lcrag[mcp]'") from None
+            raise OptionError("lcrag mcp needs the MCP SDK: pip install -e '.[mcp]' in lcrag's checkout") from None
         raise OptionError(f"lcrag mcp cannot load the MCP SDK (found mcp {found}): "
                           f"{' '.join(str(exc).split())[:300]}: pip install -U 'lcrag[mcp]'") from None
     return LcragMCP

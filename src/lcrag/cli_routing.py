@@ -99,7 +99,7 @@ def evaluate(
     typer.echo(_md_table(*summary_table(points)) + "\n")
     typer.echo(_md_table(*frontier_table(questions, points)))
     if plot is not None:
-        typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install 'lcrag[report]'")
+        typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install -e '.[report]' in lcrag's checkout")
     if router is not None:
         _landing(questions, probabilities, fitted, points, price, lc_share, lc_cost_share)
     if wide:

@@ -175,7 +175,7 @@ def shared_store(url: str | None, lease: float):
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        raise OptionError("--store needs PostgreSQL's driver: pip install 'lcrag[postgres]'") from None
+        raise OptionError("--store needs PostgreSQL's driver: pip install -e '.[postgres]' in lcrag's checkout") from None
     return partial(PostgresCollections, url, lease=lease)
 
 
@@ -256,7 +256,7 @@ def serve(
     try:
         import uvicorn  # noqa: F401
     except ImportError:
-        raise OptionError("lcrag serve needs the service's libraries: pip install 'lcrag[serve]'") from None
+        raise OptionError("lcrag serve needs the service's libraries: pip install -e '.[serve]' in lcrag's checkout") from None
     from lcrag.service.app import create_app
     from lcrag.service.server import Gate, run
 

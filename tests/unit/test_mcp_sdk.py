@@ -52,7 +52,7 @@ def test_no_sdk_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "lcrag.service.mcp", None)  # importing it fails, as without the SDK
     with pytest.raises(OptionError) as refused:
         cli_mcp.mcp_server_class()
-    assert str(refused.value) == "lcrag mcp needs the MCP SDK: pip install 'lcrag[mcp]'"
+    assert str(refused.value) == "lcrag mcp needs the MCP SDK: pip install -e '.[mcp]' in lcrag's checkout"
 
 
 @pytest.mark.parametrize("version, supported", [("1.9.4", False), ("1.10.0", True), ("1.30.0", True),

@@ -178,7 +178,7 @@ def tfidf_words(sides: dict[str, list[dict]], top: int = 15) -> tuple[list[str],
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
     except ImportError:
-        raise InputError("the TF-IDF analysis needs scikit-learn: pip install 'lcrag[analysis]'") from None
+        raise InputError("the TF-IDF analysis needs scikit-learn: pip install -e '.[analysis]' in lcrag's checkout") from None
     docs: list[str] = []
     owners: list[str] = []
     for side, rs in sides.items():

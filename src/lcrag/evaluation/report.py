@@ -24,7 +24,7 @@ from lcrag.evaluation.rundir import ROWS, read_manifest, read_rows
 
 log = logging.getLogger("lcrag")
 
-PLOTS_EXTRA = "pip install 'lcrag[report]'"  # matplotlib and its dependencies: ~97 MB installed, kept optional
+PLOTS_EXTRA = "pip install -e '.[report]' in lcrag's checkout"  # matplotlib and its dependencies: ~97 MB installed, kept optional
 JUDGED = "judged.json"  # `lcrag eval --judge`: each configuration's quality from judged answers (judge_sample.py)
 
 

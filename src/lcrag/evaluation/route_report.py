@@ -169,7 +169,7 @@ MODELS = ("logistic", "trees")
 
 
 def fit_router(questions: list[Question], model: str = "logistic") -> Router:
-    """A router (scikit-learn, ``pip install 'lcrag[route]'``): a logistic regression predicting "LC scores
+    """A router (scikit-learn, ``pip install -e '.[route]' in lcrag's checkout``): a logistic regression predicting "LC scores
     better", or boosted regression trees predicting LC's gain over RAG (``model="trees"``: interactions such as
     "the RAG answer declines, yet every key term of the question is in the document", which a linear model cannot
     draw)."""
@@ -178,7 +178,7 @@ def fit_router(questions: list[Question], model: str = "logistic") -> Router:
     try:
         import sklearn  # noqa: F401
     except ImportError:
-        raise InputError("fitting a router needs scikit-learn: pip install 'lcrag[route]'") from None
+        raise InputError("fitting a router needs scikit-learn: pip install -e '.[route]' in lcrag's checkout") from None
     positives = sum(q.lc_better for q in questions)
     if positives in (0, len(questions)):
         raise InputError(f"cannot fit a router: LC is better on {positives} of {len(questions)} questions")

@@ -115,7 +115,7 @@ class OnnxMiniLMEmbedder:
 
 
 class SentenceTransformerEmbedder:
-    """Any sentence-transformers model by name or path (``pip install lcrag[st]``)."""
+    """Any sentence-transformers model by name or path (``pip install -e '.[st]' in lcrag's checkout``)."""
 
     def __init__(self, model: str | None = None, batch_size: int = 32, device: str | None = None):
         try:
@@ -226,7 +226,7 @@ def minilm_embedder(name: str, **_endpoint: object) -> OnnxMiniLMEmbedder:
     return OnnxMiniLMEmbedder()
 
 
-@EMBEDDERS.register("st", help="any sentence-transformers model by name or path (pip install lcrag[st])",
+@EMBEDDERS.register("st", help="any sentence-transformers model by name or path (pip install -e '.[st]' in lcrag's checkout)",
                     prefixes=("st",), forms=("st:NAME_OR_PATH",), identity=lambda name, **_endpoint: st_name(name))
 def sentence_transformers_embedder(name: str, **_endpoint: object) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(name or None)

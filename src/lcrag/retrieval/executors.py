@@ -1,4 +1,4 @@
-"""Where corpus embedding runs: in this process, or on a Ray cluster (``pip install lcrag[ray]``).
+"""Where corpus embedding runs: in this process, or on a Ray cluster (``pip install -e '.[ray]' in lcrag's checkout``).
 
 Both map the same text batches to vectors in the same order, so a Ray build writes the same embedding matrix as a
 local one (tested). Ray holds one embedder per actor; the driver streams batches to them with a bounded number in
@@ -41,7 +41,7 @@ def ray_batches(spec: str, actors: int | None = None, address: str | None = None
     try:
         import ray
     except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'lcrag[ray]'") from None
+        raise InputError("--executor ray needs Ray: pip install -e '.[ray]' in lcrag's checkout") from None
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     n_actors = actors or max(1, int(ray.available_resources().get("CPU", 1)) // threads_per_actor)

@@ -61,7 +61,7 @@ def require_sklearn():
     try:
         import sklearn
     except ImportError:
-        raise InputError("this needs scikit-learn: pip install 'lcrag[raptor]'") from None
+        raise InputError("this needs scikit-learn: pip install -e '.[raptor]' in lcrag's checkout") from None
     return sklearn
 
 

@@ -75,7 +75,7 @@ def test_report_without_matplotlib_names_the_skipped_plots(tmp_path, monkeypatch
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     _run_dir(tmp_path)
     text = write_report(tmp_path).read_text()
-    assert "Not drawn: overlap_hist.png" in text and "pip install 'lcrag[report]'" in text
+    assert "Not drawn: overlap_hist.png" in text and "pip install -e '.[report]' in lcrag's checkout" in text
     assert "plots skipped (matplotlib is not installed): overlap_hist.png" in caplog.text
     assert not (tmp_path / "report" / "overlap_hist.png").exists()
 

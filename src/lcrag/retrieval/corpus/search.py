@@ -60,7 +60,7 @@ def import_faiss():
     try:
         import faiss
     except ImportError:
-        raise InputError("faiss is not installed: pip install 'lcrag[faiss]'") from None
+        raise InputError("faiss is not installed: pip install -e '.[faiss]' in lcrag's checkout") from None
     faiss.omp_set_num_threads(1)  # one query per call: threads only add overhead (measured here)
     return faiss
 

@@ -23,7 +23,7 @@ class CorpusBuildConfig:
     group_tokens: int = 4096  # LongRAG's ~4K-token units
     embedder: str | None = "minilm"  # None: BM25 only
     bm25: bool = True
-    faiss: str | None = None  # flat | ivf | hnsw (pip install lcrag[faiss])
+    faiss: str | None = None  # flat | ivf | hnsw (pip install -e '.[faiss]' in lcrag's checkout)
     executor: str = "local"  # local | ray
     batch: int = 256  # pieces per embedding batch
 
