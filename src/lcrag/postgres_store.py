@@ -1,6 +1,9 @@
 """Collections shared by several processes in PostgreSQL (psycopg 3, plain SQL): the schema (collections with a
 version, files as content-addressed blobs, per-file segments keyed by content, chunking and embedder, an answer
-cache), a small connection pool, and the ingestion job queue with leases.
+cache), a pool of checked connections (psycopg_pool: each connection is tried before it is handed out, and one lost
+is made again), and the ingestion job queue with leases. A database that cannot be reached now (refused, a pool wait
+timed out, a connection lost mid-query) is one error, :class:`StoreDown`: the service answers it with 503 and
+``Retry-After``, never a traceback.
 
 Every change to a collection (a file added or removed) raises its ``version`` in the same transaction and sends
 ``NOTIFY lcrag_changes, 'name:version'`` (so does a segment made for one of its files: its state moved on): a
@@ -15,21 +18,27 @@ job runs to completion once. docs/job-queue.md says why this and not a queue lib
 
 from __future__ import annotations
 
-import queue
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from lcrag.errors import OptionError
+from lcrag.errors import LcragError, OptionError
 from lcrag.redaction import redact_url
 
 CHANNEL = "lcrag_changes"
 JOBS_CHANNEL = "lcrag_jobs"
 SCHEMES = ("postgresql://", "postgres://")
+# The server ended the session (admin or crash shutdown) or is not taking connections yet (starting up): an outage,
+# like every error of class 08 (connection exception) and a connection's own failures, which carry no SQLSTATE.
+_OUTAGE_STATES = ("57P01", "57P02", "57P03")
+RETRY_AFTER = 2  # seconds a client is told to wait (Retry-After) when the store cannot be reached
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE SEQUENCE IF NOT EXISTS lcrag_versions;
@@ -93,6 +102,10 @@ CREATE TABLE IF NOT EXISTS lcrag_jobs (
 CREATE UNIQUE INDEX IF NOT EXISTS lcrag_jobs_queued ON lcrag_jobs (collection) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS lcrag_jobs_open ON lcrag_jobs (id) WHERE state IN ('queued', 'running');
 CREATE TABLE IF NOT EXISTS lcrag_parses (key text PRIMARY KEY, outcome bytea NOT NULL);
+ALTER TABLE lcrag_parses ADD COLUMN IF NOT EXISTS content text;
+CREATE INDEX IF NOT EXISTS lcrag_parses_content ON lcrag_parses (content);
+CREATE INDEX IF NOT EXISTS lcrag_jobs_finished ON lcrag_jobs (coalesce(finished, created)) WHERE state NOT IN
+    ('queued', 'running');
 CREATE TABLE IF NOT EXISTS lcrag_answers (
     collection text NOT NULL,
     version bigint NOT NULL,
@@ -121,6 +134,36 @@ class StoreUnavailable(OptionError):
     """The database cannot be reached, or is not one lcrag can use (one line, its URL's password redacted)."""
 
 
+class StoreDown(LcragError):
+    """The database cannot be reached now (refused, no connection within the pool's wait, one lost mid-query): HTTP
+    503 with ``Retry-After``, an MCP tool error. Its message is the client's (it names no server); ``detail`` is the
+    operator's one line (the store, its password redacted, and psycopg's reason). ``lost``: a connection was had and
+    then lost, so a read may be tried again at once on a new one (:meth:`PostgresStore.read`). Not an InputError:
+    nothing is wrong with what was asked (a file being parsed is not refused for it, a job is tried again)."""
+
+    def __init__(self, detail: str, lost: bool = False):
+        super().__init__("the collection store's database cannot be reached now; retry in a few seconds")
+        self.detail, self.lost = detail, lost
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached now, rather than what a statement did (a full disk,
+    a conflict, a bad query are not outages)."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate or ""
+    return not state or state.startswith("08") or state in _OUTAGE_STATES
+
+
+def _one_line(exc: BaseException) -> str:
+    return redact_url(" ".join(str(exc).split()) or type(exc).__name__)  # psycopg's lines, as one
+
+
 @dataclass(frozen=True)
 class Job:
     """A claimed job: index collection ``name`` (id ``collection``) as of ``version`` or later."""
@@ -142,17 +185,30 @@ def check_url(url: str) -> str:
 
 
 class PostgresStore:
-    """One lcrag database: its schema, a small pool of connections (thread-safe) and the job queue. The
-    collections themselves are :class:`lcrag.service.store_postgres.PostgresCollections`'."""
+    """One lcrag database: its schema, a pool of checked connections (thread-safe) and the job queue. The
+    collections themselves are :class:`lcrag.service.store_postgres.PostgresCollections`'.
 
-    def __init__(self, url: str, connections: int = 8, connect_timeout: float = 5.0):
+    ``connections``: the most this process holds; ``connect_timeout``: seconds one connection attempt may take;
+    ``wait``: the most seconds a caller waits for a connection (a database down for less is ridden out, one down for
+    longer is a :class:`StoreDown` after it)."""
+
+    def __init__(self, url: str, connections: int = 8, connect_timeout: float = 5.0, wait: float = 3.0):
+        from psycopg_pool import ConnectionPool
+
         self.url, self.shown = check_url(url), redact_url(url)
-        self._timeout = connect_timeout
-        self._idle: queue.LifoQueue = queue.LifoQueue()
-        self._slots = threading.BoundedSemaphore(connections)
-        with self.connection() as db:  # reachable, and the schema in place (one creator at a time)
+        self._timeout, self.wait = connect_timeout, wait
+        with self._connect() as db:  # reachable, and the schema in place (one creator at a time); a clear refusal
             db.execute("SELECT pg_advisory_xact_lock(7305)")
             db.execute(SCHEMA)
+        # psycopg_pool's own warnings are several lines each; an outage is logged here, one line per failure.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+        # A failed connection attempt is retried with a doubling delay only for reconnect_timeout: kept short, so that
+        # after an outage the next caller's attempt is made at once, not after a back-off grown through the outage.
+        self._pool = ConnectionPool(url, min_size=min(2, connections), max_size=max(1, connections), open=False,
+                                    kwargs={"connect_timeout": max(1, int(connect_timeout))},
+                                    check=ConnectionPool.check_connection, timeout=wait,
+                                    reconnect_timeout=max(1.0, wait), name="lcrag")
+        self._pool.open(wait=False)
 
     def _connect(self):
         import psycopg
@@ -160,38 +216,46 @@ class PostgresStore:
         try:
             return psycopg.connect(self.url, connect_timeout=max(1, int(self._timeout)))
         except psycopg.Error as exc:
-            reason = " ".join(str(exc).split()) or type(exc).__name__  # psycopg's lines, as one
-            raise StoreUnavailable(f"cannot use the store {self.shown}: {redact_url(reason)}") from None
+            raise StoreUnavailable(f"cannot use the store {self.shown}: {_one_line(exc)}") from None
+
+    def _down(self, exc: BaseException, lost: bool) -> StoreDown:
+        return StoreDown(f"the store {self.shown} cannot be reached: {_one_line(exc)}", lost)
 
     @contextmanager
-    def connection(self) -> Iterator[Any]:
-        """A connection in a transaction, committed when the block ends (rolled back on an exception)."""
-        import psycopg
-
-        with self._slots:
-            try:
-                db = self._idle.get_nowait()
-            except queue.Empty:
-                db = self._connect()
-            try:
+    def connection(self, wait: float | None = None) -> Iterator[Any]:
+        """A connection in a transaction, committed when the block ends (rolled back on an exception); waits at
+        most ``wait`` seconds (default: the store's) for it. The database unreachable, before or during the block,
+        is a :class:`StoreDown`."""
+        had = False
+        try:
+            with self._pool.connection(self.wait if wait is None else wait) as db:
+                had = True
                 with db.transaction():
                     yield db
-            except psycopg.OperationalError:
-                db.close()  # a broken connection is not given back
+        except Exception as exc:
+            if not outage(exc):
                 raise
-            except BaseException:
-                if db.closed or db.broken:
-                    raise
-                self._idle.put(db)
+            raise self._down(exc, had) from None
+
+    def read(self, query: Callable[[Any], T]) -> T:
+        """``query(db)`` in a transaction, run once more on a new connection when the first was lost under it (a
+        server restarted since it was checked): a read changes nothing, so running it twice is safe."""
+        try:
+            with self.connection() as db:
+                return query(db)
+        except StoreDown as exc:
+            if not exc.lost:
                 raise
-            self._idle.put(db)
+        with self.connection() as db:
+            return query(db)
+
+    def ping(self, wait: float = 1.0) -> None:
+        """``SELECT 1`` through the pool, waiting at most ``wait`` seconds for a connection (StoreDown if none)."""
+        with self.connection(wait) as db:
+            db.execute("SELECT 1").fetchone()
 
     def close(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                return
+        self._pool.close(timeout=5.0)
 
     # -- jobs --------------------------------------------------------------------------------------------------
     @staticmethod
@@ -241,10 +305,18 @@ class PostgresStore:
             if state == "queued" and db.execute("SELECT 1 FROM lcrag_jobs WHERE collection = %s AND state = 'queued'",
                                                 (job.collection,)).fetchone():
                 state = "superseded"  # a later change's job is queued: it indexes this one's files too
-            db.execute("UPDATE lcrag_jobs SET state = %s, error = %s, token = NULL WHERE id = %s AND token = %s",
-                       (state, message, job.id, job.token))
+            db.execute("UPDATE lcrag_jobs SET state = %s, error = %s, token = NULL, finished = CASE WHEN %s::text = "
+                       "'queued' THEN NULL ELSE now() END WHERE id = %s AND token = %s",
+                       (state, message, state, job.id, job.token))
             if state == "queued":
                 db.execute("SELECT pg_notify(%s, '')", (JOBS_CHANNEL,))
+
+    def prune(self, retention: float) -> int:
+        """Delete the jobs that finished (done, failed or superseded) more than ``retention`` seconds ago; how many
+        went. Queued and running jobs are never touched."""
+        with self.connection() as db:
+            return db.execute("DELETE FROM lcrag_jobs WHERE state NOT IN ('queued', 'running') AND coalesce(finished, "
+                              "created) < now() - make_interval(secs => %s)", (max(0.0, retention),)).rowcount
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job, as a row (for status and tests)."""
@@ -255,18 +327,49 @@ class PostgresStore:
             return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     @contextmanager
-    def listening(self, channel: str) -> Iterator[Any]:
+    def listening(self, channel: str) -> Iterator[Callable[[float], list[str]]]:
         """A function ``wait(timeout)`` that returns the payloads notified on ``channel`` (at least one, or none when
-        ``timeout`` seconds pass), over a connection of its own for the block."""
-        import psycopg
+        ``timeout`` seconds pass), over a connection of its own for the block. A connection lost (the database
+        restarted) is made again by the next ``wait``s, each trying once and waiting out its ``timeout`` meanwhile:
+        what was notified while it was down is missed (every listener also looks for itself)."""
+        held = [self._listener(channel)]  # the block starts only with the database reachable (else StoreDown)
+
+        def wait(timeout: float) -> list[str]:
+            import psycopg
+
+            if held[0] is None:
+                try:
+                    held[0] = self._listener(channel)
+                except StoreDown:
+                    time.sleep(timeout)
+                    return []
+                log.warning("the store %s is reachable again: listening on %s", self.shown, channel)
+            try:
+                return [n.payload for n in held[0].notifies(timeout=timeout, stop_after=1)]
+            except psycopg.Error as exc:
+                log.warning("%s; listening on %s again", self._down(exc, True).detail, channel)
+                held[0].close()
+                held[0] = None
+                return []
 
         try:
+            yield wait
+        finally:
+            if held[0] is not None:
+                held[0].close()
+
+    def _listener(self, channel: str):
+        import psycopg
+
+        db = None
+        try:
             db = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._timeout)))
-        except psycopg.Error:
-            raise StoreUnavailable(f"cannot use the store {self.shown}: it cannot be reached") from None
-        with db:
             db.execute(f"LISTEN {channel}")
-            yield lambda timeout: [n.payload for n in db.notifies(timeout=timeout, stop_after=1)]
+        except psycopg.Error as exc:
+            if db is not None:
+                db.close()
+            raise self._down(exc, False) from None
+        return db
 
 
 @contextmanager

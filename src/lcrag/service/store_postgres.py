@@ -32,7 +32,7 @@ from pathlib import Path
 from lcrag.documents.sandbox import _shape_checked, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
-from lcrag.postgres_store import CHANNEL, Job, PostgresStore, work
+from lcrag.postgres_store import CHANNEL, Job, PostgresStore, StoreDown, work
 from lcrag.service.collections import (NAME, Collections, EmptyCollection, NotFound, Status, StorageError, _numbered,
                                       receive_upload, safe_filename)
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
@@ -105,7 +105,7 @@ def _load_blob(db, digest: str, out) -> bool:
 
 
 def _collect(db, hashes: list[str]) -> None:
-    """The blobs and segments of ``hashes`` that no file holds any more (a file removed, a collection deleted): a
+    """The blobs, segments and parses of ``hashes`` that no file holds any more (a file removed, a collection deleted): a
     content still in another file, of any collection, is kept. Each content in a savepoint of its own, in a fixed
     order: one whose blob gained a file meanwhile (an upload of the same bytes, not committed when this looked,
     commits while the blob is being deleted: the foreign key refuses it) is kept, blob and segments, and the rest
@@ -113,12 +113,14 @@ def _collect(db, hashes: list[str]) -> None:
     key fails; :meth:`PostgresCollections._insert`)."""
     import psycopg
 
-    gone = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0}.hash)"
+    gone = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0})"
     for digest in sorted(set(hashes)):
         try:
             with db.transaction():  # a savepoint
-                db.execute(f"DELETE FROM lcrag_blobs b WHERE b.hash = %s AND {gone.format('b')}", (digest,))
-                db.execute(f"DELETE FROM lcrag_segments s WHERE s.hash = %s AND {gone.format('s')}", (digest,))
+                db.execute(f"DELETE FROM lcrag_blobs b WHERE b.hash = %s AND {gone.format('b.hash')}", (digest,))
+                db.execute(f"DELETE FROM lcrag_segments s WHERE s.hash = %s AND {gone.format('s.hash')}", (digest,))
+                db.execute(f"DELETE FROM lcrag_parses p WHERE p.content = %s AND {gone.format('p.content')}",
+                           (digest,))
         except psycopg.errors.ForeignKeyViolation:
             log.info("a content being collected gained a file meanwhile: kept")
 
@@ -162,8 +164,7 @@ class PostgresCollections:
     def _row(self, name: str) -> tuple:
         if not NAME.fullmatch(name):
             raise NotFound(f"unknown collection {name[:64]!r}")
-        with self.db.connection() as db:
-            row = db.execute(_STATE, (name,)).fetchone()
+        row = self.db.read(lambda db: db.execute(_STATE, (name,)).fetchone())
         if row is None:
             raise NotFound(f"unknown collection {name!r}")
         return row
@@ -178,8 +179,8 @@ class PostgresCollections:
         return self.describe(name)
 
     def names(self) -> list[str]:
-        with self.db.connection() as db:
-            return [row[0] for row in db.execute("SELECT name FROM lcrag_collections ORDER BY name")]
+        query = "SELECT name FROM lcrag_collections ORDER BY name"
+        return self.db.read(lambda db: [row[0] for row in db.execute(query)])
 
     def delete(self, name: str) -> None:
         with _stored(f"collection {name[:64]!r} could not be deleted"), self.db.connection() as db:
@@ -236,9 +237,9 @@ class PostgresCollections:
     # -- files -----------------------------------------------------------------------------------------------
     def file_records(self, name: str) -> list[FileRecord]:
         self._row(name)
-        with self.db.connection() as db:
-            rows = db.execute("SELECT f.name, f.hash, f.bytes, f.added FROM lcrag_files f JOIN lcrag_collections c "
-                              "ON c.id = f.collection WHERE c.name = %s ORDER BY f.name", (name,)).fetchall()
+        rows = self.db.read(lambda db: db.execute(
+            "SELECT f.name, f.hash, f.bytes, f.added FROM lcrag_files f JOIN lcrag_collections c ON c.id = "
+            "f.collection WHERE c.name = %s ORDER BY f.name", (name,)).fetchall())
         return [FileRecord(n, h, int(b), float(a)) for n, h, b, a in rows]
 
     def files(self, name: str) -> list[dict]:
@@ -434,9 +435,9 @@ class PostgresCollections:
         kept = self._segments.get(key)
         if kept is not None:
             return kept
-        with self.db.connection() as db:
-            row = _binary(db, "SELECT text_hash, spans, embeddings, dim, tokens FROM lcrag_segments WHERE hash = %s "
-                          "AND chunking = %s AND embedder = %s", (key.content_hash, key.chunking, key.embedder)).fetchone()
+        row = self.db.read(lambda db: _binary(
+            db, "SELECT text_hash, spans, embeddings, dim, tokens FROM lcrag_segments WHERE hash = %s AND "
+            "chunking = %s AND embedder = %s", (key.content_hash, key.chunking, key.embedder)).fetchone())
         if row is None:
             return None
         text_hash, spans, embeddings, dim, tokens = row
@@ -455,9 +456,9 @@ class PostgresCollections:
         self._segments.put(key, segment)
 
     def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
-        with self.db.connection() as db:
-            row = _binary(db, "SELECT value FROM lcrag_answers WHERE collection = %s AND version = %s AND key = %s",
-                          (collection_id, version, key)).fetchone()
+        row = self.db.read(lambda db: _binary(
+            db, "SELECT value FROM lcrag_answers WHERE collection = %s AND version = %s AND key = %s",
+            (collection_id, version, key)).fetchone())
         return None if row is None else bytes(row[0])
 
     def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
@@ -519,6 +520,8 @@ class PostgresCollections:
             return "empty", 0, None, []
         except (InputError, NotFound, StorageError) as exc:  # a StorageError's message names no path
             return "error", files, self.public(str(exc)), []
+        except StoreDown:
+            raise  # nothing wrong with the collection: the job fails and is tried again, once the database is back
         except OSError as exc:
             log.warning("indexing collection %s failed: %s", name, exc)
             return "error", files, self.public(f"indexing failed: the server's storage failed "
