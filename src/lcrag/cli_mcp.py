@@ -17,7 +17,6 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              MaxQuestion, MaxTokens, MaxWaiting, ParseWorkers, PartOptions, Port, PriceAs, Prices,
                              PoolBackoff, PoolMaxBackoff, Retrievers, Routers, RunFile, ServerSlots, ShutdownSeconds,
                              Strategies, Threads,
-                             allowed_retrievers,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
 from lcrag.cli_serve import (IndexWorkers, JobLease, KeptAnswers, MaxKeptAnswer, MaxTitleChars, NewRunFile,
@@ -109,7 +108,7 @@ def mcp(
                        retrievers, new_run_file)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
-                    retrievers=allowed_retrievers(retrievers, answering.settings.retriever),
+                    retrievers=answering.retrievers,
                     allowed_hosts=hosts_for(host, allowed_host or []),
                     max_resource_bytes=int(max_resource_mb * 1024 * 1024))
     server = LcragMCP(answering, limits, sessions)
@@ -134,12 +133,14 @@ def http_app(server, api_key: str | None, limits: Limits, sessions=None):
     guard in front (Host names against DNS rebinding, the key, no cross-site writes, JSON bodies, JSON errors), the
     body limit as JSON, and the sessions bounded (:mod:`lcrag.service.mcp_sessions`)."""
     from lcrag.service.guard import BodyLimits, Guard
+    from lcrag.service.keys import keys_for
     from lcrag.service.mcp_sessions import Sessions
     from lcrag.service.metrics import Metrics
 
     app = Sessions(server.streamable_http_app(), sessions, "lcrag mcp")
     app = BodyLimits(app, limits, "lcrag mcp", uploads=False)
-    return Guard(app, api_key=api_key, limits=limits, metrics=Metrics())
+    # The people's keys of lcrag keys too (the same store as lcrag serve's): each call sees its key's collections.
+    return Guard(app, api_key=api_key, limits=limits, metrics=Metrics(), keys=keys_for(server.answering.collections))
 
 
 def sdk_version() -> str | None:

@@ -54,8 +54,9 @@ def allowed_retrievers(names: list[str] | None, own: str) -> tuple[str, ...]:
             raise OptionError(f"--retrievers {name!r}: not a retriever ({', '.join(RETRIEVERS.names())})")
     if names:
         return tuple(dict.fromkeys(names))
-    return tuple(dict.fromkeys([n for n in RETRIEVERS.names() if not RETRIEVERS.get(n).meta.get("calls_reader")]
-                               + [own]))
+    from lcrag.service.answering import default_retrievers
+
+    return default_retrievers(own)
 
 
 # The options `lcrag serve` and `lcrag mcp` share: the same reader, collections, limits and rules for whom they answer.
@@ -135,14 +136,14 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
         table.require(price_as)
     root = cache_directory(settings.cache_dir) / "collections"
     shared = shared_store(store, job_lease)
+    offered = allowed_retrievers(retrievers, settings.retriever)  # each one's index is made by the indexing jobs
     answering = Answering(settings, root.with_name("collections-shared") if shared else root, table, price_as,
                           max_waiting, routers=named_routers(router or []),
                           memory_bytes=int(index_memory_mb * 1024 * 1024), parse_limits=parse_limits,
                           parse_workers=parse_workers, store=shared, kept_answers=kept_answers,
-                          kept_answer_bytes=int(max_kept_answer_kb * 1024))
+                          kept_answer_bytes=int(max_kept_answer_kb * 1024), retrievers=offered)
     if shared:
-        same_run_file(answering, run_identity(settings, allowed_retrievers(retrievers, settings.retriever)),
-                      new_run_file)
+        same_run_file(answering, run_identity(settings, offered), new_run_file)
         answering.collections.start_jobs(index_workers)
         answering.collections.watch(answering.forget)  # another replica's change lets go of what is kept here
         answering.parser.cache = answering.collections.shared_parses(answering.parser.cache)  # parsed once for all
@@ -271,7 +272,7 @@ def serve(
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),
-                    retrievers=allowed_retrievers(retrievers, answering.settings.retriever),
+                    retrievers=answering.retrievers,
                     cors_origins=tuple(cors_origin or ()))
     connections = connection_limits(max_connections, max_client_connections, header_timeout, body_timeout,
                                     body_min_rate, keep_alive, max_header_kb)

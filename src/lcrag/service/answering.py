@@ -12,6 +12,7 @@ its files, happens only in a place in the queue (429 beyond it)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import Any
 from lcrag.documents.limits import ParseLimits
 from lcrag.documents.loaders import join_documents
 from lcrag.documents.sandbox import Sandbox
-from lcrag.errors import InputError
+from lcrag.errors import InputError, OptionError
 from lcrag.evaluation.prices import PriceTable, calls_cost
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
@@ -32,13 +33,15 @@ from lcrag.service.answer_cache import AnswerCache
 from lcrag.service.collections import EmptyCollection, NotFound
 from lcrag.service.embedded_store import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
-from lcrag.service.segments import FileEntry, Segments, collection_document
+from lcrag.service.segments import FileEntry, IndexNotReady, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
 from lcrag.service.store import KEPT_ANSWERS
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.registry import RETRIEVERS
 from lcrag.types import Answer, Document, LLMCall
+
+log = logging.getLogger(__name__)
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
@@ -53,6 +56,13 @@ def _stat_key(info: os.stat_result) -> tuple:
 
 # Request fields that choose how a question is answered: the request model's, each a Settings field of the same name.
 ANSWER_OPTIONS = tuple(QuestionChoices.model_fields)
+
+
+def default_retrievers(own: str) -> tuple[str, ...]:
+    """The retrievers a server offers unless told: every registered one that makes no reader call (tree and raptor
+    write summaries with the reader: minutes of generation a client would order for free), and the server's own."""
+    return tuple(dict.fromkeys([n for n in RETRIEVERS.names() if not RETRIEVERS.get(n).meta.get("calls_reader")]
+                               + [own]))
 
 
 def billed(answer: Answer) -> Answer:
@@ -94,8 +104,12 @@ class Answering:
                  routers: dict[str, str] | None = None, memory_bytes: int | None = None,
                  parse_limits: ParseLimits | None = None, parse_workers: int = 2, store=None,
                  answer_cache: bool | None = None, kept_answers: int = KEPT_ANSWERS,
-                 kept_answer_bytes: int = MAX_KEPT_ANSWER_BYTES):
+                 kept_answer_bytes: int = MAX_KEPT_ANSWER_BYTES, retrievers: tuple[str, ...] | None = None):
         self.settings = settings
+        # The retrievers questions may choose (lcrag serve --retrievers; default here: the settings' own): a
+        # collection's indexing job makes what each of them needs, so that a question only loads it (never embeds).
+        self.retrievers = tuple(retrievers) if retrievers else (settings.retriever,)
+        self._requeued: set[str] = set()  # collection identities re-indexed for an index a question found missing
         # The routers a request may name: the ones lcrag ships and the operator's (--router NAME=FILE). A request
         # field is never opened as a path on the server.
         self.routers = {name: name for name in BUNDLED} | dict(routers or {})
@@ -179,17 +193,55 @@ class Answering:
             return (), self.collections.public(f"{path}: could not be read ({exc.strerror or exc})")
 
     def _index(self, name: str, files_dir: Path, progress) -> list[str]:
-        """Index the collection's changes: the files added since the last pass are parsed, chunked and embedded
-        (their segments), the collection's index is its files' segments. Nothing here holds the reader's lock."""
+        """Index the collection's changes: the files added since the last pass are parsed and chunked, and every
+        offered retriever's index is made (:meth:`_build`). Nothing here holds the reader's lock."""
         identity = self.collections.identity(name)  # taken first: what is read is this collection's or a later one's
         try:
             document, skipped = self._load(name, progress)
-            self.base.index(document).retriever(self.base.retriever_spec())
+            self._build(name, document)
         except Exception:
             self._drop(name, identity)  # the collection is in error: its previous document no longer answers
             raise
         self._keep(name, identity, document)
         return skipped
+
+    def _build(self, name: str, document: Document) -> None:
+        """What every offered retriever needs, made once per collection in its indexing job (the questions only
+        load it): the chunks' embeddings, stored as the files' segments (a file already embedded, by any replica,
+        is loaded, never embedded again), BM25, and the summaries of a retriever that writes them with the reader,
+        whose calls are the collection's (logged here), not its first question's."""
+        index = self.base.index(document)
+        for spec in self._offered_specs():
+            retriever = index.build(spec)
+            if index.take_build_cost(spec):
+                cost = getattr(retriever, "build_cost", None)
+                log.info("collection %s: %s index built with %s", name, spec.name,
+                         cost.to_dict() if cost is not None else "no reader call")
+
+    def _offered_specs(self) -> list:
+        """The offered retrievers with the server's options, those writing summaries with the reader last (a
+        retriever that cannot take the server's options is one no question can choose: left out)."""
+        specs = []
+        for name in sorted(self.retrievers, key=lambda n: bool(RETRIEVERS.get(n).meta.get("calls_reader"))):
+            try:
+                specs.append(self.base.retriever_spec(self.base.settings_for({"retriever": name})))
+            except OptionError:
+                continue
+        return specs
+
+    def _loaded_retriever(self, collection: str, document: Document, settings: Settings):
+        """The retriever a question's ``settings`` choose, as the collection's indexing made it (loaded, never built
+        here): one not made yet is refused at once (:class:`IndexNotReady`, 503), and, when the collection says
+        ready all the same (indexed by a server that did not offer it), its indexing is run again, once."""
+        index = self.base.index(document, settings.chunking_for(settings.strategy), settings)
+        try:
+            return index.retriever(self.base.retriever_spec(settings))
+        except IndexNotReady:
+            identity = self._identity(collection)
+            if identity and identity not in self._requeued and self.collections.status(collection).state == "ready":
+                self._requeued.add(identity)
+                self.collections.reindex(collection)
+            raise
 
     def check_answerable(self, name: str) -> None:
         """Refuse at once, before any work, a question to an unknown collection (404) or to one in error: its
@@ -314,6 +366,7 @@ class Answering:
             kept = self.answers.get(version, key)
             if kept is not None:
                 return self._replay(kept, collection, listener)
+            self._loaded_retriever(collection, document, self.base.settings_for(choices))  # before the reader
             answer = self._generate(collection, document, question, history, choices, listener)
             self.answers.put(version, key, answer, collection)
             return answer
@@ -367,8 +420,7 @@ class Answering:
             raise InputError(f"retriever: {settings.retriever} writes summaries with the reader; search makes no "
                              "model call (ask with it: the question is queued and its calls billed)")
         document = self.document(collection)
-        retriever = self.base.retriever_spec(settings)
-        ranked = self.base.index(document, settings=settings).retriever(retriever).run(query, k)
+        ranked = self._loaded_retriever(collection, document, settings).run(query, k)
         return [self._source(document, scored.chunk, scored.score, 2000).to_dict() for scored in ranked]
 
     @staticmethod

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from lcrag.assembly.truncation import TruncatedText, best_that_fit, truncate_middle
 from lcrag.chunking import Chunker
 from lcrag.documents.loaders import join_documents
+from lcrag.documents.sandbox import die_with
+from lcrag.errors import LcragError
 from lcrag.readers import streaming
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.bm25 import terms_query
@@ -148,6 +150,27 @@ def _text_file(text: str) -> Path:
     return Path(file.name)
 
 
+def _chunking_process(owner: int) -> None:
+    """The start of the chunking process of lcrag process ``owner``: it ends when ``owner`` ends, and cuts at a lower
+    priority than questions."""
+    die_with(owner)
+    os.nice(10)
+
+
+class IndexNotReady(LcragError):
+    """A question for an index its collection's indexing has not made yet (HTTP 503 with Retry-After): a question
+    never builds one, and never waits holding what others need; it is asked again once the job has made it."""
+
+    def __init__(self, retriever: str, collection: str, missing: int, files: int):
+        self.retriever, self.collection, self.missing, self.files = retriever, collection, missing, files
+        super().__init__(f"retriever {retriever}: collection {collection!r} is still being indexed (the embeddings "
+                         f"of {missing} of its {files} files are not made yet); ask again in a few seconds")
+
+    def named(self, retriever: str) -> IndexNotReady:
+        return self if retriever == self.retriever else IndexNotReady(retriever, self.collection, self.missing,
+                                                                       self.files)
+
+
 class LiveBM25:
     """One collection's BM25 for one chunking: a tantivy index in memory, one document per chunk with its file's
     name, to which a file's chunks are added when it arrives and from which they are deleted when it goes."""
@@ -254,8 +277,9 @@ class Segments:
                 import multiprocessing
                 from concurrent.futures import ProcessPoolExecutor
 
-                self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("forkserver"), initializer=os.nice,
-                                                 initargs=(10,))
+                # The chunking process dies with this one, even killed with -9 (die_with), at a lower priority.
+                self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("forkserver"),
+                                                 initializer=_chunking_process, initargs=(os.getpid(),))
             pool = self._pool
         try:
             path = _text_file(document.text)
@@ -272,12 +296,14 @@ class Segments:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def vectors(self, document: CollectionDocument, chunker: Chunker, embedder: Any) -> np.ndarray:
-        """The collection's chunk vectors: each file's rows from the store, the files without them embedded now
-        (in one batch), stacked in the collection's chunk order."""
+    def vectors(self, document: CollectionDocument, chunker: Chunker, embedder: Any,
+                make: bool = False) -> np.ndarray:
+        """The collection's chunk vectors: each file's rows from the store, stacked in the collection's chunk order.
+        Files without stored rows are embedded now (in one batch) and stored only when ``make`` (the collection's
+        indexing job); otherwise (a question) :class:`IndexNotReady` says so: a question never embeds a collection,
+        and never waits for it."""
         import numpy as np
 
-        bulk = uncached(embedder)
         rows: dict[str, np.ndarray] = {}
         missing: list[FileEntry] = []
         for entry in document.files:
@@ -286,19 +312,29 @@ class Segments:
                 rows[entry.name] = np.frombuffer(segment.embeddings, dtype="<f4").reshape(-1, segment.dim)
             else:
                 missing.append(entry)
-        texts = [[entry.document.text[s:e] for s, e in self.spans(entry, chunker)] for entry in missing]
+        if missing and not make:
+            raise IndexNotReady("dense", document.id, len(missing), len(document.files))
+        rows |= self._embed(missing, chunker, embedder)
+        parts = [rows[entry.name] for entry in document.files]
+        return np.vstack(parts) if parts else np.zeros((0, embedder.dimension), "float32")
+
+    def _embed(self, entries: list[FileEntry], chunker: Chunker, embedder: Any) -> dict[str, np.ndarray]:
+        """The files' chunk rows, embedded in one batch and each file's stored as its segment (the indexing job's:
+        one job per collection at a time, so each is written once)."""
+        import numpy as np
+
+        texts = [[entry.document.text[s:e] for s, e in self.spans(entry, chunker)] for entry in entries]
         flat = [t for file_texts in texts for t in file_texts]
-        embedded = bulk.embed(flat) if flat else np.zeros((0, embedder.dimension), "float32")
-        at = 0
-        for entry, file_texts in zip(missing, texts):
+        embedded = uncached(embedder).embed(flat) if flat else np.zeros((0, embedder.dimension), "float32")
+        rows, at = {}, 0
+        for entry, file_texts in zip(entries, texts):
             matrix = np.ascontiguousarray(embedded[at:at + len(file_texts)], dtype="<f4")
             at += len(file_texts)
             self.store.put_segment(Segment(SegmentKey(entry.content_hash, chunker.key, embedder.name),
                                            entry.document.content_hash, self.spans(entry, chunker),
                                            matrix.tobytes(), matrix.shape[1]))
             rows[entry.name] = matrix
-        parts = [rows[entry.name] for entry in document.files]
-        return np.vstack(parts) if parts else np.zeros((0, embedder.dimension), "float32")
+        return rows
 
     def bm25(self, document: CollectionDocument, chunker: Chunker, chunks: list[Chunk],
              ranges: dict[str, tuple[int, int]]) -> SegmentBM25:
@@ -341,6 +377,8 @@ class CollectionIndex(DocumentIndex):
         return chunks
 
     def chunk_vectors(self) -> np.ndarray:
+        """The chunks' vectors as the store holds them (loaded once); a file without them: :class:`IndexNotReady`
+        (the indexing job makes them: :meth:`build`)."""
         with self._lock:
             if getattr(self, "_vectors", None) is None:
                 self._vectors = self._segments.vectors(self.document, self.chunker, self.embedder)
@@ -349,11 +387,27 @@ class CollectionIndex(DocumentIndex):
     def retriever(self, spec):
         if isinstance(spec, str):
             spec = RETRIEVERS.get(spec).spec()
-        if spec.name == "bm25":
-            with self._lock:
-                if spec not in self._retrievers:
-                    self._retrievers[spec] = self._segments.bm25(self.document, self.chunker, self.chunks, self.ranges)
-        return super().retriever(spec)
+        with self._lock:
+            if spec.name == "bm25" and spec not in self._retrievers:
+                self._retrievers[spec] = self._segments.bm25(self.document, self.chunker, self.chunks, self.ranges)
+            try:
+                return super().retriever(spec)
+            except IndexNotReady as exc:  # told as missing for the retriever asked for (hybrid, not its dense half)
+                raise exc.named(spec.name) from None
+
+    def build(self, spec) -> Any:
+        """(The collection's indexing job) the retriever ``spec`` with all it needs made now: the files' embeddings
+        missing from the store embedded and stored (not under this index's lock: a question on it meanwhile is
+        answered or refused at once), then the retriever itself (a summary retriever writes its summaries here)."""
+        if isinstance(spec, str):
+            spec = RETRIEVERS.get(spec).spec()
+        try:
+            return self.retriever(spec)
+        except IndexNotReady:
+            vectors = self._segments.vectors(self.document, self.chunker, self.embedder, make=True)
+        with self._lock:
+            self._vectors = vectors
+        return self.retriever(spec)
 
     def read_files(self, question: str, retriever: Any, tokenizer, limit: int) -> TruncatedText:
         """LongRAG's long read over the collection: its files, whole, ranked by their best chunk for ``question``

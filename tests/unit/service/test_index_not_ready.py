@@ -1,0 +1,130 @@
+"""Issue 43, item 1: a collection's indexing job makes every offered retriever's index, and a question never builds
+one. A question for an index not made yet (a file whose embedding segment is missing) is refused at once (503, with
+Retry-After, naming the retriever) without the embedder being called, while BM25 on the same collection answers; the
+job stores each file's embeddings once, and a question loads them."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+from service_fixtures import running, wait_ready
+
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.service.answering import Answering
+from lcrag.service.app import create_app
+from lcrag.service.limits import Limits
+from lcrag.service.segments import IndexNotReady
+
+CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
+PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
+
+
+class CountingEmbedder:
+    """A bag of hashed words that counts the texts it embeds: a question embeds only its query (one text)."""
+
+    name = "counting-test"
+    dimension = 32
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def embed(self, texts):
+        self.calls.append(len(texts))
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, sum(map(ord, word)) % self.dimension] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def make(tmp_path, reader, embedder, retrievers) -> Answering:
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:10", k=2, strategy="rag")
+    return Answering(settings, tmp_path / "collections", pipeline=Pipeline(settings, reader=reader, embedder=embedder),
+                     retrievers=retrievers)
+
+
+def fill(answering: Answering) -> None:
+    answering.collections.create("ops")
+    for name, text in (("crane.txt", CRANE), ("pump.txt", PUMP)):
+        answering.collections.add_file("ops", name, iter([text.encode()]), 1 << 20)
+    assert answering.collections.wait("ops").state == "ready"
+
+
+@pytest.mark.parametrize("retriever", ["dense", "hybrid"])
+def test_a_collection_without_embeddings_refuses_a_dense_question_at_once_without_embedding(
+        tmp_path, scripted_reader, retriever):
+    embedder = CountingEmbedder()
+    answering = make(tmp_path, scripted_reader(lambda m: "7781"), embedder, ("bm25",))  # its job embeds nothing
+    try:
+        fill(answering)
+        assert embedder.calls == []
+        with pytest.raises(IndexNotReady, match=f"retriever {retriever}: collection 'ops' is still being indexed"):
+            answering.ask("ops", "What is the crane reset code?", {"retriever": retriever})
+        with pytest.raises(IndexNotReady):
+            answering.search("ops", "crane reset code", 2, retriever)
+        assert embedder.calls == []  # neither the question nor the search embedded anything, not even the query
+        assert answering.ask("ops", "What is the crane reset code?", {"retriever": "bm25"}).text == "7781"
+    finally:
+        answering.close()
+
+
+def test_the_indexing_job_stores_each_files_embeddings_and_a_question_only_loads_them(tmp_path, scripted_reader):
+    embedder = CountingEmbedder()
+    answering = make(tmp_path, scripted_reader(lambda m: "4711"), embedder, ("bm25", "dense", "hybrid"))
+    written = []
+    put = answering.collections.put_segment
+    answering.collections.put_segment = lambda segment: written.append(segment.key) or put(segment)
+    try:
+        fill(answering)
+        embedded = [key for key in written if key.embedder == embedder.name]
+        assert len(embedded) == len(set(embedded)) == 2  # each file's embeddings, once, by the job
+        chunks_embedded = sum(embedder.calls)
+        assert chunks_embedded >= 2
+        answering.forget("ops")
+        answering.base.memory.drop(lambda key: True)  # as another replica: nothing of the collection in memory
+        for retriever in ("dense", "hybrid"):
+            answer = answering.ask("ops", "What is the pump pressure limit?", {"retriever": retriever})
+            assert answer.sources and answer.sources[0].file == "pump.txt"
+        assert sum(embedder.calls) - chunks_embedded <= 2 and set(embedder.calls[-2:]) == {1}  # queries only
+        assert [key for key in written if key.embedder == embedder.name] == embedded  # nothing written again
+    finally:
+        answering.close()
+
+
+def test_a_ready_collection_indexed_without_a_retriever_is_indexed_again_for_it(tmp_path, scripted_reader):
+    """A collection indexed by a server that did not offer dense (an upgrade, a changed --retrievers) is refused at
+    once, and its indexing runs again in the background, once; then dense answers from stored vectors."""
+    first = make(tmp_path, scripted_reader(lambda m: "7781"), CountingEmbedder(), ("bm25",))
+    try:
+        fill(first)
+    finally:
+        first.close()
+    embedder = CountingEmbedder()
+    answering = make(tmp_path, scripted_reader(lambda m: "7781"), embedder, ("bm25", "dense"))
+    try:
+        with pytest.raises(IndexNotReady, match="retriever dense"):
+            answering.search("ops", "crane reset code", 2, "dense")
+        assert answering.collections.wait("ops").state == "ready"
+        assert answering.search("ops", "crane reset code", 1, "dense")[0]["file"] == "crane.txt"
+        assert embedder.calls[-1] == 1  # the query; the chunks were embedded by the job
+    finally:
+        answering.close()
+
+
+def test_over_http_a_question_for_an_index_not_made_is_a_503_with_retry_after_and_bm25_answers(
+        tmp_path, scripted_reader):
+    answering = make(tmp_path, scripted_reader(lambda m: "7781"), CountingEmbedder(), ("bm25",))
+    with running(create_app(answering, None, Limits(retrievers=("bm25", "dense")))) as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"}).raise_for_status()
+        httpx.post(f"{url}/v1/collections/ops/files", files={"file": ("crane.txt", CRANE.encode())}).raise_for_status()
+        assert wait_ready(url, "ops")["state"] == "ready"
+        body = {"collection": "ops", "question": "What is the crane reset code?"}
+        for stream in (False, True):
+            refused = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "dense", "stream": stream}, timeout=60)
+            assert refused.status_code == 503 and refused.headers["retry-after"].isdigit()
+            error = refused.json()["error"]
+            assert "\n" not in error["message"] and "retriever dense" in error["message"]
+            assert "still being indexed" in error["message"]
+        answered = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "bm25"}, timeout=60)
+        assert answered.status_code == 200 and answered.json()["text"] == "7781"
