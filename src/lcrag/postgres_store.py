@@ -114,6 +114,45 @@ CREATE TABLE IF NOT EXISTS lcrag_answers (
     created timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (collection, version, key)
 );
+-- Which files each version of a collection changed: a replica brings what it holds of a collection up to date from
+-- the names changed since its version, never by reading every file's row again. Written by triggers, so that every
+-- change of lcrag_files is in it, and stamped with the version raised in the same transaction (NULL until then,
+-- seen by no one else); a collection keeps its last 1,024 changes and a row named '' saying up to which version
+-- the older ones are gone (a replica further behind reads every row once).
+CREATE TABLE IF NOT EXISTS lcrag_file_changes (
+    collection text NOT NULL REFERENCES lcrag_collections (id) ON DELETE CASCADE,
+    version bigint,
+    name text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS lcrag_file_changes_at ON lcrag_file_changes (collection, version);
+CREATE OR REPLACE FUNCTION lcrag_file_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN  -- (a file deleted with its collection is no change of one)
+        INSERT INTO lcrag_file_changes (collection, name)
+            SELECT OLD.collection, OLD.name WHERE EXISTS (SELECT 1 FROM lcrag_collections WHERE id = OLD.collection);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO lcrag_file_changes (collection, name) VALUES (NEW.collection, NEW.name);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER lcrag_file_changed AFTER INSERT OR UPDATE OR DELETE ON lcrag_files
+    FOR EACH ROW EXECUTE FUNCTION lcrag_file_changed();
+CREATE OR REPLACE FUNCTION lcrag_version_raised() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    cutoff bigint;
+BEGIN
+    UPDATE lcrag_file_changes SET version = NEW.version WHERE collection = NEW.id AND version IS NULL;
+    SELECT version INTO cutoff FROM lcrag_file_changes WHERE collection = NEW.id AND name <> ''
+        ORDER BY version DESC OFFSET 1024 LIMIT 1;
+    IF cutoff IS NOT NULL THEN
+        DELETE FROM lcrag_file_changes WHERE collection = NEW.id AND version <= cutoff;
+        INSERT INTO lcrag_file_changes (collection, version, name) VALUES (NEW.id, cutoff, '');
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER lcrag_version_raised AFTER UPDATE OF version ON lcrag_collections
+    FOR EACH ROW WHEN (NEW.version IS DISTINCT FROM OLD.version) EXECUTE FUNCTION lcrag_version_raised();
 """
 
 # Jobs that are queued, or running on a lease that ran out (their worker died), and whose collection no other live

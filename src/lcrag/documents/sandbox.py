@@ -25,7 +25,7 @@ import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -159,18 +159,51 @@ def cache_size_limit() -> int:
     return int(mb * (1 << 20))
 
 
+def content_of(key: str) -> str:
+    """The content hash a parse's key starts with (:meth:`Sandbox.key`): what finds a content's parses."""
+    return key.partition("-")[0]
+
+
 class ParseCache:
     """Parses on disk, one compressed JSON file each under ``directory``, by key; written atomically, a damaged one
-    set aside and parsed again; at most ``max_bytes`` in all (the least recently used removed first)."""
+    set aside and parsed again; at most ``max_bytes`` in all (the least recently used removed first). A key starts
+    with the file's content hash (:meth:`Sandbox.key`), and a parse is kept under that hash's first two characters:
+    a removed content's parses are found and removed (:meth:`drop`) without reading the others."""
 
     def __init__(self, directory: Path, max_bytes: int | None = None):
         self.directory = Path(directory)
         self.max_bytes = cache_size_limit() if max_bytes is None else max_bytes
         self._lock = threading.Lock()
         self._total: int | None = None  # the cache's bytes, as listed once and counted since (other processes too)
+        self._remove_unkeyed()
 
     def _file(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json.z"
+
+    def _remove_unkeyed(self) -> None:
+        """Remove the parses kept under keys without their content (an earlier lcrag's): never read again, and a
+        removed file's text must not stay in them."""
+        for path in self.directory.glob("*/*.json.z"):
+            if "-" not in path.name:
+                path.unlink(missing_ok=True)
+
+    def drop(self, content_hashes: Iterable[str]) -> int:
+        """Remove every parse of these contents (any name, limits or parsers' versions); how many went."""
+        gone = 0
+        for content in set(content_hashes):
+            if len(content) != 64 or not all(c in "0123456789abcdef" for c in content):
+                continue  # (not a SHA-256: no glob of anything else)
+            for path in self.directory.glob(f"{content[:2]}/{content}-*.json.z"):
+                try:
+                    size = path.stat().st_size
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                gone += 1
+                with self._lock:
+                    if self._total is not None:
+                        self._total -= size
+        return gone
 
     def get(self, key: str) -> dict[str, Any] | None:
         path = self._file(key)
@@ -280,6 +313,58 @@ def _over_memory(path: Path, limits: ParseLimits) -> str:
             "(--max-parse-mb)")
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread ends
+
+
+def die_with(owner: int) -> None:
+    """End this helper process when process ``owner`` (the lcrag process it works for) ends, however that ends (kill
+    -9 included). A process started through multiprocessing's fork server is the fork server's child, and the fork
+    server outlives lcrag while any of its children lives (each holds its "alive" pipe, and the resource tracker's),
+    so the parent's death signal (``PR_SET_PDEATHSIG``, set too: the fork server killed kills its children) is not
+    enough: a daemon thread waits on a pidfd of ``owner`` and kills this process when it ends (where pidfds are
+    missing, it looks once a second). With its children gone, the fork server and the resource tracker see their
+    pipes' ends and exit by themselves. Called first in each helper process."""
+    import ctypes
+    import select
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the watch below does it
+        pass
+    try:
+        watched = os.pidfd_open(owner)
+    except ProcessLookupError:  # gone already
+        os._exit(1)
+    except (AttributeError, OSError):
+        watched = None
+
+    def watch() -> None:
+        if watched is not None:
+            select.select([watched], [], [])  # readable once the process has ended
+        else:
+            while _alive(owner):
+                time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="lcrag-lifeline").start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _child_of(owner: int, connection, path: str, limits: ParseLimits) -> None:
+    """A parsing process of the lcrag process ``owner``: it dies with it (:func:`die_with`), then parses."""
+    die_with(owner)
+    _child(connection, path, limits)
+
+
 def _child(connection, path: str, limits: ParseLimits) -> None:
     """The parsing process: confined, it parses and sends the outcome back as JSON, then exits."""
     _confine(limits)
@@ -357,8 +442,16 @@ class Sandbox:
         """What a parse of ``path`` depends on: its content, its name (documents are named after it), the limits
         and the parsers' versions."""
         content = self._content_hash(path)
-        return hashlib.sha256("\0".join((content, path.name, self.limits.key(), self._versions, str(FORMAT)))
+        rest = hashlib.sha256("\0".join((content, path.name, self.limits.key(), self._versions, str(FORMAT)))
                               .encode("utf-8", "surrogateescape")).hexdigest()
+        return f"{content}-{rest}"  # the content first: its parses are found when it is removed (ParseCache.drop)
+
+    def forget(self, content_hashes: Iterable[str]) -> None:
+        """Let go of every parse of these contents, kept in memory or on disk (their files were removed)."""
+        contents = set(content_hashes)
+        self._recent.drop(lambda key: content_of(key) in contents)
+        if self.cache is not None:
+            self.cache.drop(contents)
 
     # -- parsing
     def load(self, path: str | Path) -> list[Document]:
@@ -393,8 +486,8 @@ class Sandbox:
             if path.suffix.lower() in PLAIN_TEXT and path.stat().st_size <= PLAIN_TEXT_HERE_BYTES:
                 return _parse_here(path, limits), True  # decoding under the text limits runs no parser: no process
             receiving, sending = self._context.Pipe(duplex=False)
-            process = self._context.Process(target=_child, args=(sending, str(path), limits), daemon=True,
-                                            name=f"lcrag-parse {path.name[:40]}")
+            process = self._context.Process(target=_child_of, args=(os.getpid(), sending, str(path), limits),
+                                            daemon=True, name=f"lcrag-parse {path.name[:40]}")
             started = time.monotonic()
             try:
                 with _main_hidden():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -29,11 +30,11 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from lcrag.documents.sandbox import _shape_checked, encode
+from lcrag.documents.sandbox import _shape_checked, content_of, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, StoreDown, work
-from lcrag.service.collections import (NAME, Collections, EmptyCollection, NotFound, Status, StorageError, _numbered,
+from lcrag.service.collections import (NAME, Collections, EmptyCollection, Listed, NotFound, Status, StorageError, _numbered,
                                       receive_upload, safe_filename)
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 from lcrag.storage import ensure_directory
@@ -47,9 +48,34 @@ PROGRESS_SECONDS = 0.5  # how often a job's progress (files read) is written whi
 # Segments read or written, kept in memory: one key always makes the same segment, so a replica that has read one
 # never asks the database for it again (a collection's pass over its files asks only for the new ones).
 SEGMENT_CACHE_BYTES = 256 << 20
+JOB_RETENTION = 86400.0  # seconds a finished job's row is kept (--job-retention)
+HOUSEKEEPING_SECONDS = 600.0  # at most this long between two prunings of finished jobs and of what no file holds
+SWEEP_SECONDS = 1.0  # after a change, local copies the database no longer holds are looked for at most this often
+UPLOAD, COPY = ".upload-", ".blob-"  # temporary files under ROOT/.blobs, each named PREFIX<pid>-<random>
+_UNHELD = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0})"
+# What no file holds any more, in the database: a parse or segment a job made while its file was being removed (or
+# a parse an earlier lcrag kept without its content), or a blob whose removal an upload of the same bytes raced.
+_ORPHANS = ("DELETE FROM lcrag_parses p WHERE p.content IS NULL OR " + _UNHELD.format("p.content"),
+            "DELETE FROM lcrag_segments s WHERE " + _UNHELD.format("s.hash"),
+            "DELETE FROM lcrag_blobs b WHERE " + _UNHELD.format("b.hash"))
 
 _STATE = ("SELECT id, version, state, state_version, done, error, skipped, updated, "
           "(SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id) FROM lcrag_collections c WHERE name = %s")
+_ROW = "SELECT id, version FROM lcrag_collections WHERE name = %s"  # what most calls need: no count of the files
+# A collection's files whole, with the version they are of (one statement: one snapshot).
+_ALL_FILES = ("SELECT c.version, f.name, f.hash, f.bytes, f.added FROM lcrag_collections c LEFT JOIN lcrag_files f "
+              "ON f.collection = c.id WHERE c.id = %s ORDER BY f.name")
+# The files changed since a version, each as it is now (no hash: removed), with the version they are of, how many
+# files the collection has and up to which version its older changes are gone (lcrag_file_changes), in one snapshot.
+_CHANGED_FILES = """
+WITH touched AS (SELECT DISTINCT name FROM lcrag_file_changes WHERE collection = %(id)s AND version > %(since)s
+                 AND name <> '')
+SELECT c.version, (SELECT count(*) FROM lcrag_files n WHERE n.collection = c.id),
+       (SELECT max(version) FROM lcrag_file_changes g WHERE g.collection = c.id AND g.name = ''),
+       t.name, f.hash, f.bytes, f.added
+FROM lcrag_collections c LEFT JOIN touched t ON true LEFT JOIN lcrag_files f ON f.collection = c.id AND f.name = t.name
+WHERE c.id = %(id)s
+"""
 
 
 def _spans(data: bytes) -> tuple[tuple[int, int], ...]:
@@ -113,7 +139,7 @@ def _collect(db, hashes: list[str]) -> None:
     key fails; :meth:`PostgresCollections._insert`)."""
     import psycopg
 
-    gone = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0})"
+    gone = _UNHELD
     for digest in sorted(set(hashes)):
         try:
             with db.transaction():  # a savepoint
@@ -123,6 +149,29 @@ def _collect(db, hashes: list[str]) -> None:
                            (digest,))
         except psycopg.errors.ForeignKeyViolation:
             log.info("a content being collected gained a file meanwhile: kept")
+
+
+def _left_by_the_dead(name: str, prefix: str) -> bool:
+    """Whether a temporary file ``PREFIX<pid>-…`` was left by a process that is no longer running (or by an lcrag
+    that did not name its process in it): a process sharing this cache directory may be writing its own."""
+    pid = name[len(prefix):].partition("-")[0]
+    if not pid.isdigit() or int(pid) == os.getpid():  # (our own pid: a dead process's, reused; we wrote none yet)
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: running
+        return False
+    return False
+
+
+def _same_file(entry: os.DirEntry, blob: Path) -> bool:
+    """Whether a mirror's file is a link to the local copy ``blob``."""
+    try:
+        return entry.inode() == blob.stat().st_ino
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -148,23 +197,32 @@ class PostgresCollections:
     public = Collections.public  # messages name files as clients know them, never a path of this replica's
 
     def __init__(self, url: str, root: Path, index: Index | None = None, connections: int = 32,
-                 lease: float = 30.0):
+                 lease: float = 30.0, job_retention: float = JOB_RETENTION):
         self.db = PostgresStore(url, connections)
         self.root = ensure_directory(Path(root).absolute(), "the collections directory", InputError)
         self._index, self.lease = index, lease
         self._mirror = threading.Lock()
-        # collection -> (id, version, {file: content hash}) its mirror was last made for
-        self._mirrored: dict[str, tuple[str, int, dict[str, str | None]]] = {}
+        # By collection: its files as this replica last read them from the database (each name's FileRecord) and
+        # its mirror folder as last brought up to date (each name's lstat), each at a version and brought to a later
+        # one from the files changed since (lcrag_file_changes): an upload costs the same in a collection of 100
+        # files or of 5,000. Popping a collection's entry makes it read (or its folder listed) whole again.
+        self._records: dict[str, Listed] = {}
+        self._mirrored: dict[str, Listed] = {}
         self._segments: SizedLRU[SegmentKey, Segment] = SizedLRU(
             SEGMENT_CACHE_BYTES, lambda seg: 16 * len(seg.spans) + len(seg.embeddings or b"") + 200)
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
+        self.job_retention = job_retention
+        self._parses = None  # this machine's parse cache (:meth:`shared_parses`): a removed content's parses go
+        self._removed: set[str] = set()  # contents whose local copies went before the parse cache was known
+        self._sweep_due, self._swept, self._kept_house = False, 0.0, 0.0
+        self.clean_up()
 
     # -- collections -----------------------------------------------------------------------------------------
     def _row(self, name: str) -> tuple:
         if not NAME.fullmatch(name):
             raise NotFound(f"unknown collection {name[:64]!r}")
-        row = self.db.read(lambda db: db.execute(_STATE, (name,)).fetchone())
+        row = self.db.read(lambda db: db.execute(_ROW, (name,)).fetchone())
         if row is None:
             raise NotFound(f"unknown collection {name!r}")
         return row
@@ -194,7 +252,12 @@ class PostgresCollections:
             db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}:0"))
 
     def state(self, name: str) -> CollectionState:
-        return _state(name, self._row(name))
+        if not NAME.fullmatch(name):
+            raise NotFound(f"unknown collection {name[:64]!r}")
+        row = self.db.read(lambda db: db.execute(_STATE, (name,)).fetchone())
+        if row is None:
+            raise NotFound(f"unknown collection {name!r}")
+        return _state(name, row)
 
     def status(self, name: str) -> Status:
         state = self.state(name)
@@ -208,9 +271,14 @@ class PostgresCollections:
         return int(self._row(name)[1])
 
     def identity(self, name: str) -> str:
-        """The collection's id and version: what a replica's kept document and indexes are read for."""
+        """The collection's id and version: what a replica's kept document is read for (what is read of each file
+        is kept by the collection's id alone, :meth:`collection_id`, and only the files changed are read again)."""
         row = self._row(name)
         return f"{row[0]}:{row[1]}"
+
+    def collection_id(self, name: str) -> str:
+        """What tells this collection from an earlier one of the same name, whatever its version."""
+        return self._row(name)[0]
 
     def set_state(self, name: str, version: int, state: str, done: int = 0, error: str | None = None,
                   skipped: tuple[str, ...] = (), db=None) -> bool:
@@ -236,14 +304,44 @@ class PostgresCollections:
 
     # -- files -----------------------------------------------------------------------------------------------
     def file_records(self, name: str) -> list[FileRecord]:
-        self._row(name)
-        rows = self.db.read(lambda db: db.execute(
-            "SELECT f.name, f.hash, f.bytes, f.added FROM lcrag_files f JOIN lcrag_collections c ON c.id = "
-            "f.collection WHERE c.name = %s ORDER BY f.name", (name,)).fetchall())
-        return [FileRecord(n, h, int(b), float(a)) for n, h, b, a in rows]
+        return self._files(name).items_values()
 
     def files(self, name: str) -> list[dict]:
         return [{"name": f.name, "bytes": f.size} for f in self.file_records(name)]
+
+    def _files(self, name: str) -> Listed:
+        """The collection's files as the database has them now (each name's FileRecord): those this replica read
+        for an earlier version, with only the files changed since read again; one lookup when nothing changed."""
+        cid, version = self._row(name)
+        kept = self._records.get(name)
+        if kept is not None and kept.id == cid and kept.version == version:
+            return kept
+        files = self._changed_files(kept) if kept is not None and kept.id == cid else None
+        if files is None:
+            rows = self.db.read(lambda db: db.execute(_ALL_FILES, (cid,)).fetchall())
+            if not rows:
+                raise NotFound(f"unknown collection {name!r}")
+            records = {n: FileRecord(n, h, int(b), float(a)) for _, n, h, b, a in rows if n is not None}
+            files = Listed(cid, int(rows[0][0]), list(records), records)
+        with self._mirror:
+            current = self._records.get(name)
+            if current is None or current.id != cid or current.version <= files.version:
+                self._records[name] = files
+        return files
+
+    def _changed_files(self, kept: Listed) -> Listed | None:
+        """``kept`` brought to the database's version from the files changed since; None when those are not known
+        (older changes pruned) or the count disagrees (then the files are read whole)."""
+        rows = self.db.read(lambda db: db.execute(_CHANGED_FILES, {"id": kept.id, "since": kept.version}).fetchall())
+        if not rows:
+            return None
+        version, count, pruned = int(rows[0][0]), int(rows[0][1]), rows[0][2]
+        if pruned is not None and int(pruned) > kept.version:
+            return None
+        records = {n: None if h is None else FileRecord(n, h, int(b), float(a)) for _, _, _, n, h, b, a in rows
+                   if n is not None}
+        files = kept.with_values(version, records)
+        return files if len(files.names) == count else None
 
     def add_file(self, name: str, filename: str, chunks: Iterable[bytes], max_bytes: int) -> dict:
         """Stream an upload into the collection (:meth:`put_file`); a new file queues the collection's indexing,
@@ -279,7 +377,7 @@ class PostgresCollections:
     def _receive(self, chunks: Iterable[bytes], max_bytes: int, wanted: str) -> tuple[Path, str, int]:
         """The upload streamed once to a temporary file beside the local copies, hashed as it comes."""
         blobs = ensure_directory(self.root / BLOBS, "the collections directory", InputError)
-        return receive_upload(chunks, blobs, ".upload-", wanted, max_bytes)
+        return receive_upload(chunks, blobs, f"{UPLOAD}{os.getpid()}-", wanted, max_bytes)
 
     def _insert(self, name: str, wanted: str, local: Path, digest: str, size: int) -> tuple[str, bool]:
         import psycopg
@@ -375,7 +473,7 @@ class PostgresCollections:
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".blob-")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f"{COPY}{os.getpid()}-")
         try:
             with os.fdopen(fd, "wb") as out, self.db.connection() as db:
                 if not _load_blob(db, digest, out):
@@ -397,38 +495,168 @@ class PostgresCollections:
 
     def _synced(self, name: str) -> Path:
         """The collection's folder in the mirror, brought up to date with the database when its version moved since
-        the last time (only the files added, removed or replaced are touched); one lookup otherwise."""
-        row = self._row(name)
+        the last time (only the files added, removed or replaced since are touched); one lookup otherwise."""
+        self._mirror_of(name)
+        return self.root / name / "files"
+
+    def _mirror_of(self, name: str) -> Listed:
+        """The collection's mirror folder as the database has the collection now, each file with its lstat."""
+        files = self._files(name)
         directory = self.root / name / "files"
-        mirrored = self._mirrored.get(name)
-        if mirrored is not None and mirrored[:2] == (row[0], row[1]) and directory.is_dir():
-            return directory
-        wanted = {r.name: r.content_hash for r in self.file_records(name)}
         with self._mirror:  # (another process sharing this cache directory may be syncing it too: either wins)
+            held = self._mirrored.get(name)
+            if held is not None and held.id == files.id and held.version == files.version and directory.is_dir():
+                return held
+            touched = files.changed((held.id, held.version)) if held is not None and directory.is_dir() else None
+            whole = touched is None
             directory.mkdir(parents=True, exist_ok=True)
-            if mirrored is None or mirrored[0] != row[0]:  # first seen here, or another collection of that name
-                mirrored = (row[0], 0, {entry.name: None for entry in os.scandir(directory)})
-            held = mirrored[2]
-            for gone in [n for n in held if wanted.get(n) != held[n]]:
-                (directory / gone).unlink(missing_ok=True)
-            for filename, digest in wanted.items():
-                if held.get(filename) != digest:
-                    try:
-                        os.link(self._local_blob(digest), directory / filename)
-                    except FileExistsError:
-                        pass
-            self._mirrored[name] = (row[0], row[1], wanted)
-        return directory
+            if whole:  # first seen here, another collection of that name, or too far behind
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        if not entry.name.startswith(".") and entry.name not in files.stats:
+                            os.unlink(entry.path)
+                touched = list(files.stats)
+            for filename in touched:
+                record = files.stats.get(filename)
+                if record is None:
+                    (directory / filename).unlink(missing_ok=True)
+                else:
+                    self._link(self._local_blob(record.content_hash), directory / filename)
+            if whole:
+                held = Listed.of(files.id, files.version, directory)
+            else:
+                held = held.updated(files.version, directory, {n: n not in files.stats for n in touched})
+            self._mirrored[name] = held
+        return held
+
+    @staticmethod
+    def _link(blob: Path, target: Path) -> None:
+        """``target`` made a link to ``blob`` when it is not one already, in one step (a link beside it, renamed
+        over it): a parser reading the file meanwhile finds the old or the new one, never none."""
+        try:
+            if os.lstat(target).st_ino == os.stat(blob).st_ino:
+                return
+        except FileNotFoundError:
+            pass
+        beside = target.with_name(f".link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        os.link(blob, beside)
+        try:
+            os.replace(beside, target)
+        finally:
+            beside.unlink(missing_ok=True)
 
     def paths(self, name: str) -> list[Path]:
-        return sorted(self._synced(name).iterdir())
+        directory = self.root / name / "files"
+        return [directory / n for n in self._mirror_of(name).names]
 
     def listing(self, name: str) -> list[tuple[str, os.stat_result]]:
         """The collection's files in the mirror, by name, each with its ``lstat``."""
-        return [(path.name, path.lstat()) for path in self.paths(name)]
+        return self._mirror_of(name).items()
+
+    def listed(self, name: str) -> Listed:
+        """The collection's files in the mirror now, with the changes that led there (:class:`Listed`)."""
+        return self._mirror_of(name)
 
     def local_path(self, name: str, filename: str) -> Path:
         return self.file(name, filename)
+
+    # -- what a removal leaves -------------------------------------------------------------------------------
+    def clean_up(self) -> None:
+        """At start-up: remove the partial uploads and copies of processes that died, the mirrors of collections
+        deleted and of files removed while this replica was away, the local copies (and parses) of contents no file
+        in the database holds, and, in the database, what no file holds and the jobs past their retention."""
+        blobs = self.root / BLOBS
+        for pattern, prefix in ((f"{UPLOAD}*", UPLOAD), (f"??/{COPY}*", COPY)):
+            for leftover in blobs.glob(pattern):
+                if _left_by_the_dead(leftover.name, prefix):
+                    leftover.unlink(missing_ok=True)
+                    log.info("removed %s, cut short", leftover.name)
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                    self._clean_mirror(entry.name)
+        self._removed |= self.sweep()
+        self.keep_house()
+
+    def _clean_mirror(self, name: str) -> None:
+        """The mirror of collection ``name`` as the database has it: removed with the collection, and each file
+        that is not the database's (removed, or replaced by other content) unlinked; it is linked again when read."""
+        directory = self.root / name
+        try:
+            wanted = {r.name: r.content_hash for r in self.file_records(name)}
+        except NotFound:
+            shutil.rmtree(directory, ignore_errors=True)
+            return
+        if not (directory / "files").is_dir():
+            return
+        with self._mirror, os.scandir(directory / "files") as entries:
+            self._mirrored.pop(name, None)  # what it holds is read again at its next use
+            for entry in entries:
+                digest = wanted.get(entry.name)
+                if digest is None or not _same_file(entry, self._blob(digest)):
+                    os.unlink(entry.path)
+
+    def _let_go(self, name: str) -> None:
+        """After a change of collection ``name`` (this replica's or another's): its mirror here brought up to date,
+        so a removed file's copy goes, or removed with the collection; the local copies no file holds go soon
+        after (:meth:`sweep`)."""
+        self._sweep_due = True  # (a file uploaded through this replica is kept here, mirrored or not)
+        if not NAME.fullmatch(name) or not (self.root / name).is_dir():
+            return  # never mirrored here
+        try:
+            self._synced(name)
+        except NotFound:
+            with self._mirror:
+                self._mirrored.pop(name, None)
+                if name not in self.names():
+                    shutil.rmtree(self.root / name, ignore_errors=True)
+
+    def sweep(self) -> set[str]:
+        """Remove the local copies of the blobs no file in the database holds (their files removed, here or through
+        another replica) and this machine's parses of them; the contents removed."""
+        self._sweep_due, self._swept = False, time.monotonic()
+        local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}
+        if not local:
+            return set()
+        with self.db.connection() as db:
+            gone = {row[0] for row in db.execute("SELECT h FROM unnest(%s::text[]) AS t(h) WHERE "
+                                                 + _UNHELD.format("t.h"), (sorted(local),))}
+        for digest in gone:
+            local[digest].unlink(missing_ok=True)
+        if gone and self._parses is not None:
+            self._parses.drop(gone)
+        if gone:
+            log.info("removed the local copies of %d content(s) no file holds", len(gone))
+        return gone
+
+    def keep_house(self) -> None:
+        """Prune the jobs finished more than :attr:`job_retention` seconds ago, and delete from the database what
+        no file holds (a parse or segment made while its file was being removed)."""
+        import psycopg
+
+        self._kept_house = time.monotonic()
+        pruned = self.db.prune(self.job_retention)
+        orphans = 0
+        with self.db.connection() as db:
+            for statement in _ORPHANS:
+                try:
+                    with db.transaction():  # a savepoint: an upload of a blob being deleted refuses only this one
+                        orphans += db.execute(statement).rowcount
+                except psycopg.errors.ForeignKeyViolation:
+                    log.info("a content being collected gained a file meanwhile: kept")
+        if pruned or orphans:
+            log.info("pruned %d finished job(s) and %d row(s) no file holds", pruned, orphans)
+
+    def _tidy(self) -> None:
+        """The listener's rounds: local copies swept after changes, and the house kept now and then."""
+        try:
+            now = time.monotonic()
+            if self._sweep_due and now - self._swept >= SWEEP_SECONDS:
+                self.sweep()
+            if now - self._kept_house >= min(HOUSEKEEPING_SECONDS, max(1.0, self.job_retention / 2)):
+                self.keep_house()
+        except (OSError, StorageError) as exc:
+            log.warning("removing what no file holds: %s; trying again later", exc)
 
     # -- segments and answers --------------------------------------------------------------------------------
     def segment(self, key: SegmentKey) -> Segment | None:
@@ -532,13 +760,18 @@ class PostgresCollections:
         return "ready", files, None, skipped
 
     def shared_parses(self, local=None) -> SharedParses:
-        """A parse cache shared through the database, over ``local`` (this machine's)."""
-        return SharedParses(self.db, local)
+        """A parse cache shared through the database, over ``local`` (this machine's): the parses of a content
+        whose local copy is removed go from it too."""
+        self._parses = shared = SharedParses(self.db, local)
+        removed, self._removed = self._removed, set()
+        shared.drop(removed)
+        return shared
 
     def watch(self, changed: Callable[[str], None]) -> None:
         """Call ``changed(name)`` for every collection another process changes or deletes (LISTEN lcrag_changes),
         in a background thread until :meth:`close`: what a replica keeps of it is let go at once, not at its next
-        question."""
+        question, and so are its local copies of a removed file (:meth:`_let_go`). The same thread prunes finished
+        jobs and what no file holds now and then (:meth:`keep_house`)."""
         def listen() -> None:
             while not self._stop.is_set():
                 try:
@@ -546,6 +779,8 @@ class PostgresCollections:
                         while not self._stop.is_set():
                             for payload in wait(1.0):
                                 changed(payload.rpartition(":")[0])
+                                self._let_go(payload.rpartition(":")[0])
+                            self._tidy()
                 except Exception as exc:  # noqa: BLE001 - the database went away for a while: listen again
                     log.warning("collection changes: %s; listening again in 1 s", exc)
                     self._stop.wait(1.0)
@@ -589,8 +824,16 @@ class SharedParses:
         return outcome
 
     def put(self, key: str, outcome: dict) -> None:
+        """Keep a parse here and in the database, with its content (:func:`content_of`), while a file holds that
+        content: a job that read a file being removed leaves no parse behind."""
         if self.local is not None:
             self.local.put(key, outcome)
+        content = content_of(key)
         with self.db.connection() as db:
-            db.execute("INSERT INTO lcrag_parses (key, outcome) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
-                       "outcome = EXCLUDED.outcome", (key, zlib.compress(encode(outcome), 1)))
+            db.execute("INSERT INTO lcrag_parses (key, content, outcome) SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM "
+                       "lcrag_files WHERE hash = %s) ON CONFLICT (key) DO UPDATE SET content = EXCLUDED.content, "
+                       "outcome = EXCLUDED.outcome", (key, content, zlib.compress(encode(outcome), 1), content))
+
+    def drop(self, content_hashes) -> int:
+        """Remove this machine's parses of these contents (the database's go with their files: :func:`_collect`)."""
+        return self.local.drop(content_hashes) if self.local is not None and content_hashes else 0

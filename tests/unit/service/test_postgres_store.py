@@ -82,6 +82,8 @@ def test_a_parse_made_by_one_replica_is_read_by_another(store, tmp_path):
 
     path = tmp_path / "a.txt"
     path.write_text("The passkey is 48213.")
+    store.create("docs")  # a parse is kept in the database while a file holds its content
+    store.put_file("docs", "a.txt", iter([path.read_bytes()]), 1 << 20)
     first = Sandbox(cache_dir=None)
     first.cache = store.shared_parses()
     assert first.load(path)[0].text.startswith("The passkey")
