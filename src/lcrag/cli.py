@@ -18,6 +18,7 @@ from rich.table import Table
 
 from lcrag.cli_analyze import analyze_app
 from lcrag.cli_corpus import corpus_app
+from lcrag.cli_keys import keys_app
 from lcrag.cli_routing import route_app
 from lcrag.cli_mcp import mcp
 from lcrag.cli_worker import worker
@@ -42,6 +43,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(analyze_app, name="analyze")
 app.add_typer(route_app, name="route")
+app.add_typer(keys_app, name="keys")
 app.command("serve")(serve)
 app.command("mcp")(mcp)
 app.command("worker")(worker)

@@ -9,38 +9,62 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from lcrag.service.access import Forbidden
 from lcrag.service.answering import Answering
-from lcrag.service.errors import add_handlers
+from lcrag.service.errors import add_handlers, error
 from lcrag.service.guard import BodyLimits, Guard
+from lcrag.service.keys import KeyExists, Keys, KeysUnavailable, keys_for
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
 from lcrag.service.questions import Questions
 from lcrag.service.routes import ask, chat, collections, operations
+from lcrag.service.routes import keys as keys_routes
 
 
 def create_app(answering: Answering, api_key: str | None = None, limits: Limits | None = None,
-               gate=None) -> FastAPI:
-    """The app; ``gate``: the server's connection gate (:mod:`lcrag.service.server`), counted in /metrics."""
+               gate=None, keys: Keys | None = None) -> FastAPI:
+    """The app; ``gate``: the server's connection gate (:mod:`lcrag.service.server`), counted in /metrics;
+    ``keys``: the people's keys and the audit log (default: those of the answering engine's store)."""
     limits = limits or Limits()
+    keys = keys if keys is not None else keys_for(answering.collections)
     app = FastAPI(title="lcrag", docs_url=None, redoc_url=None)
+    app.state.keys = keys
     metrics = Metrics()
     if gate is not None:
         metrics.watch(gate)
     metrics.watch_readers(answering.base.reader_servers)
     app.state.answering, app.state.metrics, app.state.limits = answering, metrics, limits
     app.state.questions = Questions(answering, limits, metrics)
-    routers = [part.router for part in (operations, collections, ask, chat)]
+    routers = [part.router for part in (operations, collections, ask, chat, keys_routes)]
     for router in routers:
         app.include_router(router)
     add_handlers(app)
+    add_access_handlers(app)
     # Middleware added last runs first: CORS (a preflight is answered before a key is asked for), then the guard,
     # then the body limits.
     app.add_middleware(BodyLimits, limits=limits, command="lcrag serve")
     app.add_middleware(Guard, api_key=api_key, limits=limits, metrics=metrics,
-                       routes=[route for router in routers for route in router.routes])
+                       routes=[route for router in routers for route in router.routes], keys=keys)
     if limits.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(limits.cors_origins), allow_methods=["*"],
                            allow_headers=["Authorization", "Content-Type"])
     return app
+
+
+def add_access_handlers(app: FastAPI) -> None:
+    """A key's role short of the request: 403; a key's name taken: 409; the keys or the audit log out of reach: 503
+    (one JSON line each)."""
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request, exc):
+        return error(403, str(exc), "permission_error")
+
+    @app.exception_handler(KeyExists)
+    async def exists(request, exc):
+        return error(409, str(exc), "conflict_error")
+
+    @app.exception_handler(KeysUnavailable)
+    async def unavailable(request, exc):
+        return error(503, str(exc), "unavailable_error", {"Retry-After": "1"})

@@ -8,15 +8,17 @@ import logging
 import time
 from urllib.parse import urlsplit
 
+import anyio.to_thread
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from lcrag.service.errors import CLOSE, error
+from lcrag.service.keys import ANONYMOUS, API_KEY, Keys, KeysUnavailable, Principal
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
 
-PUBLIC = ("/", "/healthz", "/app.js", "/app.css")  # the page and its parts load before a key can be typed
+PUBLIC = ("/", "/healthz", "/readyz", "/app.js", "/app.css")  # the page and its parts load before a key can be typed
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 MULTIPART_SLACK = 64 << 10  # an upload's body is its file plus the multipart headers around it
 log = logging.getLogger(__name__)
@@ -100,11 +102,13 @@ class Guard:
     the server answers (the Host names it is bound to, the API key, no cross-site writes, JSON bodies as JSON),
     security headers on every response, and request metrics."""
 
-    def __init__(self, app, api_key: str | None, limits: Limits, metrics: Metrics, routes: list = ()):
+    def __init__(self, app, api_key: str | None, limits: Limits, metrics: Metrics, routes: list = (),
+                 keys: Keys | None = None):
         if api_key and not all("!" <= c <= "~" for c in api_key):
             raise ValueError("the API key must be printable ASCII without spaces (what a client can send)")
         self.app, self.api_key, self.limits, self.metrics = app, api_key, limits, metrics
         self.routes = routes  # the app's routes, to label a refused request by its route's template
+        self.keys = keys  # the people's keys in the store (lcrag keys), beside the one --api-key
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -121,14 +125,18 @@ class Guard:
                                                   *(h for h in SECURITY_HEADERS if h[0] not in given)]}
             await send(message)
 
-        refusal = self._refusal(scope["method"], path, headers)
+        holder, refusal = None, self._wrong_host(headers)
+        if refusal is None:
+            holder, refusal = await self._holder(path, headers.get("authorization", ""))
+        if refusal is None:
+            refusal = self._refusal(scope["method"], path, headers)
         if refusal is not None:  # labelled by the route it would have reached: a client names no label
             self.metrics.requests.labels(self._template(scope), refusal.status_code).inc()
             return await refusal(scope, receive, sending)
-        # Whether the request holds the key (or none is set): a public path says more only to those that do
-        # (request.state.authorized).
-        authorized = not self.api_key or self._key_given(headers.get("authorization", ""))
-        scope["state"] = {**scope.get("state", {}), "authorized": authorized}
+        # Who asks (request.state.principal: the routes check its role and collections), and whether the request
+        # may hear about every collection: a public path says more only to an unscoped key (request.state.authorized).
+        scope["state"] = {**scope.get("state", {}), "principal": holder,
+                          "authorized": holder is not None and not holder.patterns}
         try:
             await self.app(scope, receive, sending)
         except Exception:  # a bug behind: logged once, and answered as JSON if nothing was sent yet
@@ -146,13 +154,14 @@ class Guard:
                 return getattr(route, "path", "unmatched")
         return "unmatched"
 
-    def _refusal(self, method: str, path: str, headers: dict[str, str]) -> JSONResponse | None:
+    def _wrong_host(self, headers: dict[str, str]) -> JSONResponse | None:
         host = headers.get("host", "")
         if not self.limits.host_allowed(host):  # DNS rebinding: a hostile page's name resolving to this server
             return error(400, f"Host {host[:60]!r} is not a name this server answers to (lcrag serve "
                               "--allowed-host)", "invalid_request_error")
-        if self.api_key and path not in PUBLIC and not self._key_given(headers.get("authorization", "")):
-            return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
+        return None
+
+    def _refusal(self, method: str, path: str, headers: dict[str, str]) -> JSONResponse | None:
         if method in WRITES and not self._same_site(headers):
             return error(403, "a cross-site write is refused: this server takes writes from its own page and from "
                               "non-browser clients (lcrag serve --cors-origin ORIGIN allows a site)", "permission_error")
@@ -160,11 +169,35 @@ class Guard:
             return error(415, "the body must be sent as Content-Type: application/json", "invalid_request_error")
         return None
 
-    def _key_given(self, authorization: str) -> bool:
-        scheme, _, key = authorization.partition(" ")  # the scheme is case-insensitive (RFC 9110)
+    async def _holder(self, path: str, authorization: str) -> tuple[Principal | None, JSONResponse | None]:
+        """Who sends the request, or its refusal: 401 for a missing or wrong key where one is needed (an --api-key
+        is set, or a key was ever added with lcrag keys), 503 when the keys cannot be read. A public path is never
+        refused: its holder is None without a good key."""
+        scheme, _, given = authorization.partition(" ")  # the scheme is case-insensitive (RFC 9110)
+        given = given.strip() if scheme.lower() == "bearer" else ""
+        if self.api_key and given and self._is_api_key(given):
+            return API_KEY, None
+        if path in PUBLIC and not given and (self.keys is None or self.keys.read()):
+            # The page and /healthz answer at once, from the keys as last read.
+            open_server = not self.api_key and (self.keys is None or (self.keys.read() and not self.keys.required()))
+            return (ANONYMOUS if open_server else None), None
+        try:
+            if self.keys is not None and self.keys.stale():  # read off the event loop: the store may be a database
+                await anyio.to_thread.run_sync(self.keys.refresh)
+        except KeysUnavailable as exc:
+            if path in PUBLIC:
+                return None, None
+            return None, error(503, str(exc), "unavailable_error", {"Retry-After": "1"})
+        holder = self.keys.identify(given) if self.keys is not None and given else None
+        if holder is None and not self.api_key and not (self.keys is not None and self.keys.required()):
+            holder = ANONYMOUS  # no key anywhere: the loopback-only server of one user
+        if holder is None and path not in PUBLIC:
+            return None, error(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error")
+        return holder, None
+
+    def _is_api_key(self, given: str) -> bool:
         # The header's bytes (Latin-1 is how they were decoded) against the key's: an ASCII key either way.
-        return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode("latin-1"),
-                                                                  self.api_key.encode("latin-1"))
+        return hmac.compare_digest(given.encode("latin-1"), self.api_key.encode("latin-1"))
 
     def _same_site(self, headers: dict[str, str]) -> bool:
         """Whether a write comes from this server's own page or from a client that is not a browser: a browser

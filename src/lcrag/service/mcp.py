@@ -31,9 +31,11 @@ except ImportError:  # 1.x (1.10 or newer: structured output, transport security
 
 from lcrag.errors import LcragError
 from lcrag.readers import streaming
+from lcrag.service.access import principal
 from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering, Busy
 from lcrag.service.collections import NotFound
+from lcrag.service.keys import Principal
 from lcrag.service.limits import Limits
 from lcrag.service.mcp_sessions import SessionLimits
 from lcrag.service.metrics import Metrics
@@ -85,6 +87,17 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
+def _caller(ctx: Any) -> Principal:
+    """Who makes a call: the key of the HTTP request it came in (set by the guard), else (stdio) the local user."""
+    return principal(_http_request(ctx))
+
+
+def _visible(ctx: Any, collection: str) -> None:
+    """A collection outside the caller's patterns is unknown to it (the same words as one that does not exist)."""
+    if not _caller(ctx).sees(collection):
+        raise NotFound(f"unknown collection {collection[:64]!r}")
+
+
 def _http_request(ctx: Any):
     """The HTTP request a tool call came in (streamable HTTP), else None (stdio, or outside a request)."""
     try:
@@ -131,9 +144,10 @@ class LcragMCP(SDKServer):
 
     # -- tools --------------------------------------------------------------------------------------------------
     # Every call to the store runs off the event loop: a store may be PostgreSQL across the network.
-    async def list_collections(self) -> dict[str, list[dict[str, Any]]]:
-        collections = self.answering.collections
-        return {"collections": await asyncio.to_thread(lambda: [collections.describe(n) for n in collections.names()])}
+    async def list_collections(self, ctx: Context | None = None) -> dict[str, list[dict[str, Any]]]:
+        collections, caller = self.answering.collections, _caller(ctx)
+        return {"collections": await asyncio.to_thread(
+            lambda: [collections.describe(n) for n in collections.names() if caller.sees(n)])}
 
     async def ask(self, question: str, collection: str, strategy: str | None = None, retriever: str | None = None,
                   k: int | None = None, budget: int | None = None, order: str | None = None,
@@ -144,6 +158,7 @@ class LcragMCP(SDKServer):
         given = {name: value for name, value in locals().items() if name not in ("self", "ctx") and value is not None}
         try:
             request = AskRequest.model_validate(given)
+            _visible(ctx, collection)
             await asyncio.to_thread(self.answering.collections.files_dir, collection)
             # Over HTTP, the request that carries the call: a client that leaves cancels its question, as in lcrag
             # serve (dropped from the queue, or its generation stopped; lcrag_cancelled_total).
@@ -158,10 +173,12 @@ class LcragMCP(SDKServer):
                         conversation=answer.conversation, routing=answer.routing,
                         from_cache=from_cache(answer))
 
-    async def search(self, query: str, collection: str, k: int = 5, retriever: str | None = None) -> Passages:
+    async def search(self, query: str, collection: str, k: int = 5, retriever: str | None = None,
+                     ctx: Context | None = None) -> Passages:
         try:
             if isinstance(k, bool) or not 1 <= k <= MAX_PASSAGES:
                 raise ToolError(f"k: between 1 and {MAX_PASSAGES}, got {k}")
+            _visible(ctx, collection)
             self.questions.check(query, {} if retriever is None else {"retriever": retriever}, field="query")
             # Its own thread, not the answering pool: a search never waits behind questions queued for the reader.
             passages = await asyncio.to_thread(self.answering.search, collection, query, k, retriever)
@@ -196,16 +213,22 @@ class LcragMCP(SDKServer):
 
     # -- resources ----------------------------------------------------------------------------------------------
     def add_resource_template_for_files(self) -> None:
+        # 2.x hands a template its request's context; 1.x (before 1.13) takes no parameter the URI does not name.
         self.resource(FILE_URI, name="collection file", mime_type="text/plain",
-                      description="The text lcrag extracted from one file of a collection")(self.file_text)
+                      description="The text lcrag extracted from one file of a collection")(
+            self.file_text if SDK_MAJOR >= 2 else self._file_text_1x)
 
-    async def file_text(self, name: str, file: str) -> str:
-        """A collection's file as lcrag reads it; only the collection's own files, by their listed names. Parsed in
-        the service's sandbox, off the event loop (other clients go on meanwhile), once per content: a file a
-        question or an indexing run already read is not parsed again."""
+    async def _file_text_1x(self, name: str, file: str) -> str:
+        return await self.file_text(name, file, self.get_context())
+
+    async def file_text(self, name: str, file: str, ctx: Context | None = None) -> str:
+        """A collection's file as lcrag reads it; only the collection's own files, by their listed names, of a
+        collection the caller's key may see. Parsed in the service's sandbox, off the event loop (other clients go
+        on meanwhile), once per content: a file a question or an indexing run already read is not parsed again."""
         if SDK_MAJOR < 2:  # 1.x hands over the URI's text as it is, 2.x its decoded values
             name, file = unquote(name), unquote(file)
         try:
+            _visible(ctx, name)
             path = await asyncio.to_thread(self.answering.collections.file, name, file)
             self._resource_fits(file, path.stat().st_size if path.suffix.lower() in PLAIN_TEXT else 0)
             documents, skipped = await asyncio.to_thread(self.answering.parser.load_files, [path])
@@ -225,10 +248,20 @@ class LcragMCP(SDKServer):
                                 f"{self.limits.max_resource_bytes / 1e6:,.1f} MB per resource (lcrag mcp "
                                 "--max-resource-mb); the search tool reads it by passages")
 
-    async def list_resources(self) -> list[Resource]:
-        """Every collection's files, each as a resource (besides the template that names any of them)."""
+    async def _handle_list_resources(self, ctx, params):
+        """2.x: the resources listed for the request's caller (the SDK's own handler calls list_resources with no
+        context)."""
+        from mcp.types import ListResourcesResult
+
+        return ListResourcesResult(resources=await self.list_resources(principal(getattr(ctx, "request", None))))
+
+    async def list_resources(self, caller: Principal | None = None) -> list[Resource]:
+        """The files of every collection the caller's key may see, each as a resource (besides the template that
+        names any of them). 1.x calls it with no caller: the request's is found in its context."""
+        if caller is None:
+            caller = _caller(self.get_context() if SDK_MAJOR < 2 else None)
         collections = self.answering.collections
         listed = await asyncio.to_thread(lambda: [(name, stored["name"]) for name in collections.names()
-                                                  for stored in collections.files(name)])
+                                                  if caller.sees(name) for stored in collections.files(name)])
         return [Resource(uri=FILE_URI.format(name=quote(name, safe=""), file=quote(file, safe="")),
                          name=f"{name}/{file}", mimeType="text/plain") for name, file in listed]

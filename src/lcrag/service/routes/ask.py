@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from lcrag.service.access import visible
 from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering
 from lcrag.service.errors import error_body
@@ -21,6 +22,7 @@ router = APIRouter()
 @router.post("/v1/ask")
 async def ask(body: AskRequest, request: Request, asked: Questions = Depends(questions)):
     engine = asked.answering
+    visible(request, body.collection)  # a collection outside the key's patterns is unknown to it
     await run_in_threadpool(engine.collections.files_dir, body.collection)  # a store may be a database
     options = body.answer_options()
     if not body.stream:

@@ -14,6 +14,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from lcrag.readers import streaming
+from lcrag.service.access import visible, visible_names
 from lcrag.service.answering import Answering
 from lcrag.service.collections import NotFound
 from lcrag.service.errors import error_body
@@ -28,9 +29,9 @@ router = APIRouter()
 
 
 @router.get("/v1/models")
-def models(engine: Answering = Depends(answering)):
+def models(request: Request, engine: Answering = Depends(answering)):
     return {"object": "list", "data": [{"id": MODEL_PREFIX + n, "object": "model", "owned_by": "lcrag",
-                                        "created": 0} for n in engine.collections.names()]}
+                                        "created": 0} for n in visible_names(request, engine.collections.names())]}
 
 
 @router.post("/v1/chat/completions")
@@ -41,6 +42,7 @@ async def chat(body: ChatRequest, request: Request, asked: Questions = Depends(q
         unencodable(f"messages[{index}].content", message.content if isinstance(message.content, str) else
                     [part.text for part in message.content or ()])
     collection, question, options = body.model[len(MODEL_PREFIX):], body.question(), body.answer_options()
+    visible(request, collection)  # a collection outside the key's patterns is unknown to it
     await run_in_threadpool(asked.answering.collections.files_dir, collection)  # a store may be a database
     reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if not body.stream:

@@ -14,6 +14,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import FileResponse
 
+from lcrag.service.access import Forbidden, audit, require, visible, visible_names
 from lcrag.service.answering import Answering
 from lcrag.service.collections import NotFound
 from lcrag.service.deps import answering, limits
@@ -32,8 +33,9 @@ Engine = Annotated[Answering, Depends(answering)]
 
 
 @router.get("")
-def list_collections(engine: Engine):
-    return {"data": described(engine.collections, engine.collections.names())}
+def list_collections(request: Request, engine: Engine):
+    """The collections the request's key may see (a key with patterns: only those)."""
+    return {"data": described(engine.collections, visible_names(request, engine.collections.names()))}
 
 
 def described(collections, names: list[str]) -> list[dict]:
@@ -49,19 +51,27 @@ def described(collections, names: list[str]) -> list[dict]:
 
 
 @router.post("", status_code=201)
-def create_collection(body: NewCollection, engine: Engine):
-    return engine.collections.create(body.name)
+def create_collection(body: NewCollection, request: Request, engine: Engine):
+    holder = require(request, "admin")
+    if not holder.sees(body.name):
+        raise Forbidden(f"the key {holder.name!r} may create only collections matching {', '.join(holder.patterns)}")
+    created = engine.collections.create(body.name)
+    audit(request, "collection.create", body.name)
+    return created
 
 
 @router.get("/{name}")
-def get_collection(name: str, engine: Engine):
-    return engine.collections.describe(name)
+def get_collection(name: str, request: Request, engine: Engine):
+    return engine.collections.describe(visible(request, name))
 
 
 @router.delete("/{name}")
-def delete_collection(name: str, engine: Engine):
+def delete_collection(name: str, request: Request, engine: Engine):
+    visible(request, name)
+    require(request, "admin")
     engine.collections.delete(name)
     engine.forget(name)
+    audit(request, "collection.delete", name)
     return {"deleted": name}
 
 
@@ -71,6 +81,8 @@ def delete_collection(name: str, engine: Engine):
                  "properties": {"file": {"type": "string", "format": "binary"}}}}}}})
 async def upload(name: str, request: Request, engine: Engine, limit: Annotated[Limits, Depends(limits)]):
     """A multipart ``file``, streamed from the body to its place in the collection once (:mod:`..uploads`)."""
+    visible(request, name)
+    require(request, "writer")
     collections = engine.collections
     await anyio.to_thread.run_sync(collections.files_dir, name)
     body = StreamedUpload(request)
@@ -82,20 +94,24 @@ async def upload(name: str, request: Request, engine: Engine, limit: Annotated[L
 
     stored = await anyio.to_thread.run_sync(collections.add_file, name, filename, chunks(), limit.max_upload_bytes)
     engine.forget(name)
+    await anyio.to_thread.run_sync(audit, request, "file.upload", name, f"{stored['name']} ({stored['bytes']:,} bytes)")
     return stored | {"status": asdict(await anyio.to_thread.run_sync(collections.status, name))}
 
 
 @router.delete("/{name}/files/{filename}")
-async def delete_file(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
+async def delete_file(name: str, filename: Annotated[str, Path(max_length=255)], request: Request, engine: Engine):
     """Remove one file: the collection is indexed again without it (its segment leaves the collection's index)."""
+    visible(request, name)
+    require(request, "writer")
     await anyio.to_thread.run_sync(engine.collections.remove_file, name, filename)
     engine.forget(name)
+    await anyio.to_thread.run_sync(audit, request, "file.delete", name, filename)
     return {"deleted": filename, "status": asdict(await anyio.to_thread.run_sync(engine.collections.status, name))}
 
 
 @router.get("/{name}/files/{filename}")
-def download(name: str, filename: Annotated[str, Path(max_length=255)], engine: Engine):
-    path = engine.collections.file(name, filename)
+def download(name: str, filename: Annotated[str, Path(max_length=255)], request: Request, engine: Engine):
+    path = engine.collections.file(visible(request, name), filename)
     inline = SHOWN_INLINE.get(path.suffix.lower())
     headers = {} if inline == "application/pdf" else {"Content-Security-Policy": FILE_CSP}
     return FileResponse(path, media_type=inline or "application/octet-stream", filename=filename,
