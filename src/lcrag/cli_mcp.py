@@ -19,8 +19,8 @@ from lcrag.cli_serve import (AllowedHosts, ApiKey, BaseUrl, BodyMinRate, BodyTim
                              Strategies, Threads,
                              allowed_strategies, check_bind, check_key,
                              connection_limits, engine)
-from lcrag.cli_serve import (IndexWorkers, JobLease, KeptAnswers, MaxKeptAnswer, MaxTitleChars, NewRunFile,
-                             StoreUrl)
+from lcrag.cli_serve import (JOB_RETENTION_SECONDS, IndexWorkers, JobLease, JobRetention, KeptAnswers, MaxKeptAnswer,
+                             MaxTitleChars, NewRunFile, StoreUrl)
 from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
                                    ParseLimits)
 from lcrag.errors import OptionError
@@ -80,6 +80,7 @@ def mcp(
     store: StoreUrl = None,
     index_workers: IndexWorkers = 1,
     job_lease: JobLease = 30,
+    job_retention: JobRetention = JOB_RETENTION_SECONDS,
     kept_answers: KeptAnswers = KEPT_ANSWERS,
     max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024,
     new_run_file: NewRunFile = False,
@@ -105,7 +106,7 @@ def mcp(
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte,
                                    max_title_chars),
                        parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb,
-                       retrievers, new_run_file)
+                       retrievers, new_run_file, job_retention=job_retention)
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
                     retrievers=answering.retrievers,

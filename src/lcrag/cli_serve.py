@@ -107,6 +107,8 @@ KeptAnswers = Annotated[int, typer.Option("--kept-answers", help="Answers the an
 MaxKeptAnswer = Annotated[float, typer.Option("--max-kept-answer-kb", help="Largest answer the answer cache keeps, as written (a larger one is answered afresh each time).", min=1)]
 MaxTitleChars = Annotated[int, typer.Option("--max-title-chars", help="Longest heading title or page label kept from a file (a longer one is cut, with an ellipsis); headings count against --max-document-chars.", min=16, max=100_000)]
 NewRunFile = Annotated[bool, typer.Option("--new-run-file", help="With --store: record this process's run file (chunking, embedder, retrievers) as the store's and index every collection again; without it a process whose run file differs from the store's refuses to start.")]
+JobRetention = Annotated[float, typer.Option("--job-retention", help="With --store: seconds a finished indexing job's record is kept before it is pruned (default: one day).", min=0)]
+JOB_RETENTION_SECONDS = 86400.0
 JobLease = Annotated[float, typer.Option("--job-lease", help="With --store: seconds an indexing job stays claimed without word from its process; then another takes it over.", min=1)]
 
 
@@ -114,7 +116,8 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
            router: list[str] | None, max_waiting: int, index_memory_mb: float, parse_limits: ParseLimits | None = None,
            parse_workers: int = 2, store: str | None = None, index_workers: int = 1, job_lease: float = 30,
            kept_answers: int = KEPT_ANSWERS, max_kept_answer_kb: float = MAX_KEPT_ANSWER_BYTES / 1024,
-           retrievers: list[str] | None = None, new_run_file: bool = False):
+           retrievers: list[str] | None = None, new_run_file: bool = False,
+           job_retention: float = JOB_RETENTION_SECONDS):
     """The answering engine over the collections under the cache directory, as `lcrag serve` and `lcrag mcp` make
     it: a collection made through one is answered by the other. ``store``: a PostgreSQL URL whose collections it
     shares with other replicas, running ``index_workers`` indexing jobs at a time; ``kept_answers``: the answer
@@ -135,7 +138,7 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     if price_as:
         table.require(price_as)
     root = cache_directory(settings.cache_dir) / "collections"
-    shared = shared_store(store, job_lease)
+    shared = shared_store(store, job_lease, job_retention)
     offered = allowed_retrievers(retrievers, settings.retriever)  # each one's index is made by the indexing jobs
     answering = Answering(settings, root.with_name("collections-shared") if shared else root, table, price_as,
                           max_waiting, routers=named_routers(router or []),
@@ -163,7 +166,7 @@ def same_run_file(answering, identity: dict, new_run_file: bool) -> None:
         raise
 
 
-def shared_store(url: str | None, lease: float):
+def shared_store(url: str | None, lease: float, retention: float = JOB_RETENTION_SECONDS):
     """What makes the collections of a PostgreSQL store (None without one); a URL that is not one is refused now."""
     if not url:
         return None
@@ -177,7 +180,7 @@ def shared_store(url: str | None, lease: float):
         import psycopg  # noqa: F401
     except ImportError:
         raise OptionError("--store needs PostgreSQL's driver: pip install -e '.[postgres]' in lcrag's checkout") from None
-    return partial(PostgresCollections, url, lease=lease)
+    return partial(PostgresCollections, url, lease=lease, job_retention=retention)
 
 
 def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:
@@ -251,6 +254,7 @@ def serve(
     kept_answers: KeptAnswers = KEPT_ANSWERS,
     max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024,
     new_run_file: NewRunFile = False,
+    job_retention: JobRetention = JOB_RETENTION_SECONDS,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
     check_bind(host, api_key)
@@ -268,7 +272,7 @@ def serve(
                        ParseLimits(max_parse_seconds, max_parse_mb, max_document_chars, max_chars_per_byte,
                                    max_title_chars),
                        parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb,
-                       retrievers, new_run_file)
+                       retrievers, new_run_file, job_retention=job_retention)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),

@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from lcrag.cli_serve import CacheDir, IndexWorkers, JobLease, NewRunFile, Retrievers, RunFile, StoreUrl, engine
+from lcrag.cli_serve import (JOB_RETENTION_SECONDS, CacheDir, IndexWorkers, JobLease, JobRetention, NewRunFile,
+                             Retrievers, RunFile, StoreUrl, engine)
 from lcrag.errors import OptionError
 
 
@@ -21,6 +22,7 @@ def worker(
     cache_dir: CacheDir = None,
     workers: IndexWorkers = 1,
     lease: JobLease = 30,
+    job_retention: JobRetention = JOB_RETENTION_SECONDS,
     embedder: Annotated[Optional[str], typer.Option("--embedder", help="The embedder, if not the run file's (it must be the replicas').")] = None,
     retrievers: Retrievers = None,
     new_run_file: NewRunFile = False,
@@ -32,7 +34,8 @@ def worker(
         raise OptionError("lcrag worker needs --store postgresql://USER@HOST/DATABASE (or LCRAG_STORE)")
     given = {"cache_dir": cache_dir, "embedder": embedder}
     answering = engine(config, given, None, None, None, None, 1, 512, store=store, index_workers=workers,
-                       job_lease=lease, retrievers=retrievers, new_run_file=new_run_file)
+                       job_lease=lease, retrievers=retrievers, new_run_file=new_run_file,
+                       job_retention=job_retention)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     typer.echo(f"lcrag worker: {workers} indexing thread(s) on {answering.collections.db.shown} "
