@@ -1,0 +1,290 @@
+"""Keys per person (issue 43, item 5): what a key is and how it is kept (only its SHA-256, compared in constant time),
+roles and collection patterns, the audit log, and `lcrag keys`' one-line errors; then over real HTTP on loopback
+(uvicorn, a scripted reader): each role's 403s, a scoped key's 404s for collections outside its patterns, keys
+managed over HTTP, revocation, the audit log, --api-key as an admin key, and /metrics for a scoped key."""
+
+from __future__ import annotations
+
+import hmac
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from document_fixtures import crane_manual
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from service_fixtures import running, wait_ready
+
+from lcrag.errors import InputError
+from lcrag.pipeline import Pipeline, Settings
+from lcrag.service import keys as keys_module
+from lcrag.service.access import ScopedRegistry
+from lcrag.service.answering import Answering
+from lcrag.service.app import create_app
+from lcrag.service.keys import KeyExists, Keys, Principal, SqliteDatabase, key_hash
+from lcrag.service.limits import Limits
+
+
+@pytest.fixture
+def keys(tmp_path):
+    store = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))
+    yield store
+    store.close()
+
+
+def test_a_key_is_random_and_only_its_sha256_is_kept(keys, tmp_path):
+    first, second = keys.add("alice", "reader")["key"], keys.add("bob", "reader")["key"]
+    assert first != second and first.startswith("lcrag_") and len(first) > 50
+    kept = b"".join(p.read_bytes() for p in tmp_path.glob("collections.sqlite*"))
+    assert first.encode() not in kept and first.split("_", 2)[2].encode() not in kept
+    assert key_hash(first).encode() in kept
+    keys.refresh(force=True)
+    assert keys.identify(first) == Principal("alice", "reader")
+    assert keys.identify(first[:-1] + ("A" if first[-1] != "A" else "B")) is None
+    assert keys.identify("lcrag_000000000000_" + "x" * 43) is None and keys.identify("not a key") is None
+
+
+def test_a_key_is_compared_in_constant_time(keys, monkeypatch):
+    key = keys.add("alice", "writer")["key"]
+    keys.refresh(force=True)
+    compared, compare = [], hmac.compare_digest
+
+    def spy(a, b):
+        compared.append((a, b))
+        return compare(a, b)
+
+    monkeypatch.setattr(keys_module.hmac, "compare_digest", spy)
+    assert keys.identify(key) is not None and compared == [(key_hash(key), key_hash(key))]
+    assert keys.identify("lcrag_ffffffffffff_wrong") is None and len(compared) == 2  # an unknown id compared too
+
+
+def test_roles_and_patterns():
+    reader, writer = Principal("r", "reader", ("team-a*",)), Principal("w", "writer")
+    admin = Principal("a", "admin", ("team-a*", "shared"))
+    assert reader.can("reader") and not reader.can("writer") and writer.can("writer") and not writer.can("admin")
+    assert admin.can("reader") and admin.can("admin") and not admin.unscoped_admin
+    assert Principal("x", "admin").unscoped_admin
+    assert reader.sees("team-a") and reader.sees("team-a-eu") and not reader.sees("team-b")
+    assert not reader.sees("TEAM-A")  # collection names are case-sensitive: so are patterns
+    assert admin.sees("shared") and not admin.sees("shared2") and writer.sees("anything")
+
+
+def test_bad_input_is_refused_in_words(keys):
+    keys.add("alice", "reader")
+    with pytest.raises(KeyExists, match="exists"):
+        keys.add("alice", "admin")
+    with pytest.raises(InputError, match="unknown role 'boss'"):
+        keys.add("bob", "boss")
+    with pytest.raises(InputError, match="key names"):
+        keys.add("bob smith", "reader")
+    with pytest.raises(InputError, match="--api-key"):
+        keys.add("api-key", "reader")
+    with pytest.raises(InputError, match="collection pattern"):
+        keys.add("bob", "reader", ["../etc"])
+    with pytest.raises(LookupError, match="no key named 'carol'"):
+        keys.revoke("carol")
+
+
+def test_a_revoked_key_is_refused_its_name_may_be_given_again_and_keys_stay_required(keys):
+    old = keys.add("alice", "writer", ["team-a*"])["key"]
+    keys.revoke("alice")
+    keys.refresh(force=True)
+    assert keys.identify(old) is None and keys.required()  # revoking the last key never opens the server
+    assert [k["name"] for k in keys.listed()] == [] and keys.listed(revoked=True)[0]["revoked"]
+    new = keys.add("alice", "reader")["key"]
+    keys.refresh(force=True)
+    assert keys.identify(old) is None and keys.identify(new) == Principal("alice", "reader")
+
+
+def test_another_process_s_revocation_is_seen_within_the_refresh(keys, tmp_path):
+    key = keys.add("alice", "reader")["key"]
+    other = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))  # another replica's copy
+    other.refresh()
+    assert other.identify(key) is not None
+    keys.revoke("alice")
+    assert other.identify(key) is not None and not other.stale()  # its copy, until it is a refresh old
+    time.sleep(other.refresh_seconds)
+    assert other.stale()
+    other.refresh()
+    assert other.identify(key) is None
+    other.close()
+
+
+def test_the_audit_log_is_newest_first_in_bounded_pages(keys):
+    keys.add("alice", "admin")
+    for n in range(5):
+        keys.record("alice", "file.upload", "team-a", f"f{n}.txt")
+    page = keys.audit(limit=3)
+    assert [e["detail"] for e in page] == ["f4.txt", "f3.txt", "f2.txt"] and page[0]["actor"] == "alice"
+    rest = keys.audit(limit=3, before=page[-1]["id"])
+    assert [e["detail"] for e in rest] == ["f1.txt", "f0.txt", "alice (admin)"]
+    assert rest[-1]["action"] == "key.add" and rest[-1]["actor"] == "cli"
+    assert len(keys.audit(limit=10**9)) == 6  # bounded by MAX_AUDIT_PAGE, not an error
+
+
+def lcrag_keys(tmp_path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lcrag.cli", "keys", *args, "--cache-dir", str(tmp_path / "cache")],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_lcrag_keys_prints_the_key_once_and_bad_input_is_one_line_exit_2(tmp_path):
+    added = lcrag_keys(tmp_path, "add", "alice", "--role", "writer", "--collections", "team-a*,shared")
+    assert added.returncode == 0 and added.stdout.strip().startswith("lcrag_"), added.stderr
+    listed = lcrag_keys(tmp_path, "list")
+    assert "alice" in listed.stdout and "team-a*,shared" in listed.stdout and added.stdout.strip() not in listed.stdout
+    for args, words in ((("add", "alice"), "exists"), (("add", "bob", "--role", "boss"), "unknown role"),
+                        (("revoke", "carol"), "no key named 'carol'")):
+        done = lcrag_keys(tmp_path, *args)
+        assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done
+    assert lcrag_keys(tmp_path, "revoke", "alice").returncode == 0
+    assert "alice" not in lcrag_keys(tmp_path, "list").stdout
+
+
+def test_metrics_for_a_scoped_key_leave_out_other_collections_series():
+    registry = CollectorRegistry()
+    uploads = Counter("uploads", "per collection", ["collection"], registry=registry)
+    uploads.labels("team-a").inc()
+    uploads.labels("team-b").inc()
+    Counter("requests", "not per collection", registry=registry).inc()
+    shown = generate_latest(ScopedRegistry(registry, Principal("r", "reader", ("team-a*",)))).decode()
+    assert 'collection="team-a"' in shown and "team-b" not in shown and "requests_total 1.0" in shown
+
+
+# -- over HTTP ---------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def served(tmp_path, scripted_reader):
+    """A service (the answer is always "7781") with collections team-a and team-b, each holding the crane manual,
+    and keys: reader and writer over team-a*, admin over every collection, scoped admin over team-a*."""
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", k=2, strategy="rag")
+    answering = Answering(settings, tmp_path / "collections", pipeline=Pipeline(settings, reader=scripted_reader(
+        lambda m: "7781")), price_as="gpt-4o-mini")
+    keys = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))
+    made = {name: keys.add(name, role, patterns)["key"] for name, role, patterns in (
+        ("reader", "reader", ["team-a*"]), ("writer", "writer", ["team-a*"]), ("admin", "admin", []),
+        ("scoped-admin", "admin", ["team-a*"]))}
+    with running(create_app(answering, "operator-key", Limits(max_upload_bytes=1 << 20))) as url:
+        for name in ("team-a", "team-b"):
+            assert httpx.post(f"{url}/v1/collections", json={"name": name}, headers=bearer("operator-key")).is_success
+            upload(url, name, crane_manual(tmp_path), bearer("operator-key"))
+            wait_ready(url, name, bearer("operator-key"))
+        yield url, {name: bearer(key) for name, key in made.items()}
+    keys.close()
+
+
+def bearer(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def upload(url, name, path, headers, as_name=None):
+    with open(path, "rb") as f:
+        return httpx.post(f"{url}/v1/collections/{name}/files", files={"file": (as_name or path.name, f)},
+                          headers=headers, timeout=60)
+
+
+def ask(url, collection, headers):
+    return httpx.post(f"{url}/v1/ask", json={"collection": collection, "question": "Crane reset code?"},
+                      headers=headers, timeout=60)
+
+
+def refused(response, status: int, words: str) -> bool:
+    body = response.json()
+    return response.status_code == status and words in body["error"]["message"] and "\n" not in response.text
+
+
+def test_a_reader_asks_and_reads_but_cannot_change(served, tmp_path):
+    url, key = served
+    assert ask(url, "team-a", key["reader"]).json()["text"] == "7781"
+    assert httpx.get(f"{url}/v1/collections/team-a/files/crane.pdf", headers=key["reader"]).status_code == 200
+    assert refused(upload(url, "team-a", crane_manual(tmp_path), key["reader"], "b.txt"), 403, "needs a writer key")
+    assert refused(httpx.delete(f"{url}/v1/collections/team-a/files/crane.pdf", headers=key["reader"]), 403, "writer")
+    assert refused(httpx.delete(f"{url}/v1/collections/team-a", headers=key["reader"]), 403, "needs a admin key")
+    assert httpx.get(f"{url}/v1/collections/team-a", headers=key["reader"]).json()["files"][0]["name"] == "crane.pdf"
+
+
+def test_a_key_scoped_to_team_a_never_sees_team_b(served):
+    url, key = served
+    for holder in ("reader", "writer", "scoped-admin"):
+        headers = key[holder]
+        assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=headers).json()["data"]] == ["team-a"]
+        assert [m["id"] for m in httpx.get(f"{url}/v1/models", headers=headers).json()["data"]] == ["lcrag/team-a"]
+        unknown = httpx.get(f"{url}/v1/collections/team-nope", headers=headers).json()
+        for response in (httpx.get(f"{url}/v1/collections/team-b", headers=headers), ask(url, "team-b", headers),
+                         httpx.get(f"{url}/v1/collections/team-b/files/crane.pdf", headers=headers),
+                         httpx.delete(f"{url}/v1/collections/team-b", headers=headers),
+                         httpx.post(f"{url}/v1/chat/completions", headers=headers, json={
+                             "model": "lcrag/team-b", "messages": [{"role": "user", "content": "Crane reset code?"}]})):
+            assert response.status_code == 404, response.text  # as for a collection that does not exist
+            assert response.json()["error"]["message"] == unknown["error"]["message"].replace("team-nope", "team-b")
+    assert httpx.get(f"{url}/healthz", headers=key["reader"]).json() == {"status": "ok"}  # no count of all
+    assert refused(httpx.post(f"{url}/v1/collections", json={"name": "team-b2"}, headers=key["scoped-admin"]),
+                   403, "only collections matching team-a*")
+    assert httpx.post(f"{url}/v1/collections", json={"name": "team-a2"}, headers=key["scoped-admin"]).status_code == 201
+    assert httpx.get(f"{url}/v1/collections/team-b", headers=key["admin"]).status_code == 200
+
+
+def test_a_writer_uploads_and_deletes_files_but_not_collections(served, tmp_path):
+    url, key = served
+    assert upload(url, "team-a", crane_manual(tmp_path), key["writer"], "copy.txt").status_code == 201
+    assert httpx.delete(f"{url}/v1/collections/team-a/files/copy.txt", headers=key["writer"]).status_code == 200
+    assert refused(httpx.post(f"{url}/v1/collections", json={"name": "team-a9"}, headers=key["writer"]), 403, "admin")
+    assert refused(httpx.delete(f"{url}/v1/collections/team-a", headers=key["writer"]), 403, "admin")
+
+
+def test_keys_over_http_are_an_unscoped_admin_s_and_a_revoked_key_is_refused(served):
+    url, key = served
+    for holder in ("reader", "writer", "scoped-admin"):
+        assert httpx.get(f"{url}/v1/keys", headers=key[holder]).status_code == 403
+        assert httpx.get(f"{url}/v1/audit", headers=key[holder]).status_code == 403
+    made = httpx.post(f"{url}/v1/keys", json={"name": "dana", "role": "reader", "collections": ["team-b"]},
+                      headers=key["admin"])
+    assert made.status_code == 201 and made.json()["key"].startswith("lcrag_")
+    dana = bearer(made.json()["key"])
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=dana).json()["data"]] == ["team-b"]
+    listed = httpx.get(f"{url}/v1/keys", headers=key["admin"]).json()["data"]
+    assert {k["name"] for k in listed} == {"reader", "writer", "admin", "scoped-admin", "dana"}
+    assert not any("key" in k or "hash" in k for k in listed)
+    assert httpx.post(f"{url}/v1/keys", json={"name": "dana"}, headers=key["admin"]).status_code == 409
+    assert httpx.post(f"{url}/v1/keys", json={"name": "eve", "role": "root"}, headers=key["admin"]).status_code == 400
+    assert httpx.delete(f"{url}/v1/keys/nobody", headers=key["admin"]).status_code == 404
+    assert httpx.delete(f"{url}/v1/keys/dana", headers=key["admin"]).json() == {"revoked": "dana"}
+    assert refused(httpx.get(f"{url}/v1/collections", headers=dana), 401, "missing or wrong API key")
+    assert httpx.get(f"{url}/v1/collections", headers=bearer("wrong")).status_code == 401
+    assert httpx.get(f"{url}/v1/collections").status_code == 401
+
+
+def test_the_audit_log_says_who_changed_what(served, tmp_path):
+    url, key = served
+    upload(url, "team-a", crane_manual(tmp_path), key["writer"], "w.txt")
+    httpx.delete(f"{url}/v1/collections/team-a/files/w.txt", headers=key["writer"])
+    httpx.post(f"{url}/v1/keys", json={"name": "dana"}, headers=key["admin"])
+    httpx.delete(f"{url}/v1/keys/dana", headers=bearer("operator-key"))
+    log = httpx.get(f"{url}/v1/audit", params={"limit": 4}, headers=key["admin"]).json()
+    assert [(e["actor"], e["action"], e["collection"]) for e in log["data"]] == [
+        ("api-key", "key.revoke", None), ("admin", "key.add", None), ("writer", "file.delete", "team-a"),
+        ("writer", "file.upload", "team-a")]
+    assert log["data"][3]["detail"].startswith("w.txt") and log["next"] == log["data"][-1]["id"]
+    older = httpx.get(f"{url}/v1/audit", params={"before": log["next"], "limit": 1000}, headers=key["admin"]).json()
+    assert [(e["actor"], e["action"], e["collection"]) for e in older["data"]][:4] == [
+        ("api-key", "file.upload", "team-b"), ("api-key", "collection.create", "team-b"),
+        ("api-key", "file.upload", "team-a"), ("api-key", "collection.create", "team-a")]
+    assert [(e["actor"], e["action"]) for e in older["data"][4:]] == [("cli", "key.add")] * 4 and older["next"] is None
+    assert httpx.get(f"{url}/v1/audit", params={"limit": 100000}, headers=key["admin"]).status_code == 422
+
+
+def test_a_server_without_keys_stays_open_and_once_a_key_is_added_asks_for_one(tmp_path, scripted_reader):
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", k=2, strategy="rag")
+    answering = Answering(settings, tmp_path / "collections", pipeline=Pipeline(settings, reader=scripted_reader(
+        lambda m: "7781")), price_as="gpt-4o-mini")
+    with running(create_app(answering)) as url:
+        assert httpx.post(f"{url}/v1/collections", json={"name": "notes"}).status_code == 201
+        assert httpx.get(f"{url}/v1/audit").json()["data"][0]["actor"] == "anonymous"
+        keys = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))
+        key = keys.add("alice", "reader")["key"]
+        keys.revoke("alice")
+        deadline = time.monotonic() + 1.0
+        while httpx.get(f"{url}/v1/collections").status_code != 401:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert httpx.get(f"{url}/v1/collections", headers=bearer(key)).status_code == 401  # revoked: still closed
+        keys.close()
