@@ -30,7 +30,7 @@ from lcrag.pipeline import Pipeline, Settings
 from lcrag.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import AnswerCache
-from lcrag.service.collections import EmptyCollection, NotFound
+from lcrag.service.collections import EmptyCollection, Listed, NotFound
 from lcrag.service.embedded_store import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.segments import FileEntry, IndexNotReady, Segments, collection_document
@@ -88,13 +88,29 @@ class ShuttingDown(streaming.Cancelled):
 
 
 @dataclass
+class _Files:
+    """What this process made of a collection's files: the listing it read them at (:class:`Listed`: the
+    collection's id and version, each file's stat), each file's stat key and what it gave (by name), the names
+    whose reading failed (read again at the next pass), and the document they made. The next version starts from
+    it: only the files changed since are read, hashed and chunked again."""
+
+    listed: Listed
+    read: dict[str, tuple[tuple, FileEntry | str]]
+    failed: frozenset[str] = frozenset()
+    document: Document | None = None
+
+
+@dataclass
 class _Loaded:
     """The collections' documents as loaded, each with the identity of the collection it was read from (a collection
-    deleted and created again is another one), and the files read for each (by name: the file's stat and what it
-    gave), under one lock, so that keeping a document and checking whose it is never interleave with a delete."""
+    deleted and created again is another one; on a shared store a version is another too), what was made of each
+    collection's files (:class:`_Files`, kept across its versions), and the documents let go of at a change, to be
+    released once the change's document replaces them; under one lock, so that keeping a document and checking
+    whose it is never interleave with a delete."""
 
     entries: dict[str, tuple[str, Document]] = field(default_factory=dict)
-    files: dict[str, tuple[str, dict[str, tuple[tuple, FileEntry | str]]]] = field(default_factory=dict)
+    files: dict[str, _Files] = field(default_factory=dict)
+    stale: dict[str, Document] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -149,33 +165,60 @@ class Answering:
               cancelled: threading.Event | None = None) -> tuple[Document, list[str]]:
         """The collection as one document, its files read as they were before (each file parsed once, when it
         first comes: only the files added or changed since are parsed now, in parallel) and the lines of the
-        files that could not be read. A question reading it stops after the file in hand once ``cancelled``."""
-        identity = self.collections.identity(name)
-        # Regular files only, as Collections.paths lists them: a symbolic link planted among them is never read.
+        files that could not be read. The files changed since the version read last are the store's to say
+        (:meth:`Listed.changed`): only they are looked at, and the document is made from the last one
+        (:func:`collection_document`). A question reading it stops after the file in hand once ``cancelled``."""
+        listed = self.collections.listed(name)  # regular files only: a symbolic link planted among them is not read
         directory = self.collections.files_dir(name)
-        listing = self.collections.listing(name)
         with self._documents.lock:
             kept = self._documents.files.get(name)
-        known = kept[1] if kept is not None and kept[0] == identity else {}
-        read = {n: known[n] for n, info in listing if n in known and known[n][0] == _stat_key(info)}
-        fresh = [directory / n for n, _ in listing if n not in read]
+        if kept is not None and kept.listed.id != listed.id:
+            kept = None  # another collection of that name
+        read, fresh = self._unchanged(listed, kept, directory)
+        failed = set()
         for done, (path, outcome) in enumerate(zip(fresh, self._parsing.map(self._read_file, fresh)), 1):
             read[path.name] = outcome
+            if not outcome[0]:
+                failed.add(path.name)
             if cancelled is not None and cancelled.is_set():  # those under way finish, kept by the sandbox
                 raise streaming.Cancelled("the client left while its collection's files were read")
             if progress:
-                progress(len(listing) - len(fresh) + done, len(listing))
-        with self._documents.lock:
-            self._documents.files[name] = (identity, read)
-        outcomes = [read[n][1] for n, _ in listing]
+                progress(len(listed.names) - len(fresh) + done, len(listed.names))
+        outcomes = [read[n][1] for n in listed.names]
         entries = [outcome for outcome in outcomes if isinstance(outcome, FileEntry)]
         skipped = [outcome for outcome in outcomes if isinstance(outcome, str)]
+        document = (collection_document(name, listed.id, entries, self.segments, kept.document if kept else None)
+                    if entries else None)
+        with self._documents.lock:
+            self._documents.files[name] = _Files(listed, read, frozenset(failed), document)
         if not entries and not skipped:
             raise EmptyCollection(name)
         if not entries:
             raise InputError(f"no readable document in the collection ({len(skipped)} skipped)"
                              + (f": {skipped[0]}" if skipped else ""))
-        return collection_document(name, identity, entries, self.segments), skipped
+        return document, skipped
+
+    @staticmethod
+    def _unchanged(listed: Listed, kept: _Files | None,
+                   directory: Path) -> tuple[dict[str, tuple[tuple, FileEntry | str]], list[Path]]:
+        """What is still as read in ``kept`` (by name), and the paths to read now: when the store says which
+        files changed since ``kept``'s version, only those (and the ones whose reading failed) are looked at;
+        else every file's stat is compared."""
+        touched = listed.changed((kept.listed.id, kept.listed.version)) if kept is not None else None
+        if touched is None:
+            known = kept.read if kept is not None else {}
+            read = {n: known[n] for n, info in listed.items() if n in known and known[n][0] == _stat_key(info)}
+            names = [n for n in listed.names if n not in read]
+        else:
+            read = dict(kept.read)  # (copied whole in C)
+            names = []
+            for name in sorted(touched | kept.failed):
+                info = listed.stats.get(name)
+                if info is None or read.get(name, ((),))[0] != _stat_key(info):
+                    read.pop(name, None)
+                    if info is not None:
+                        names.append(name)
+        return read, [directory / n for n in names]
 
     def _read_file(self, path: Path) -> tuple[tuple, FileEntry | str]:
         """One file of a collection as read (its documents, in the sandbox), or the line saying why it could not be;
@@ -276,17 +319,37 @@ class Answering:
         return document
 
     def forget(self, name: str) -> None:
-        """Drop what is kept of a collection that was deleted or created anew: its document, and its indexes and
-        answering contexts in every pipeline's memory. A collection that is still the one its document was read
-        from keeps it until the indexing its change started replaces it (asking waits for that indexing)."""
+        """Drop what is kept of a collection that changed: a collection deleted or created anew loses its document,
+        what was read of its files and its indexes and answering contexts in every pipeline's memory. A collection
+        still the one its document was read from keeps it until the indexing its change started replaces it
+        (asking waits for that indexing); one whose new version another process made (a shared store) lets go of
+        its document, which is released from memory once the new version's replaces it (its index is where the
+        new one takes its unchanged files' chunks from), and keeps what was read of its files."""
+        identity = self._identity(name)
+        collection_id = self._collection_id(name) if identity is not None else None
+        released, ended = [], set()  # documents to release; ids of collections gone
         with self._documents.lock:
             kept = self._documents.entries.get(name)
-            if kept is None or kept[0] == self._identity(name):
-                return
-            del self._documents.entries[name]
-            self._documents.files.pop(name, None)
-        self.segments.forget(kept[0])
-        self._release(kept[1])
+            if kept is not None and kept[0] != identity:
+                del self._documents.entries[name]
+                if collection_id is not None and getattr(kept[1], "collection_id", None) == collection_id:
+                    older = self._documents.stale.get(name)  # one let go of before: no basis any more
+                    self._documents.stale[name] = kept[1]
+                    released += [older] if older is not None else []
+                else:
+                    released.append(kept[1])
+                    ended.add(getattr(kept[1], "collection_id", kept[0]))
+            files = self._documents.files.get(name)
+            if files is not None and files.listed.id != collection_id:
+                del self._documents.files[name]
+                ended.add(files.listed.id)
+            if collection_id is None or ended:
+                older = self._documents.stale.pop(name, None)
+                released += [older] if older is not None else []
+        for gone in ended:
+            self.segments.forget(gone)
+        for document in released:
+            self._release(document)
 
     def _identity(self, name: str) -> str | None:
         try:
@@ -294,20 +357,29 @@ class Answering:
         except NotFound:
             return None
 
+    def _collection_id(self, name: str) -> str | None:
+        try:
+            return self.collections.collection_id(name)
+        except NotFound:
+            return None
+
     def _keep(self, name: str, identity: str, document: Document) -> bool:
         """Keep ``document`` as the collection's if the collection is still the one it was read from (indexing that
-        ends after a delete never puts the old document back), releasing the document it replaces; whether it
+        ends after a delete never puts the old document back), releasing the documents it replaces; whether it
         was kept."""
         with self._documents.lock:
             current = self._identity(name) == identity
             previous = self._documents.entries.get(name) if current else None
+            stale = self._documents.stale.pop(name, None) if current else None
             if current:
                 self._documents.entries[name] = (identity, document)
         if not current:
             self._release(document)  # read for a collection that is gone
-        elif previous is not None and previous[1].content_hash != document.content_hash:
-            self._release(previous[1])  # the collection's earlier content
-        return current
+            return False
+        for earlier in {id(d): d for d in (previous[1] if previous else None, stale) if d is not None}.values():
+            if earlier.content_hash != document.content_hash:
+                self._release(earlier)  # the collection's earlier content
+        return True
 
     def _drop(self, name: str, identity: str) -> None:
         with self._documents.lock:

@@ -11,14 +11,19 @@ import logging
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from lcrag.service.collections import Collections, StorageError
+from lcrag.documents.sandbox import ParseCache
+from lcrag.readers.cache import forget_collection
+from lcrag.service.collections import LISTED_CHANGES, Collections, Listed, StorageError
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
 
 log = logging.getLogger(__name__)
+
+PARSED, COMPLETIONS = "parsed", "completions.sqlite"  # beside the collections, in the cache directory
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
@@ -41,6 +46,7 @@ class StoreDatabase:
         self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete=ON")  # a deleted answer's bytes are overwritten, not left in the file
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
 
@@ -116,6 +122,11 @@ class StoreDatabase:
                              "WHERE id = ? AND version = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
                              (collection_id, version, collection_id, version, max(0, keep)))
 
+    def scrub(self) -> None:
+        """Empty the write-ahead log into the file (its older copies of pages held deleted rows' bytes)."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -128,13 +139,47 @@ class EmbeddedStore(Collections):
                  database: Path | None = None):
         super().__init__(root, index)
         self.database = StoreDatabase(database or self.root.parent / "collections.sqlite")
+        # The parses kept beside the collections (lcrag.service.answering's sandbox): a removed content's go.
+        self.parses = ParseCache(self.root.parent / PARSED)
+        # The changes this process made, by collection id: (version, file, removed), the newest last. A version
+        # not among them was made by another process sharing the folder (lcrag mcp): its listing is made again.
+        self._journal: dict[str, deque[tuple[int, str | None, bool]]] = {}
+        self._listed: dict[str, Listed] = {}  # by name: the files as last listed, brought up to date per version
+        self._journal_lock = threading.Lock()
 
-    def _changed(self, name: str) -> None:
-        with _stored(f"collection {name!r} could not be changed"):
-            self.database.bump(self.identity(name))
+    def _changed(self, name: str, filename: str | None = None, removed: bool = False) -> None:
+        with self._journal_lock, _stored(f"collection {name!r} could not be changed"):
+            identity = self.identity(name)
+            version = self.database.bump(identity)
+            self._journal.setdefault(identity, deque(maxlen=LISTED_CHANGES)).append((version, filename, removed))
 
     def version(self, name: str) -> int:
         return self.database.version(self.identity(name))
+
+    def listed(self, name: str) -> Listed:
+        """The collection's files at its version now: the listing kept for an earlier version brought up to date
+        with the files this process changed since (only they are looked at), else the folder listed whole."""
+        directory = self.files_dir(name)
+        with self._journal_lock:  # the version and the changes that made it, together
+            identity = self.identity(name)
+            version = self.database.version(identity)
+            journal = list(self._journal.get(identity, ()))
+            kept = self._listed.get(name)
+        if kept is not None and kept.id == identity and kept.version == version:
+            return kept
+        touched = _touched(journal, kept.version, version) if kept is not None and kept.id == identity else None
+        if touched is None:
+            listed = Listed.of(identity, version, directory)
+            # changes recorded before the folder was read, applied again: a file whose removal was recorded may
+            # still be there, being unlinked
+            listed = listed.updated(version, directory, _touched(journal, 0, version, whole=False) or {})
+        else:
+            listed = kept.updated(version, directory, touched)
+        with self._journal_lock:
+            current = self._listed.get(name)
+            if current is None or current.id != identity or current.version <= version:
+                self._listed[name] = listed
+        return listed
 
     def state(self, name: str) -> CollectionState:
         status = self.status(name)
@@ -155,21 +200,23 @@ class EmbeddedStore(Collections):
         return True
 
     def delete(self, name: str) -> None:
-        """Delete the collection, its version and answers, and the segments of contents no other file holds."""
+        """Delete the collection, its version and answers, the completions cached for questions about it, and the
+        segments and parses of contents no other file holds."""
         identity, held = self.identity(name), self._contents(self.paths(name))
         super().delete(name)  # first: a full disk or database is freed by it, never stops it
         try:
             self.database.forget(identity)
-            self._collect(held)
+            self._collect(name, held)
         except sqlite3.Error as exc:  # left rows are of an id no collection has again: never served, only kept
             log.warning("collection %s deleted, but its answers or segments could not be dropped: %s", name, exc)
 
     def remove_file(self, name: str, filename: str) -> None:
-        """Remove one file, and its segments unless another file of any collection holds the same content."""
+        """Remove one file, the answers and completions cached for the collection (their prompts may have held its
+        text), and its segments and parses unless another file of any collection holds the same content."""
         held = self._contents([self.file(name, filename)])
         super().remove_file(name, filename)
         try:
-            self._collect(held)
+            self._collect(name, held)
         except sqlite3.Error as exc:  # the segments stay, as a cache of that content: the file is removed
             log.warning("%s removed from %s, but its segments could not be dropped: %s", filename, name, exc)
 
@@ -184,19 +231,25 @@ class EmbeddedStore(Collections):
                 continue
         return held
 
-    def _collect(self, held: dict[str, int]) -> None:
-        """Drop the segments of the contents in ``held`` that no stored file holds now: only files of the same size
-        are hashed to find out (a segment dropped while an upload of the same bytes arrives is made again)."""
+    def _collect(self, name: str, held: dict[str, int]) -> None:
+        """After files of collection ``name`` went: the completions cached for questions about it, and the segments
+        and parses of the contents in ``held`` that no stored file holds now (only files of the same size are hashed
+        to find out; a segment dropped while an upload of the same bytes arrives is made again); the store's file
+        and log overwritten where they held what went."""
+        forget_collection(self.root.parent / COMPLETIONS, name)
         sizes = set(held.values())
         kept = set()
-        for name in self.names():
+        for other in self.names():
             try:
-                kept |= {file_digest(self.files_dir(name) / n) for n, info in self.listing(name) if info.st_size in sizes}
+                kept |= {file_digest(self.files_dir(other) / n) for n, info in self.listing(other)
+                         if info.st_size in sizes}
             except OSError:  # a collection deleted meanwhile holds nothing
                 continue
         gone = set(held) - kept
         if gone:
-            log.info("%d segment(s) of %d removed content(s) dropped", self.database.drop_segments(gone), len(gone))
+            log.info("%d segment(s) and %d parse(s) of %d removed content(s) dropped",
+                     self.database.drop_segments(gone), self.parses.drop(gone), len(gone))
+        self.database.scrub()
 
     def file_records(self, name: str) -> list[FileRecord]:
         """The Protocol's :meth:`CollectionStore.files` (``files`` here lists names and sizes, as the API shows)."""
@@ -230,6 +283,22 @@ def _stored(what: str) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise StorageError(what, exc) from None
+
+
+def _touched(journal: list[tuple[int, str | None, bool]], since: int, version: int,
+             whole: bool = True) -> dict[str, bool] | None:
+    """The files changed after version ``since`` up to ``version`` (name -> removed, the last change of each), or
+    None when the journal does not hold every one of those versions (``whole``) or a change of unknown file."""
+    touched: dict[str, bool] = {}
+    expected = since + 1
+    for at, filename, removed in journal:
+        if at <= since or at > version:
+            continue
+        if filename is None or (whole and at != expected):
+            return None
+        touched[filename] = removed
+        expected = at + 1
+    return touched if not whole or expected == version + 1 else None
 
 
 def file_digest(path: Path) -> str:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -34,7 +36,7 @@ from lcrag.readers import streaming
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.bm25 import terms_query
 from lcrag.retrieval.embedders import uncached
-from lcrag.retrieval.index import DocumentIndex
+from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES, DocumentIndex
 from lcrag.service.store import Segment, SegmentKey
 from lcrag.types import Chunk, Document, ScoredChunk
 
@@ -72,11 +74,19 @@ class CollectionDocument(Document):
     files: tuple[FileEntry, ...] = field(default=(), compare=False, repr=False)
     collection_id: str = field(default="", compare=False)
     segments: Segments | None = field(default=None, compare=False, repr=False)
+    # Each file's line of :attr:`content_hash` (its name and its text's hash), kept so the next version's document
+    # reuses those of the files before the first one changed.
+    lines: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # The indexes made of this document, by chunker key (weakly: an index the pipeline let go is gone), which the
+    # next version's indexes take their first files' chunks from (:attr:`basis`).
+    indexes: dict[str, weakref.ref] = field(default_factory=dict, compare=False, repr=False)
+    # (how many of the first files are the previous version's, that version's ``indexes``), else None
+    basis: tuple[int, dict[str, weakref.ref]] | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def content_hash(self) -> str:
         """Of the files' names and parsed texts (each text's own hash): computed without reading the whole text."""
-        names = "\n".join(f"{f.name}\0{f.document.content_hash}" for f in self.files)
+        names = "\n".join(self.lines or [_hash_line(f) for f in self.files])
         return hashlib.sha256(f"collection\n{names}".encode("utf-8", "surrogateescape")).hexdigest()
 
     def build_index(self, pipeline: Pipeline, chunking: str) -> DocumentIndex:
@@ -118,12 +128,52 @@ class CollectionDocument(Document):
         return units
 
 
-def collection_document(name: str, collection_id: str, files: list[FileEntry], segments: Segments) -> Document:
-    """The collection's files as one :class:`CollectionDocument` (each file a part, titled by its name)."""
-    joined = join_documents([f.document for f in files], Path(name))
-    parts = joined.parts if len(files) > 1 else ((0, files[0].document),)  # one part per file, always
-    return CollectionDocument(text=joined.text, id=name, title=name, source=name, parts=parts, files=tuple(files),
-                              collection_id=collection_id, segments=segments)
+def collection_document(name: str, collection_id: str, files: list[FileEntry], segments: Segments,
+                        previous: Document | None = None) -> Document:
+    """The collection's files as one :class:`CollectionDocument` (each file a part, titled by its name). Made from
+    ``previous`` (the collection's document at an earlier version, same id) when there is one: the files before
+    the first one that changed keep their text, parts and chunks, and only the rest is joined again, so a file
+    added after the others costs the same in a collection of 100 files or of 5,000."""
+    kept = _kept_files(previous, collection_id, files)
+    if kept is None:
+        joined = join_documents([f.document for f in files], Path(name))
+        parts = joined.parts if len(files) > 1 else ((0, files[0].document),)  # one part per file, always
+        return CollectionDocument(text=joined.text, id=name, title=name, source=name, parts=parts, files=tuple(files),
+                                  collection_id=collection_id, segments=segments,
+                                  lines=tuple(_hash_line(f) for f in files))
+    if kept == len(files) == len(previous.files):
+        return previous  # the same files
+    cut = previous.parts[kept - 1][0] + len(previous.files[kept - 1].document.text) + 2 if kept else 0
+    pieces, offsets, at = [previous.text[:cut]], [], cut  # (the text before the first change: copied once, in C)
+    for entry in files[kept:]:
+        title = entry.document.title
+        head = f"{title}\n\n" if title else ""
+        offsets.append(at + len(head))  # as join_documents places a part's own text
+        pieces += [head, entry.document.text, "\n\n"]
+        at += len(head) + len(entry.document.text) + 2
+    text = "".join(pieces[:-1]) if len(files) > kept else previous.text[:cut - 2]
+    tail = tuple(zip(offsets, (entry.document for entry in files[kept:])))
+    return CollectionDocument(text=text, id=name, title=name, source=name, parts=previous.parts[:kept] + tail,
+                              files=tuple(files), collection_id=collection_id, segments=segments,
+                              lines=previous.lines[:kept] + tuple(_hash_line(f) for f in files[kept:]),
+                              basis=(kept, previous.indexes))
+
+
+def _kept_files(previous: Document | None, collection_id: str, files: list[FileEntry]) -> int | None:
+    """How many of the first ``files`` are ``previous``'s first files, as they were (None: make the document
+    whole: no previous document of this collection, or one of fewer than two files, whose text has no headings)."""
+    if (not isinstance(previous, CollectionDocument) or previous.collection_id != collection_id
+            or len(previous.files) < 2 or len(files) < 2 or len(previous.lines) != len(previous.files)):
+        return None
+    old, kept = previous.files, 0
+    for kept, (was, now) in enumerate(zip(old, files)):  # (the first difference; 5,000 files in ~0.2 ms)
+        if was is not now:
+            return kept
+    return min(len(old), len(files))
+
+
+def _hash_line(entry: FileEntry) -> str:
+    return f"{entry.name}\0{entry.document.content_hash}"
 
 
 def _spans(chunker: Chunker, document: Document) -> tuple[tuple[int, int], ...]:
@@ -361,20 +411,44 @@ class CollectionIndex(DocumentIndex):
     def __init__(self, document: CollectionDocument, chunker: Chunker, pipeline: Pipeline):
         self._segments = document.segments
         self.ranges: dict[str, tuple[int, int]] = {}  # each file's chunks, by name
+        self._file_bytes: dict[str, int] = {}  # each file's part of memory_bytes (its parsed document and chunks)
         super().__init__(document, chunker, pipeline.cache_dir, lambda: pipeline.embedder,
                          reader_factory=lambda: pipeline.reader, summary_reader_factory=lambda: pipeline.summary_reader,
                          config={"chunking": chunker.key, "files": len(document.files)})
+        document.indexes[chunker.key] = weakref.ref(self)  # the next version's index starts from this one
 
     def _load_or_chunk(self) -> list[Chunk]:
+        """The files' chunks, each shifted to where its file is in the collection's text: those of the files before
+        the first one that changed taken from the previous version's index while it is in memory (the same chunks,
+        where they were), the others' cut from their segments; and what they weigh (``memory_bytes``), counted
+        per file, so only the files changed are counted again."""
+        document = self.document
+        kept, previous = self._previous()
         chunks: list[Chunk] = []
-        for entry, (offset, part) in zip(self.document.files, self.document.parts):
-            first = len(chunks)
+        if previous is not None:  # (lists and dicts copied whole in C: microseconds for 5,000 files)
+            chunks = previous.chunks[:previous.ranges[document.files[kept - 1].name][1] if kept else 0]
+            self.ranges, self._file_bytes = dict(previous.ranges), dict(previous._file_bytes)
+            for entry in previous.document.files[kept:]:
+                self.ranges.pop(entry.name, None)
+                self._file_bytes.pop(entry.name, None)
+        for entry, (offset, part) in zip(document.files[kept:], document.parts[kept:]):
+            first, size = len(chunks), entry.document.memory_bytes()
             for start, end in self._segments.spans(entry, self.chunker):
                 # cut from the file's own text (the same characters): a chunk that is all of it is that text, not
                 # another copy of it (a 12 MB one held twice)
                 chunks.append(Chunk(len(chunks), offset + start, offset + end, part.text[start:end]))
+                size += CHUNK_OVERHEAD_BYTES + sys.getsizeof(chunks[-1].text)
             self.ranges[entry.name] = (first, len(chunks))
+            self._file_bytes[entry.name] = size
+        self._text_bytes = sys.getsizeof(document.text) + sum(self._file_bytes.values())  # as DocumentIndex counts
         return chunks
+
+    def _previous(self) -> tuple[int, CollectionIndex | None]:
+        """(How many first files are the previous version's, its index for this chunker while in memory)."""
+        basis = self.document.basis
+        made = basis[1].get(self.chunker.key) if basis is not None else None
+        previous = made() if made is not None else None
+        return (basis[0], previous) if previous is not None else (0, None)
 
     def chunk_vectors(self) -> np.ndarray:
         """The chunks' vectors as the store holds them (loaded once); a file without them: :class:`IndexNotReady`

@@ -33,6 +33,7 @@ from pathlib import Path
 from lcrag.documents.sandbox import _shape_checked, content_of, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
+from lcrag.readers.cache import forget_collection
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, StoreDown, work
 from lcrag.service.collections import (NAME, Collections, EmptyCollection, Listed, NotFound, Status, StorageError, _numbered,
                                       receive_upload, safe_filename)
@@ -51,6 +52,7 @@ SEGMENT_CACHE_BYTES = 256 << 20
 JOB_RETENTION = 86400.0  # seconds a finished job's row is kept (--job-retention)
 HOUSEKEEPING_SECONDS = 600.0  # at most this long between two prunings of finished jobs and of what no file holds
 SWEEP_SECONDS = 1.0  # after a change, local copies the database no longer holds are looked for at most this often
+COMPLETIONS = "completions.sqlite"  # the pipeline's completion cache, in the cache directory beside ROOT
 UPLOAD, COPY = ".upload-", ".blob-"  # temporary files under ROOT/.blobs, each named PREFIX<pid>-<random>
 _UNHELD = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0})"
 # What no file holds any more, in the database: a parse or segment a job made while its file was being removed (or
@@ -215,6 +217,7 @@ class PostgresCollections:
         self.job_retention = job_retention
         self._parses = None  # this machine's parse cache (:meth:`shared_parses`): a removed content's parses go
         self._removed: set[str] = set()  # contents whose local copies went before the parse cache was known
+        self._touched: set[str] = set()  # collections changed since the last sweep: their completions may go
         self._sweep_due, self._swept, self._kept_house = False, 0.0, 0.0
         self.clean_up()
 
@@ -586,6 +589,7 @@ class PostgresCollections:
             wanted = {r.name: r.content_hash for r in self.file_records(name)}
         except NotFound:
             shutil.rmtree(directory, ignore_errors=True)
+            self._touched.add(name)
             return
         if not (directory / "files").is_dir():
             return
@@ -595,12 +599,14 @@ class PostgresCollections:
                 digest = wanted.get(entry.name)
                 if digest is None or not _same_file(entry, self._blob(digest)):
                     os.unlink(entry.path)
+                    self._touched.add(name)
 
     def _let_go(self, name: str) -> None:
         """After a change of collection ``name`` (this replica's or another's): its mirror here brought up to date,
         so a removed file's copy goes, or removed with the collection; the local copies no file holds go soon
         after (:meth:`sweep`)."""
         self._sweep_due = True  # (a file uploaded through this replica is kept here, mirrored or not)
+        self._touched.add(name)
         if not NAME.fullmatch(name) or not (self.root / name).is_dir():
             return  # never mirrored here
         try:
@@ -613,8 +619,11 @@ class PostgresCollections:
 
     def sweep(self) -> set[str]:
         """Remove the local copies of the blobs no file in the database holds (their files removed, here or through
-        another replica) and this machine's parses of them; the contents removed."""
+        another replica), this machine's parses of them, and the completions cached for questions about the
+        collections changed since the last sweep (their prompts may have held a removed file's text); the contents
+        removed."""
         self._sweep_due, self._swept = False, time.monotonic()
+        touched, self._touched = self._touched, set()
         local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}
         if not local:
             return set()
@@ -626,7 +635,9 @@ class PostgresCollections:
         if gone and self._parses is not None:
             self._parses.drop(gone)
         if gone:
-            log.info("removed the local copies of %d content(s) no file holds", len(gone))
+            completions = sum(forget_collection(self.root.parent / COMPLETIONS, name) for name in touched)
+            log.info("removed the local copies of %d content(s) no file holds (and %d cached completion(s))",
+                     len(gone), completions)
         return gone
 
     def keep_house(self) -> None:
