@@ -130,7 +130,9 @@ def report(args, files: list[Path], rows: list[list]) -> None:
         f" --out {args.out}" if args.out else "")
     text = (f"## A replica's memory per MB of text held (issue 43, item 7)\n\nMachine: {machine()}. Command: "
             f"`{command}`.\n{len(files)} text files, one collection, bm25 and dense offered (every file embedded at "
-            f"ingestion), the stand-in reader. The baseline ("warm") is the server after a one-file collection was made ready and asked the same two questions (models loaded, every path taken once); "per MB of text" is the growth over it.\n\n"
+            f"ingestion), the stand-in reader. The baseline (warm) is the server after a one-file collection was made "
+            f"ready and asked the same two questions (models loaded, every path taken once); per MB of text is the "
+            f"growth over it.\n\n"
             + md_table(["store", "text (MB)", "RSS warm (MB)", "RSS ready (MB)", "RSS after 2 questions (MB)",
                         "with helpers, PSS (MB)", "RSS per MB of text", "with helpers per MB of text",
                         "upload -> ready (s)"], rows) + "\n")
