@@ -149,7 +149,7 @@ class Database:
     schema: str = ""
     errors: tuple[type[BaseException], ...] = ()
 
-    def transaction(self):  # pragma: no cover - each backend's own
+    def transaction(self, write: bool = True):  # pragma: no cover - each backend's own
         raise NotImplementedError
 
 
@@ -181,10 +181,10 @@ class SqliteDatabase(Database):
         return self._db
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, write: bool = True) -> Iterator[Any]:
         with self._lock:
             db = self._connection()
-            db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")  # a read never waits for the store's writers
             try:
                 yield lambda sql, params=(): db.execute(sql, params).fetchall()
                 db.execute("COMMIT")
@@ -215,7 +215,7 @@ class PostgresDatabase(Database):
         self._ready = False
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, write: bool = True) -> Iterator[Any]:
         with self.store.connection() as db:
             if not self._ready:
                 db.execute("SELECT pg_advisory_xact_lock(7306)")  # one creator at a time
@@ -253,9 +253,9 @@ class Keys:
         self._written: dict[str, float] = {}  # key name -> the last-used time last written
 
     @contextmanager
-    def _run(self, what: str) -> Iterator[Any]:
+    def _run(self, what: str, write: bool = True) -> Iterator[Any]:
         try:
-            with self.database.transaction() as run:
+            with self.database.transaction(write) as run:
                 yield run
         except self.database.errors as exc:
             raise KeysUnavailable(f"{what}: the store cannot be used ({_reason(exc)})") from None
@@ -270,9 +270,9 @@ class Keys:
             if not force and not self.stale():
                 return
             started = time.monotonic()
-            with self._run("the keys cannot be checked") as run:
+            with self._run("the keys cannot be checked", write=False) as run:
                 rows = run("SELECT key_id, hash, name, role, patterns, revoked FROM lcrag_keys")
-                self._write_last_used(run)
+            self._write_last_used()
             active = {row[0]: (row[1], Principal(row[2], row[3], tuple(json.loads(row[4]))))
                       for row in rows if row[5] is None}
             self._snapshot = _Snapshot(started, bool(rows), active)
@@ -295,14 +295,24 @@ class Keys:
         self._used[principal.name] = time.time()
         return principal
 
-    def _write_last_used(self, run) -> None:
-        """Write when keys were last used, each at most every :data:`LAST_USED_SECONDS`."""
+    def _write_last_used(self) -> None:
+        """Write when keys were last used, each at most every :data:`LAST_USED_SECONDS`; a failure is only logged
+        (it is tried again at the next refresh)."""
         due = {name: at for name, at in list(self._used.items())
                if at - self._written.get(name, float("-inf")) >= LAST_USED_SECONDS}
+        if not due:
+            return
+        try:
+            with self._run("when keys were last used could not be written") as run:
+                for name, at in due.items():
+                    run("UPDATE lcrag_keys SET last_used = ? WHERE name = ?", (at, name))
+        except KeysUnavailable as exc:
+            log.warning("%s", exc)
+            return
         for name, at in due.items():
-            run("UPDATE lcrag_keys SET last_used = ? WHERE name = ?", (at, name))
             self._written[name] = at
-            self._used.pop(name, None)
+            if self._used.get(name) == at:
+                del self._used[name]
 
     # -- managing keys ---------------------------------------------------------------------------------------------
     def add(self, name: str, role: str = "reader", patterns=(), by: str = "cli") -> dict:

@@ -5,7 +5,9 @@ Tools: ``list_collections``; ``ask`` (a routed answer with its route, cost, usag
 the same options and limits as ``POST /v1/ask``, conversation included); ``search`` (the top passages with file, page,
 section and a quote as ``snippet``, no reader call). Resources: each collection's files, as the text lcrag extracted
 from them (``lcrag://collections/NAME/files/FILE``). A bad argument is a tool error with a one-line message; the server
-goes on. Over streamable HTTP the service's guard stands in front (Host names, the API key, no cross-site writes).
+goes on. Over streamable HTTP the service's guard stands in front (Host names, the API key and the people's keys of
+``lcrag keys``, no cross-site writes), and a key with collection patterns sees only its collections in every tool and
+resource (another is an unknown collection to it); over stdio the caller is the local user, who sees every one.
 """
 
 from __future__ import annotations

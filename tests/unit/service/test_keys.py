@@ -97,6 +97,17 @@ def test_a_revoked_key_is_refused_its_name_may_be_given_again_and_keys_stay_requ
     assert keys.identify(old) is None and keys.identify(new) == Principal("alice", "reader")
 
 
+def test_when_a_key_was_last_used_is_written_at_the_next_refresh(keys, tmp_path):
+    key = keys.add("alice", "reader")["key"]
+    keys.refresh(force=True)
+    before = time.time()
+    assert keys.identify(key) is not None
+    keys.refresh(force=True)
+    other = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))
+    assert other.listed()[0]["last_used"] >= before and other.listed()[0]["created"] <= before
+    other.close()
+
+
 def test_another_process_s_revocation_is_seen_within_the_refresh(keys, tmp_path):
     key = keys.add("alice", "reader")["key"]
     other = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))  # another replica's copy
