@@ -32,7 +32,7 @@ def open_keys(cache_dir: Path | None, store: str | None, config: Path | None):
             import psycopg  # noqa: F401
         except ImportError:
             raise OptionError("--store needs PostgreSQL's driver: pip install -e '.[postgres]'") from None
-        return Keys(PostgresDatabase(PostgresStore(store, connections=1)))
+        return Keys(PostgresDatabase(PostgresStore(store)))
     from lcrag.config import Config
     from lcrag.paths import cache_directory
 

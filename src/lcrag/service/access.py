@@ -28,7 +28,8 @@ def principal(request) -> Principal:
 def require(request, role: str) -> Principal:
     holder = principal(request)
     if not holder.can(role):
-        raise Forbidden(f"the key {holder.name!r} is a {holder.role} key: this needs a {role} key")
+        article = "an" if role[0] in "aeiou" else "a"
+        raise Forbidden(f"the key {holder.name!r} is a {holder.role} key: this needs {article} {role} key")
     return holder
 
 

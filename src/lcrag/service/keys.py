@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 ROLES = ("reader", "writer", "admin")  # each may do what the ones before it may
 PREFIX = "lcrag_"
 ID_DIGITS = 12
-REFRESH_SECONDS = 0.5  # a replica's copy of the keys is at most this old: a revoked key is refused within a second
+REFRESH_SECONDS = 0.5  # a replica's copy of the keys is read again when this old: a revoked key is refused within 1 s
+MAX_COPY_SECONDS = 1.0  # the oldest copy used while another thread reads the keys again
+REFRESH_WAIT_SECONDS = 10.0  # the longest a request waits for another's reading of the keys
 LAST_USED_SECONDS = 60.0  # a key's "last used" is written at most this often (a write per request would cost more)
 MAX_AUDIT_PAGE = 1000
 KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -265,17 +267,30 @@ class Keys:
         return time.monotonic() - self._snapshot.read_at >= self.refresh_seconds
 
     def refresh(self, force: bool = False) -> None:
-        """Read the keys again if the copy is stale (one reader at a time; the others wait for its copy)."""
-        with self._refreshing:
-            if not force and not self.stale():
+        """Read the keys again if the copy is stale. One reader at a time: meanwhile the others use the copy there
+        is while it is under :data:`MAX_COPY_SECONDS` old, else wait for the new one (at most
+        :data:`REFRESH_WAIT_SECONDS`: a store that hangs holds no request longer, and no more threads)."""
+        if not self._refreshing.acquire(blocking=False):
+            if not force and time.monotonic() - self._snapshot.read_at < MAX_COPY_SECONDS:
                 return
-            started = time.monotonic()
-            with self._run("the keys cannot be checked", write=False) as run:
-                rows = run("SELECT key_id, hash, name, role, patterns, revoked FROM lcrag_keys")
-            self._write_last_used()
-            active = {row[0]: (row[1], Principal(row[2], row[3], tuple(json.loads(row[4]))))
-                      for row in rows if row[5] is None}
-            self._snapshot = _Snapshot(started, bool(rows), active)
+            if not self._refreshing.acquire(timeout=REFRESH_WAIT_SECONDS):
+                raise KeysUnavailable("the keys cannot be checked: the store has not answered in "
+                                      f"{REFRESH_WAIT_SECONDS:g} s")
+        try:
+            self._read(force)
+        finally:
+            self._refreshing.release()
+
+    def _read(self, force: bool) -> None:
+        if not force and not self.stale():  # read by the thread this one waited for
+            return
+        started = time.monotonic()
+        with self._run("the keys cannot be checked", write=False) as run:
+            rows = run("SELECT key_id, hash, name, role, patterns, revoked FROM lcrag_keys")
+        self._write_last_used()
+        active = {row[0]: (row[1], Principal(row[2], row[3], tuple(json.loads(row[4]))))
+                  for row in rows if row[5] is None}
+        self._snapshot = _Snapshot(started, bool(rows), active)
 
     def read(self) -> bool:
         """Whether the keys were read at all yet."""

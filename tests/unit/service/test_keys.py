@@ -209,7 +209,7 @@ def test_a_reader_asks_and_reads_but_cannot_change(served, tmp_path):
     assert httpx.get(f"{url}/v1/collections/team-a/files/crane.pdf", headers=key["reader"]).status_code == 200
     assert refused(upload(url, "team-a", crane_manual(tmp_path), key["reader"], "b.txt"), 403, "needs a writer key")
     assert refused(httpx.delete(f"{url}/v1/collections/team-a/files/crane.pdf", headers=key["reader"]), 403, "writer")
-    assert refused(httpx.delete(f"{url}/v1/collections/team-a", headers=key["reader"]), 403, "needs a admin key")
+    assert refused(httpx.delete(f"{url}/v1/collections/team-a", headers=key["reader"]), 403, "needs an admin key")
     assert httpx.get(f"{url}/v1/collections/team-a", headers=key["reader"]).json()["files"][0]["name"] == "crane.pdf"
 
 
@@ -281,6 +281,20 @@ def test_the_audit_log_says_who_changed_what(served, tmp_path):
         ("api-key", "file.upload", "team-a"), ("api-key", "collection.create", "team-a")]
     assert [(e["actor"], e["action"]) for e in older["data"][4:]] == [("cli", "key.add")] * 4 and older["next"] is None
     assert httpx.get(f"{url}/v1/audit", params={"limit": 100000}, headers=key["admin"]).status_code == 422
+
+
+def test_keys_that_cannot_be_read_are_a_503_and_the_api_key_still_works(tmp_path, scripted_reader):
+    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", k=2, strategy="rag")
+    answering = Answering(settings, tmp_path / "collections", pipeline=Pipeline(settings, reader=scripted_reader(
+        lambda m: "7781")), price_as="gpt-4o-mini")
+    (tmp_path / "not-a-database").mkdir()  # SQLite cannot open a folder: the store fails on every read
+    broken = Keys(SqliteDatabase(tmp_path / "not-a-database"))
+    with running(create_app(answering, "operator-key", keys=broken)) as url:
+        response = httpx.get(f"{url}/v1/collections", headers=bearer("lcrag_0123456789ab_someone"))
+        assert refused(response, 503, "the keys cannot be checked") and response.headers["retry-after"] == "1"
+        assert "not-a-database" not in response.text and str(tmp_path) not in response.text
+        assert httpx.get(f"{url}/v1/collections", headers=bearer("operator-key")).status_code == 200
+        assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
 
 
 def test_a_server_without_keys_stays_open_and_once_a_key_is_added_asks_for_one(tmp_path, scripted_reader):
