@@ -84,6 +84,16 @@ CREATE TABLE IF NOT EXISTS lcrag_segments (
     writes integer NOT NULL DEFAULT 1,
     PRIMARY KEY (hash, chunking, embedder)
 );
+-- What building each retriever's index (its summaries) cost a collection in reader calls, added up over its jobs.
+CREATE TABLE IF NOT EXISTS lcrag_index_costs (
+    collection text NOT NULL REFERENCES lcrag_collections (id) ON DELETE CASCADE,
+    retriever text NOT NULL,
+    calls bigint NOT NULL DEFAULT 0,
+    prompt_tokens bigint NOT NULL DEFAULT 0,
+    completion_tokens bigint NOT NULL DEFAULT 0,
+    seconds double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (collection, retriever)
+);
 CREATE TABLE IF NOT EXISTS lcrag_jobs (
     id bigserial PRIMARY KEY,
     collection text NOT NULL,

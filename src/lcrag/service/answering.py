@@ -36,7 +36,7 @@ from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.segments import FileEntry, IndexNotReady, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
-from lcrag.service.store import KEPT_ANSWERS
+from lcrag.service.store import KEPT_ANSWERS, IndexCost
 from lcrag.strategies.learned_router import BUNDLED
 from lcrag.registry import RETRIEVERS
 from lcrag.types import Answer, Document, LLMCall
@@ -256,10 +256,17 @@ class Answering:
         index = self.base.index(document)
         for spec in self._offered_specs():
             retriever = index.build(spec)
-            if index.take_build_cost(spec):
-                cost = getattr(retriever, "build_cost", None)
-                log.info("collection %s: %s index built with %s", name, spec.name,
-                         cost.to_dict() if cost is not None else "no reader call")
+            cost = getattr(retriever, "build_cost", None)
+            if index.take_build_cost(spec) and cost is not None and cost.calls:  # (taken: no question pays it)
+                log.info("collection %s: %s index built with %s", name, spec.name, cost.to_dict())
+                self.collections.add_index_cost(self.collections.state(name).id, spec.name, IndexCost(
+                    cost.calls, cost.prompt_tokens, cost.completion_tokens, cost.seconds))
+
+    def index_cost(self, name: str) -> dict[str, dict]:
+        """What building each retriever's index (its summaries) has cost the collection, by retriever: reader calls,
+        tokens and seconds, billed to the collection by its indexing jobs (GET /v1/collections/NAME)."""
+        costs = self.collections.index_costs(self.collections.state(name).id)
+        return {retriever: cost.to_dict() for retriever, cost in costs.items()}
 
     def _offered_specs(self) -> list:
         """The offered retrievers with the server's options, those writing summaries with the reader last (a

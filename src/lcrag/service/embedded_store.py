@@ -19,7 +19,7 @@ from pathlib import Path
 from lcrag.documents.sandbox import ParseCache
 from lcrag.readers.cache import forget_collection
 from lcrag.service.collections import LISTED_CHANGES, Collections, Listed, StorageError
-from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
+from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, IndexCost, Segment, SegmentKey
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,9 @@ CREATE TABLE IF NOT EXISTS segments (
     content_hash TEXT NOT NULL, chunking TEXT NOT NULL, embedder TEXT NOT NULL, text_hash TEXT NOT NULL,
     spans TEXT NOT NULL, embeddings BLOB, dim INTEGER NOT NULL, tokens INTEGER NOT NULL,
     PRIMARY KEY (content_hash, chunking, embedder));
+CREATE TABLE IF NOT EXISTS index_costs (
+    id TEXT NOT NULL, retriever TEXT NOT NULL, calls INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL, seconds REAL NOT NULL, PRIMARY KEY (id, retriever));
 CREATE TABLE IF NOT EXISTS answers (
     id TEXT NOT NULL, version INTEGER NOT NULL, key TEXT NOT NULL, answer BLOB NOT NULL,
     PRIMARY KEY (id, version, key));
@@ -95,6 +98,21 @@ class StoreDatabase:
             self._db.execute("INSERT OR REPLACE INTO segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                              (key.content_hash, key.chunking, key.embedder, segment.text_hash,
                               json.dumps(segment.spans), segment.embeddings, segment.dim, segment.tokens))
+
+    def add_index_cost(self, collection_id: str, retriever: str, cost: IndexCost) -> None:
+        with self._lock, _stored("an index's cost could not be kept"):
+            self._db.execute("INSERT INTO index_costs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id, retriever) DO UPDATE "
+                             "SET calls = calls + excluded.calls, prompt_tokens = prompt_tokens + "
+                             "excluded.prompt_tokens, completion_tokens = completion_tokens + "
+                             "excluded.completion_tokens, seconds = seconds + excluded.seconds",
+                             (collection_id, retriever, cost.calls, cost.prompt_tokens, cost.completion_tokens,
+                              cost.seconds))
+
+    def index_costs(self, collection_id: str) -> dict[str, IndexCost]:
+        with self._lock:
+            rows = self._db.execute("SELECT retriever, calls, prompt_tokens, completion_tokens, seconds FROM "
+                                    "index_costs WHERE id = ? ORDER BY retriever", (collection_id,)).fetchall()
+        return {row[0]: IndexCost(*row[1:]) for row in rows}
 
     def drop_segments(self, content_hashes: set[str]) -> int:
         """Delete the segments of these contents (every chunking and embedder); how many went."""
@@ -264,6 +282,12 @@ class EmbeddedStore(Collections):
 
     def put_segment(self, segment: Segment) -> None:
         self.database.put_segment(segment)
+
+    def add_index_cost(self, collection_id: str, retriever: str, cost: IndexCost) -> None:
+        self.database.add_index_cost(collection_id, retriever, cost)
+
+    def index_costs(self, collection_id: str) -> dict[str, IndexCost]:
+        return self.database.index_costs(collection_id)
 
     def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         return self.database.answer(collection_id, version, key)

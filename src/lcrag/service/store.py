@@ -84,6 +84,21 @@ class Segment:
     tokens: int = 0
 
 
+@dataclass(frozen=True)
+class IndexCost:
+    """Reader calls and tokens a collection's indexing spent on a retriever's index (tree or RAPTOR summaries):
+    billed to the collection, never to the question that first uses the retriever."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3)}
+
+
 class StoreError(RuntimeError):
     """The store could not do what was asked (its storage or database failed); the message names no path."""
 
@@ -147,6 +162,14 @@ class CollectionStore(Protocol):
 
     def put_segment(self, segment: Segment) -> None:
         """Keep ``segment`` (putting one that exists replaces it: the same key makes the same segment)."""
+        ...
+
+    def add_index_cost(self, collection_id: str, retriever: str, cost: IndexCost) -> None:
+        """Add what an indexing job's build of ``retriever``'s index (its summaries) cost to the collection's."""
+        ...
+
+    def index_costs(self, collection_id: str) -> dict[str, IndexCost]:
+        """What building each retriever's index has cost the collection so far, by retriever (none: empty)."""
         ...
 
     # -- answers ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from lcrag.readers.cache import forget_collection
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, StoreDown, work
 from lcrag.service.collections import (NAME, Collections, EmptyCollection, Listed, NotFound, Status, StorageError, _numbered,
                                       receive_upload, safe_filename)
-from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, Segment, SegmentKey
+from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, IndexCost, Segment, SegmentKey
 from lcrag.storage import ensure_directory
 
 log = logging.getLogger(__name__)
@@ -693,6 +693,23 @@ class PostgresCollections:
                        (key.content_hash, key.chunking, key.embedder, segment.text_hash, _span_bytes(segment.spans),
                         segment.embeddings, segment.dim, segment.tokens))
         self._segments.put(key, segment)
+
+    def add_index_cost(self, collection_id: str, retriever: str, cost: IndexCost) -> None:
+        with _stored("an index's cost could not be kept"), self.db.connection() as db:
+            db.execute("INSERT INTO lcrag_index_costs AS c (collection, retriever, calls, prompt_tokens, "
+                       "completion_tokens, seconds) SELECT %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM "
+                       "lcrag_collections WHERE id = %s) ON CONFLICT (collection, retriever) DO UPDATE SET "
+                       "calls = c.calls + EXCLUDED.calls, prompt_tokens = c.prompt_tokens + EXCLUDED.prompt_tokens, "
+                       "completion_tokens = c.completion_tokens + EXCLUDED.completion_tokens, "
+                       "seconds = c.seconds + EXCLUDED.seconds",
+                       (collection_id, retriever, cost.calls, cost.prompt_tokens, cost.completion_tokens,
+                        cost.seconds, collection_id))
+
+    def index_costs(self, collection_id: str) -> dict[str, IndexCost]:
+        with self.db.connection() as db:
+            rows = db.execute("SELECT retriever, calls, prompt_tokens, completion_tokens, seconds FROM "
+                              "lcrag_index_costs WHERE collection = %s ORDER BY retriever", (collection_id,)).fetchall()
+        return {r[0]: IndexCost(int(r[1]), int(r[2]), int(r[3]), float(r[4])) for r in rows}
 
     def cached_answer(self, collection_id: str, version: int, key: str) -> bytes | None:
         row = self.db.read(lambda db: _binary(

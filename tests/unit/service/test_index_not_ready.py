@@ -8,13 +8,17 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
+from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from service_fixtures import running, wait_ready
 
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.service.app import create_app
 from lcrag.service.limits import Limits
+from lcrag.service.embedded_store import EmbeddedStore
 from lcrag.service.segments import IndexNotReady
+from lcrag.service.store import IndexCost
+from lcrag.service.store_postgres import PostgresCollections
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
 PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
@@ -128,3 +132,20 @@ def test_over_http_a_question_for_an_index_not_made_is_a_503_with_retry_after_an
             assert "still being indexed" in error["message"]
         answered = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "bm25"}, timeout=60)
         assert answered.status_code == 200 and answered.json()["text"] == "7781"
+
+
+@pytest.mark.parametrize("kind", ["embedded", "postgresql"])
+def test_a_collections_index_costs_add_up_per_retriever_in_either_store(tmp_path, kind, request):
+    store = (EmbeddedStore(tmp_path / "collections") if kind == "embedded"
+             else PostgresCollections(request.getfixturevalue("database"), tmp_path / "mirror"))
+    try:
+        store.create("ops")
+        collection = store.state("ops").id
+        assert store.index_costs(collection) == {}
+        store.add_index_cost(collection, "raptor", IndexCost(3, 300, 60, 1.5))
+        store.add_index_cost(collection, "raptor", IndexCost(1, 100, 20, 0.5))  # a later job: one file's tree
+        store.add_index_cost(collection, "tree", IndexCost(2, 50, 10, 0.25))
+        assert store.index_costs(collection) == {"raptor": IndexCost(4, 400, 80, 2.0), "tree": IndexCost(2, 50, 10, 0.25)}
+        assert store.index_costs("another") == {}
+    finally:
+        store.close()

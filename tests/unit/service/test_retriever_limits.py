@@ -45,6 +45,9 @@ def test_summaries_are_written_by_the_collections_indexing_not_billed_to_a_quest
         wait_ready(url, "valves")
         summaries = sum("ummar" in p for p in prompts)
         assert summaries > 0  # written by the indexing job, before any question
+        billed = httpx.get(f"{url}/v1/collections/valves").json()["index_cost"]  # to the collection
+        assert list(billed) == ["tree"] and billed["tree"]["calls"] == summaries
+        assert billed["tree"]["prompt_tokens"] > 0
         body = {"collection": "valves", "question": "When does valve 7 open?"}
         first = httpx.post(f"{url}/v1/ask", json=body | {"retriever": "tree"}, timeout=120).json()
         assert [c["stage"] for c in first["calls"]] == ["answer"], first["calls"]  # the collection paid, not it

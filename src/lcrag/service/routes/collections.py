@@ -62,7 +62,9 @@ def create_collection(body: NewCollection, request: Request, engine: Engine):
 
 @router.get("/{name}")
 def get_collection(name: str, request: Request, engine: Engine):
-    return engine.collections.describe(visible(request, name))
+    described = engine.collections.describe(visible(request, name))
+    costs = engine.index_cost(name)  # summaries its indexing wrote with the reader (tree, RAPTOR), when offered
+    return described | ({"index_cost": costs} if costs else {})
 
 
 @router.delete("/{name}")
