@@ -4,6 +4,10 @@ Both disk caches (completions, query vectors) are this store with their own valu
 that can be recomputed) repairs damage: a damaged file is set aside with its write-ahead log and recreated, an
 unreadable or unwritable entry is a miss, each said once. A store that holds user data (``derived=False``: a run
 directory's cache) never repairs: every damage raises the error its owner's ``refuse`` builds.
+
+An entry may be put with tags (what it was made from: a collection whose text its prompt held); :meth:`forget`
+removes every entry of a tag, overwriting what it held on disk (``secure_delete``, the write-ahead log emptied), so
+that a text removed from a collection is not left in a cache derived from it.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class KeyValueStore:
                 raise sqlite3.DatabaseError(status.replace("\n", " "))
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, {self._value} {self._type} NOT NULL)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.table}_tags (tag TEXT NOT NULL, key TEXT NOT NULL, "
+                       "PRIMARY KEY (tag, key))")
             db.commit()
             columns = [row[1] for row in db.execute(f"PRAGMA table_info({self.table})")]
             if columns != expected:
@@ -95,15 +101,30 @@ class KeyValueStore:
             return None
         return None if row is None else row[0]
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, tags: tuple[str, ...] = ()) -> None:
+        """Keep ``value`` under ``key``, tagged with ``tags`` (:meth:`forget`)."""
         try:
             with self._lock:
                 self._db.execute(f"INSERT OR REPLACE INTO {self.table} (key, {self._value}) VALUES (?, ?)", (key, value))
+                self._db.executemany(f"INSERT OR IGNORE INTO {self.table}_tags (tag, key) VALUES (?, ?)",
+                                     [(tag, key) for tag in tags])
                 self._db.commit()
         except sqlite3.DatabaseError as exc:
             if not self.derived:
                 raise self._refuse("write", str(exc)) from None
             self.warn_once("write", f"cannot be written ({exc}); {self._misses[1]}")  # still returned, not remembered
+
+    def forget(self, tag: str) -> int:
+        """Remove every entry put with ``tag``, its bytes overwritten in the file and the write-ahead log emptied
+        (as far as no other process is reading it meanwhile); how many went."""
+        with self._lock:
+            self._db.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left holding the values
+            gone = self._db.execute(f"DELETE FROM {self.table} WHERE key IN (SELECT key FROM {self.table}_tags "
+                                    "WHERE tag = ?)", (tag,)).rowcount
+            self._db.execute(f"DELETE FROM {self.table}_tags WHERE tag = ?", (tag,))
+            self._db.commit()
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's older copies of those pages
+        return gone
 
     def __len__(self) -> int:
         with self._lock:

@@ -3,6 +3,10 @@
 The global cache (``CACHE/completions.sqlite``) is derived data: a damaged file is set aside and recreated with one
 warning, and a damaged entry is a miss that the next answer replaces. A run directory's own cache is user data
 (``derived=False``): damage there is reported as a :class:`RunDirectoryError`, never repaired.
+
+A completion made while answering a question about a service's collection is tagged with the collection
+(:func:`collection_tag`): when a file is removed from it, :func:`forget_collection` removes those completions, whose
+prompts held its text.
 """
 
 from __future__ import annotations
@@ -10,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sqlite3
 import threading
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from lcrag.errors import RunDirectoryError
+from lcrag.readers.call_context import current_question
 from lcrag.readers.base import Completion, GenerationParams, Message, Reader, reader_identity
 from lcrag.sqlite_store import KeyValueStore
 
@@ -28,6 +34,36 @@ _RUN_CACHE_ADVICE = ("its cached answers cannot be trusted; move the file away t
 def completion_key(identity: str, messages: list[Message], params: GenerationParams) -> str:
     payload = {"model": identity, "messages": messages, "params": params.as_payload()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def collection_tag(name: str) -> str:
+    return f"collection:{name}"
+
+
+def _question_tags() -> tuple[str, ...]:
+    """The tags of a completion made now: its question's collection, when it asks about one (a service's
+    collection document carries its ``collection_id``)."""
+    asked = current_question()
+    document = asked.document if asked is not None else None
+    if document is None or getattr(document, "collection_id", None) is None:
+        return ()
+    return (collection_tag(document.id),)
+
+
+def forget_collection(path: str | Path, name: str) -> int:
+    """Remove from the completion cache at ``path`` (when there is one) every completion made for a question
+    about collection ``name``; how many went (a cache that cannot be changed is said in the log: 0)."""
+    if not Path(path).is_file():
+        return 0
+    try:
+        cache = CompletionCache(path)
+        try:
+            return cache.forget(collection_tag(name))
+        finally:
+            cache.close()
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("%s: the completions cached for collection %s could not be removed (%s)", path, name, exc)
+        return 0
 
 
 def _field_ok(name: str, value: object) -> bool:
@@ -91,8 +127,12 @@ class CompletionCache:
             self._store.warn_once("entry", "an entry is not a completion; it is computed again and replaced")
         return completion
 
-    def put(self, key: str, completion: Completion) -> None:
-        self._store.put(key, json.dumps({**asdict(completion), "from_cache": False}))
+    def put(self, key: str, completion: Completion, tags: tuple[str, ...] = ()) -> None:
+        self._store.put(key, json.dumps({**asdict(completion), "from_cache": False}), tags)
+
+    def forget(self, tag: str) -> int:
+        """Remove every completion put with ``tag``; how many went."""
+        return self._store.forget(tag)
 
     def __len__(self) -> int:
         return len(self._store)
@@ -158,7 +198,7 @@ class CachedReader:
             hit.seconds = 0.0
             return hit
         completion = self.inner.complete(messages, params)
-        self.cache.put(key, completion)
+        self.cache.put(key, completion, _question_tags())
         with self._log_lock:
             self.misses += 1
             if self.miss_log:
