@@ -1,8 +1,8 @@
 """Ingestion does the work a question may need (issue 43, item 1): two real `lcrag serve --store` replicas over a
 real PostgreSQL, the bundled embedder and the stand-in reader of tests/reader_servers.py. The indexing job embeds
-every file once (one replica's job; the other loads what it stored); a dense and a hybrid question sent through both
-replicas at once right after the collection is ready are answered from the stored vectors: no embedding segment is
-written a second time (a question that embedded would write its file's segment again), and the answers cite the file
+every file's chunks and sentences once (one replica's job; the other loads what it stored); dense, hybrid and
+sentence-window questions sent through both replicas at once right after the collection is ready are answered from
+the stored vectors: no embedding segment is written a second time (a question that embedded would write its file's segment again), and the answers cite the file
 that holds the fact. On the embedded store, a collection indexed by a server that did not offer dense is refused at
 once (503, Retry-After, naming the retriever) while BM25 answers, and is indexed again for it."""
 
@@ -21,7 +21,8 @@ from service_fixtures import free_port, lcrag_process, wait_ready
 
 from lcrag.synthetic import DEFAULT_FACTS, needle_document
 
-OFFERED = ("--retrievers", "bm25", "--retrievers", "dense", "--retrievers", "hybrid")
+OFFERED = ("--retrievers", "bm25", "--retrievers", "dense", "--retrievers", "hybrid", "--retrievers", "sentence-window")
+EMBEDDED = ("dense", "hybrid", "sentence-window")
 
 
 def replica(stack: ExitStack, folder: Path, reader: str, *args: str) -> str:
@@ -43,7 +44,8 @@ def test_dense_right_after_ready_through_both_replicas_is_answered_from_vectors_
     files = {f"part-{n}.txt": needle_document(400, facts=(fact,), seed=40 + n)
              for n, fact in enumerate(DEFAULT_FACTS[:4])}
     with ExitStack() as stack:
-        a, b = (replica(stack, tmp_path / name, reader.url, "--store", database, *OFFERED) for name in "ab")
+        a, b = (replica(stack, tmp_path / name, reader.url, "--store", database, "--max-waiting", "32", *OFFERED)
+                for name in "ab")
         httpx.post(f"{a}/v1/collections", json={"name": "notes"}).raise_for_status()
         for name, (document, _) in files.items():
             httpx.post(f"{a}/v1/collections/notes/files", files={"file": (name, document.text.encode())}
@@ -51,9 +53,9 @@ def test_dense_right_after_ready_through_both_replicas_is_answered_from_vectors_
         assert wait_ready(b, "notes", timeout=300)["state"] == "ready"
         with psycopg.connect(database, autocommit=True) as db:
             stored = db.execute("SELECT count(*), max(writes) FROM lcrag_segments WHERE embedder <> ''").fetchone()
-        assert stored == (len(files), 1)  # every file embedded by the job, once, before ready
+        assert stored == (2 * len(files), 1)  # every file's chunks and sentences embedded by the job, once
         asked = [(url, name, facts[0], retriever) for name, (_, facts) in files.items()
-                 for url in (a, b) for retriever in ("dense", "hybrid")]
+                 for url in (a, b) for retriever in EMBEDDED]
         with ThreadPoolExecutor(len(asked)) as pool:
             answers = list(pool.map(lambda q: (q, ask(q[0], q[2].question, q[3])), asked))
         for (url, name, fact, retriever), answer in answers:
@@ -61,7 +63,7 @@ def test_dense_right_after_ready_through_both_replicas_is_answered_from_vectors_
             assert answer.json()["sources"][0]["file"] == name, (retriever, answer.json()["sources"])
         with psycopg.connect(database, autocommit=True) as db:
             again = db.execute("SELECT count(*), max(writes) FROM lcrag_segments WHERE embedder <> ''").fetchone()
-        assert again == (len(files), 1)  # no question embedded a file (it would have written its segment again)
+        assert again == (2 * len(files), 1)  # no question embedded a file (it would have written its segment again)
 
 
 def test_a_collection_indexed_without_dense_refuses_it_at_once_and_is_indexed_again_for_it(tmp_path):

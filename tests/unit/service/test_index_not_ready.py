@@ -55,7 +55,7 @@ def fill(answering: Answering) -> None:
     assert answering.collections.wait("ops").state == "ready"
 
 
-@pytest.mark.parametrize("retriever", ["dense", "hybrid"])
+@pytest.mark.parametrize("retriever", ["dense", "hybrid", "sentence-window"])
 def test_a_collection_without_embeddings_refuses_a_dense_question_at_once_without_embedding(
         tmp_path, scripted_reader, retriever):
     embedder = CountingEmbedder()
@@ -75,22 +75,25 @@ def test_a_collection_without_embeddings_refuses_a_dense_question_at_once_withou
 
 def test_the_indexing_job_stores_each_files_embeddings_and_a_question_only_loads_them(tmp_path, scripted_reader):
     embedder = CountingEmbedder()
-    answering = make(tmp_path, scripted_reader(lambda m: "4711"), embedder, ("bm25", "dense", "hybrid"))
+    answering = make(tmp_path, scripted_reader(lambda m: "4711"), embedder,
+                     ("bm25", "dense", "hybrid", "sentence-window"))
     written = []
     put = answering.collections.put_segment
     answering.collections.put_segment = lambda segment: written.append(segment.key) or put(segment)
     try:
         fill(answering)
         embedded = [key for key in written if key.embedder == embedder.name]
-        assert len(embedded) == len(set(embedded)) == 2  # each file's embeddings, once, by the job
+        assert len(embedded) == len(set(embedded)) == 4  # each file's chunk and sentence embeddings, once, by the job
         chunks_embedded = sum(embedder.calls)
         assert chunks_embedded >= 2
         answering.forget("ops")
         answering.base.memory.drop(lambda key: True)  # as another replica: nothing of the collection in memory
-        for retriever in ("dense", "hybrid"):
+        retrievers = ("dense", "hybrid", "sentence-window")
+        for retriever in retrievers:
             answer = answering.ask("ops", "What is the pump pressure limit?", {"retriever": retriever})
             assert answer.sources and answer.sources[0].file == "pump.txt"
-        assert sum(embedder.calls) - chunks_embedded <= 2 and set(embedder.calls[-2:]) == {1}  # queries only
+        assert embedder.calls[-len(retrievers):] == [1] * len(retrievers)  # the queries only
+        assert sum(embedder.calls) - chunks_embedded == len(retrievers)
         assert [key for key in written if key.embedder == embedder.name] == embedded  # nothing written again
     finally:
         answering.close()
