@@ -152,3 +152,25 @@ def test_a_collections_index_costs_add_up_per_retriever_in_either_store(tmp_path
         assert store.index_costs("another") == {}
     finally:
         store.close()
+
+
+def test_over_mcp_a_question_or_search_for_an_index_not_made_is_a_tool_error_saying_so(tmp_path, scripted_reader):
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from lcrag.service.mcp import LcragMCP, ToolError
+
+    embedder = CountingEmbedder()
+    answering = make(tmp_path, scripted_reader(lambda m: "7781"), embedder, ("bm25",))
+    try:
+        fill(answering)
+        server = LcragMCP(answering, Limits(retrievers=("bm25", "dense")))
+        for call in (server.ask(question="What is the crane reset code?", collection="ops", retriever="dense"),
+                     server.search(query="crane reset code", collection="ops", retriever="dense")):
+            with pytest.raises(ToolError, match="^retriever dense: collection 'ops' is still being indexed"):
+                asyncio.run(call)
+        assert embedder.calls == []
+        answered = asyncio.run(server.ask(question="What is the crane reset code?", collection="ops"))
+        assert answered.answer == "7781"
+    finally:
+        answering.close()
