@@ -211,9 +211,9 @@ class PostgresDatabase(Database):
     def __init__(self, store):
         import psycopg
 
-        from lcrag.postgres_store import StoreUnavailable
+        from lcrag.postgres_store import StoreDown, StoreUnavailable
 
-        self.store, self.errors = store, (psycopg.Error, StoreUnavailable)
+        self.store, self.errors = store, (psycopg.Error, StoreUnavailable, StoreDown)
         self._ready = False
 
     @contextmanager
@@ -239,7 +239,7 @@ def _reason(exc: BaseException) -> str:
     failure."""
     if isinstance(exc, sqlite3.Error):
         return " ".join(str(exc).split())[:300]
-    if type(exc).__name__ == "StoreUnavailable":
+    if type(exc).__name__ in ("StoreUnavailable", "StoreDown"):
         return "the database cannot be reached"
     return f"the database failed: {type(exc).__name__}"
 
@@ -247,8 +247,10 @@ def _reason(exc: BaseException) -> str:
 class Keys:
     """Keys and the audit log over a :class:`Database`, with the keys read at most every ``refresh_seconds``."""
 
-    def __init__(self, database: Database, refresh_seconds: float = REFRESH_SECONDS):
-        self.database, self.refresh_seconds = database, min(refresh_seconds, 1.0)
+    def __init__(self, database: Database, refresh_seconds: float = REFRESH_SECONDS,
+                 wait_seconds: float = REFRESH_WAIT_SECONDS):
+        self.database, self.refresh_seconds = database, min(refresh_seconds, MAX_COPY_SECONDS)
+        self.wait_seconds = wait_seconds
         self._snapshot = _Snapshot()
         self._refreshing = threading.Lock()
         self._used: dict[str, float] = {}  # key name -> when last used, not yet written
@@ -268,14 +270,14 @@ class Keys:
 
     def refresh(self, force: bool = False) -> None:
         """Read the keys again if the copy is stale. One reader at a time: meanwhile the others use the copy there
-        is while it is under :data:`MAX_COPY_SECONDS` old, else wait for the new one (at most
-        :data:`REFRESH_WAIT_SECONDS`: a store that hangs holds no request longer, and no more threads)."""
+        is while it is under :data:`MAX_COPY_SECONDS` old, else wait for the new one (at most ``wait_seconds``: a
+        store that hangs holds no request longer, and no more threads)."""
         if not self._refreshing.acquire(blocking=False):
             if not force and time.monotonic() - self._snapshot.read_at < MAX_COPY_SECONDS:
                 return
-            if not self._refreshing.acquire(timeout=REFRESH_WAIT_SECONDS):
-                raise KeysUnavailable("the keys cannot be checked: the store has not answered in "
-                                      f"{REFRESH_WAIT_SECONDS:g} s")
+            if not self._refreshing.acquire(timeout=self.wait_seconds):
+                raise KeysUnavailable(f"the keys cannot be checked: the store has not answered in "
+                                      f"{self.wait_seconds:g} s")
         try:
             self._read(force)
         finally:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hmac
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -22,7 +24,7 @@ from lcrag.service import keys as keys_module
 from lcrag.service.access import ScopedRegistry
 from lcrag.service.answering import Answering
 from lcrag.service.app import create_app
-from lcrag.service.keys import KeyExists, Keys, Principal, SqliteDatabase, key_hash
+from lcrag.service.keys import KeyExists, Keys, KeysUnavailable, Principal, SqliteDatabase, key_hash
 from lcrag.service.limits import Limits
 
 
@@ -120,6 +122,47 @@ def test_another_process_s_revocation_is_seen_within_the_refresh(keys, tmp_path)
     other.refresh()
     assert other.identify(key) is None
     other.close()
+
+
+class Hanging(SqliteDatabase):
+    """The SQLite file, whose reads hang while ``hang`` is set (a database that stopped answering)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.hang, self.entered = threading.Event(), threading.Event()
+
+    @contextmanager
+    def transaction(self, write: bool = True):
+        if self.hang.is_set():
+            self.entered.set()
+            while self.hang.is_set():
+                time.sleep(0.01)
+        with super().transaction(write) as run:
+            yield run
+
+
+def test_while_the_store_hangs_others_use_a_copy_under_a_second_old_then_get_a_503(tmp_path):
+    database = Hanging(tmp_path / "collections.sqlite")
+    keys = Keys(database, refresh_seconds=0.1, wait_seconds=0.3)
+    key = keys.add("alice", "reader")["key"]
+    keys.refresh()
+    time.sleep(0.1)
+    database.hang.set()
+    stuck = threading.Thread(target=keys.refresh)
+    stuck.start()
+    assert database.entered.wait(5)
+    keys.refresh()  # at once: the copy is under a second old
+    assert keys.identify(key) is not None
+    time.sleep(1.0)
+    started = time.monotonic()
+    with pytest.raises(KeysUnavailable, match="has not answered in 0.3 s"):
+        keys.refresh()
+    assert time.monotonic() - started < 1.0
+    database.hang.clear()
+    stuck.join(5)
+    keys.refresh()
+    assert keys.identify(key) is not None
+    keys.close()
 
 
 def test_the_audit_log_is_newest_first_in_bounded_pages(keys):
