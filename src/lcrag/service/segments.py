@@ -148,15 +148,15 @@ def collection_document(name: str, collection_id: str, files: list[FileEntry], s
                                   lines=tuple(_hash_line(f) for f in files))
     if kept == len(files) == len(previous.files):
         return previous  # the same files
-    cut = previous.parts[kept - 1][0] + len(previous.files[kept - 1].document.text) + 2 if kept else 0
-    pieces, offsets, at = [previous.text[:cut]], [], cut  # (the text before the first change: copied once, in C)
+    end = previous.parts[kept - 1][0] + len(previous.files[kept - 1].document.text) if kept else 0
+    pieces, offsets, at = [previous.text[:end]], [], end  # (the text before the first change: copied once, in C)
     for entry in files[kept:]:
         title = entry.document.title
-        head = f"{title}\n\n" if title else ""
-        offsets.append(at + len(head))  # as join_documents places a part's own text
-        pieces += [head, entry.document.text, "\n\n"]
-        at += len(head) + len(entry.document.text) + 2
-    text = "".join(pieces[:-1]) if len(files) > kept else previous.text[:cut - 2]
+        between, head = "\n\n" if at else "", f"{title}\n\n" if title else ""
+        offsets.append(at + len(between) + len(head))  # as join_documents places a part's own text
+        pieces += [between, head, entry.document.text]
+        at = offsets[-1] + len(entry.document.text)
+    text = "".join(pieces)
     tail = tuple(zip(offsets, (entry.document for entry in files[kept:])))
     return CollectionDocument(text=text, id=name, title=name, source=name, parts=previous.parts[:kept] + tail,
                               files=tuple(files), collection_id=collection_id, segments=segments,

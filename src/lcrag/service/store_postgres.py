@@ -33,10 +33,10 @@ from pathlib import Path
 from lcrag.documents.sandbox import _shape_checked, content_of, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
-from lcrag.readers.cache import forget_collection
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, StoreDown, work
 from lcrag.service.collections import (NAME, Collections, EmptyCollection, Listed, NotFound, Status, StorageError, _numbered,
                                       receive_upload, safe_filename)
+from lcrag.service.derived import forget_collection_caches, forget_contents
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, IndexCost, Segment, SegmentKey
 from lcrag.storage import ensure_directory
 
@@ -52,7 +52,6 @@ SEGMENT_CACHE_BYTES = 256 << 20
 JOB_RETENTION = 86400.0  # seconds a finished job's row is kept (--job-retention)
 HOUSEKEEPING_SECONDS = 600.0  # at most this long between two prunings of finished jobs and of what no file holds
 SWEEP_SECONDS = 1.0  # after a change, local copies the database no longer holds are looked for at most this often
-COMPLETIONS = "completions.sqlite"  # the pipeline's completion cache, in the cache directory beside ROOT
 UPLOAD, COPY = ".upload-", ".blob-"  # temporary files under ROOT/.blobs, each named PREFIX<pid>-<random>
 _UNHELD = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0})"
 # What no file holds any more, in the database: a parse or segment a job made while its file was being removed (or
@@ -217,7 +216,9 @@ class PostgresCollections:
         self.job_retention = job_retention
         self._parses = None  # this machine's parse cache (:meth:`shared_parses`): a removed content's parses go
         self._removed: set[str] = set()  # contents whose local copies went before the parse cache was known
-        self._touched: set[str] = set()  # collections changed since the last sweep: their completions may go
+        # collections changed since the last sweep, each with when it was first seen changed: what was cached for
+        # them before then may hold a removed file's text (lcrag.service.derived)
+        self._touched: dict[str, float] = {}
         self._sweep_due, self._swept, self._kept_house = False, 0.0, 0.0
         self.clean_up()
 
@@ -589,7 +590,7 @@ class PostgresCollections:
             wanted = {r.name: r.content_hash for r in self.file_records(name)}
         except NotFound:
             shutil.rmtree(directory, ignore_errors=True)
-            self._touched.add(name)
+            self._touched.setdefault(name, time.time())
             return
         if not (directory / "files").is_dir():
             return
@@ -599,14 +600,14 @@ class PostgresCollections:
                 digest = wanted.get(entry.name)
                 if digest is None or not _same_file(entry, self._blob(digest)):
                     os.unlink(entry.path)
-                    self._touched.add(name)
+                    self._touched.setdefault(name, time.time())
 
     def _let_go(self, name: str) -> None:
         """After a change of collection ``name`` (this replica's or another's): its mirror here brought up to date,
         so a removed file's copy goes, or removed with the collection; the local copies no file holds go soon
         after (:meth:`sweep`)."""
         self._sweep_due = True  # (a file uploaded through this replica is kept here, mirrored or not)
-        self._touched.add(name)
+        self._touched.setdefault(name, time.time())
         if not NAME.fullmatch(name) or not (self.root / name).is_dir():
             return  # never mirrored here
         try:
@@ -619,11 +620,11 @@ class PostgresCollections:
 
     def sweep(self) -> set[str]:
         """Remove the local copies of the blobs no file in the database holds (their files removed, here or through
-        another replica), this machine's parses of them, and the completions cached for questions about the
-        collections changed since the last sweep (their prompts may have held a removed file's text); the contents
-        removed."""
+        another replica), this machine's parses and RAPTOR trees of them, and the completions and indexes cached
+        for the collections changed since the last sweep before they changed (they may hold a removed file's text:
+        :mod:`lcrag.service.derived`); the contents removed."""
         self._sweep_due, self._swept = False, time.monotonic()
-        touched, self._touched = self._touched, set()
+        touched, self._touched = self._touched, {}
         local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}
         if not local:
             return set()
@@ -635,9 +636,10 @@ class PostgresCollections:
         if gone and self._parses is not None:
             self._parses.drop(gone)
         if gone:
-            completions = sum(forget_collection(self.root.parent / COMPLETIONS, name) for name in touched)
-            log.info("removed the local copies of %d content(s) no file holds (and %d cached completion(s))",
-                     len(gone), completions)
+            derived = forget_contents(self.root.parent, gone) + sum(
+                forget_collection_caches(self.root.parent, name, before) for name, before in touched.items())
+            log.info("removed the local copies of %d content(s) no file holds (and %d cache entries made from them)",
+                     len(gone), derived)
         return gone
 
     def keep_house(self) -> None:
@@ -742,7 +744,7 @@ class PostgresCollections:
             try:
                 work(self.db, self.run_job, owner, self._stop, self.lease)
             except Exception as exc:  # noqa: BLE001 - the database went away for a while: try again
-                log.warning("indexing jobs: %s; trying again in 1 s", exc)
+                log.warning("indexing jobs: %s; trying again in 1 s", getattr(exc, "detail", exc))
                 self._stop.wait(1.0)
 
     def run_job(self, job: Job) -> tuple[Callable, str | None]:
@@ -810,7 +812,7 @@ class PostgresCollections:
                                 self._let_go(payload.rpartition(":")[0])
                             self._tidy()
                 except Exception as exc:  # noqa: BLE001 - the database went away for a while: listen again
-                    log.warning("collection changes: %s; listening again in 1 s", exc)
+                    log.warning("collection changes: %s; listening again in 1 s", getattr(exc, "detail", exc))
                     self._stop.wait(1.0)
 
         thread = threading.Thread(target=listen, daemon=True, name="lcrag-changes")

@@ -150,33 +150,33 @@ def test_the_api_key_is_required_when_set(service, tmp_path):
         assert httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
-def test_healthz_without_the_key_says_only_that_the_process_is_alive(service, tmp_path):
-    """Issue 42: /healthz needs no key, so without it it tells nothing of the collections, and it looks nothing up
-    (a stuck store does not hold it); with the key (or with none set) it counts them, off the event loop."""
+def test_healthz_is_liveness_and_looks_nothing_up_readyz_counts_the_collections_for_the_key(service, tmp_path):
+    """Issue 42: /healthz needs no key and tells nothing of the collections. Issue 43: it is liveness and never looks
+    up the store (a stuck store does not hold it); /readyz, readiness, asks the store in a thread, bounded: without
+    the key only whether it is ready, with it each part and the number of collections."""
     server, answering = service(api_key="s3cret")
     key = {"Authorization": "Bearer s3cret"}
     with server as url:
         assert httpx.post(f"{url}/v1/collections", json={"name": "ops"}, headers=key).status_code == 201
         assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
         assert httpx.get(f"{url}/healthz", headers={"Authorization": "Bearer wrong"}).json() == {"status": "ok"}
-        assert httpx.get(f"{url}/healthz", headers=key).json() == {"status": "ok", "collections": 1}
+        assert httpx.get(f"{url}/healthz", headers=key).json() == {"status": "ok"}
+        assert httpx.get(f"{url}/readyz").json() == {"status": "ready"}
+        ready = httpx.get(f"{url}/readyz", headers=key).json()
+        assert ready["status"] == "ready" and ready["collections"] == 1 and ready["store"]["status"] == "ok", ready
         stuck, names = threading.Event(), answering.collections.names
         answering.collections.names = lambda: stuck.wait(30) and names()
-        counting = []
-        counter = threading.Thread(target=lambda: counting.append(httpx.get(f"{url}/healthz", headers=key,
-                                                                            timeout=60).json()))
-        counter.start()
         try:
-            for _ in range(3):  # the keyed one waits on the store in a thread; the loop answers everyone else
+            for _ in range(3):  # the store stuck: liveness answers at once, readiness says no within its bound
                 assert httpx.get(f"{url}/healthz", timeout=5).json() == {"status": "ok"}
-            assert counting == []
+            not_ready = httpx.get(f"{url}/readyz", headers=key, timeout=10)
+            assert not_ready.status_code == 503 and not_ready.json()["store"]["status"] == "down", not_ready.text
+            assert httpx.get(f"{url}/readyz", timeout=10).json() == {"status": "not ready"}
         finally:
             stuck.set()
-            counter.join(30)
-        assert counting == [{"status": "ok", "collections": 1}]
     server, _ = service()
     with server as url:  # no key set: everyone is told
-        assert httpx.get(f"{url}/healthz").json() == {"status": "ok", "collections": 1}
+        assert httpx.get(f"{url}/readyz").json()["collections"] == 1
 
 
 def test_refused_requests_are_labelled_by_route_never_by_raw_path(service, tmp_path):

@@ -33,14 +33,10 @@ router = APIRouter()
 
 
 @router.get("/healthz")
-async def healthz(request: Request):
-    """The process is alive: all a client without the key (when ``--api-key`` is set) is told, answered on the event
-    loop with nothing to look up. With the key (or with none set) also how many collections there are, counted in
-    a worker thread (the store may be a database across the network)."""
-    if not getattr(request.state, "authorized", False):
-        return {"status": "ok"}
-    collections = request.app.state.answering.collections
-    return {"status": "ok", "collections": await anyio.to_thread.run_sync(lambda: len(collections.names()))}
+async def healthz():
+    """Liveness, for restarts: the process answers, on the event loop, with nothing looked up (never the store: a
+    database outage must not make every replica look dead; /readyz says whether the parts answer)."""
+    return {"status": "ok"}
 
 
 @router.get("/readyz")
@@ -49,9 +45,10 @@ async def readyz(request: Request):
     answers a ``SELECT 1`` and the reader answers (a server reader's /v1/models, one server of a pool at least; the
     embedded reader is in this process), each within :data:`READY_SECONDS`; else 503 naming the part that is down
     (the database restarting: this replica is taken out of routing, and back once it answers). Without the key, only
-    whether it is ready; each part's state for those with it."""
+    whether it is ready; each part's state for those with it (a key over every collection), and how many collections
+    there are when the store answered."""
     engine = request.app.state.answering
-    store = reader = (False, "no answer in time")
+    store, reader = (False, "no answer in time", 0), (False, "no answer in time")
     with anyio.move_on_after(READY_SECONDS + 0.5):  # a thread stuck on a dead socket is left to end by itself
         store = await anyio.to_thread.run_sync(_store_ready, engine, abandon_on_cancel=True)
     with anyio.move_on_after(READY_SECONDS + 0.5):
@@ -59,7 +56,7 @@ async def readyz(request: Request):
     ready = store[0] and reader[0]
     body = {"status": "ready" if ready else "not ready"}
     if getattr(request.state, "authorized", False):
-        body |= {"store": _part(*store), "reader": _part(*reader)}
+        body |= {"store": _part(*store[:2]), "reader": _part(*reader)} | ({"collections": store[2]} if store[0] else {})
     return JSONResponse(body, 200 if ready else 503, headers=None if ready else {"Retry-After": "1"})
 
 
@@ -67,21 +64,22 @@ def _part(ok: bool, detail: str) -> dict:
     return {"status": "ok" if ok else "down", "detail": detail}
 
 
-def _store_ready(engine: Answering) -> tuple[bool, str]:
-    """Whether the collection store answers (PostgreSQL's ``SELECT 1`` through the pool, the embedded store's
-    listing), and what was seen."""
+def _store_ready(engine: Answering) -> tuple[bool, str, int]:
+    """Whether the collection store answers (PostgreSQL's ``SELECT 1`` through the pool, then the collections'
+    names; the embedded store's names), what was seen, and how many collections there are."""
     collections, started = engine.collections, time.perf_counter()
     db = getattr(collections, "db", None)
     try:
         if db is not None and hasattr(db, "ping"):
             db.ping(READY_SECONDS)
-            return True, f"PostgreSQL answered SELECT 1 in {1000 * (time.perf_counter() - started):.0f} ms"
-        collections.names()
+            seen = f"PostgreSQL answered SELECT 1 in {1000 * (time.perf_counter() - started):.0f} ms"
+        else:
+            seen = "the embedded store answered"
+        return True, seen, len(collections.names())
     except StoreDown:
-        return False, f"the database cannot be reached (no answer within {READY_SECONDS:g} s)"
+        return False, f"the database cannot be reached (no answer within {READY_SECONDS:g} s)", 0
     except OSError as exc:
-        return False, f"the collections' folder cannot be read ({exc.strerror or type(exc).__name__})"
-    return True, "the embedded store answered"
+        return False, f"the collections' folder cannot be read ({exc.strerror or type(exc).__name__})", 0
 
 
 def _reader_ready(engine: Answering) -> tuple[bool, str]:
