@@ -150,9 +150,9 @@ def collection_document(name: str, collection_id: str, files: list[FileEntry], s
         return previous  # the same files
     end = previous.parts[kept - 1][0] + len(previous.files[kept - 1].document.text) if kept else 0
     pieces, offsets, at = [previous.text[:end]], [], end  # (the text before the first change: copied once, in C)
-    for entry in files[kept:]:
+    for number, entry in enumerate(files[kept:], kept):
         title = entry.document.title
-        between, head = "\n\n" if at else "", f"{title}\n\n" if title else ""
+        between, head = "\n\n" if number else "", f"{title}\n\n" if title else ""
         offsets.append(at + len(between) + len(head))  # as join_documents places a part's own text
         pieces += [between, head, entry.document.text]
         at = offsets[-1] + len(entry.document.text)
