@@ -274,7 +274,8 @@ class Answering:
         specs = []
         for name in sorted(self.retrievers, key=lambda n: bool(RETRIEVERS.get(n).meta.get("calls_reader"))):
             try:
-                specs.append(self.base.retriever_spec(self.base.settings_for({"retriever": name})))
+                own = name == self.settings.retriever  # (its settings are the pipeline's: no choice kept for it)
+                specs.append(self.base.retriever_spec(None if own else self.base.settings_for({"retriever": name})))
             except OptionError:
                 continue
         return specs
