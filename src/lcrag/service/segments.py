@@ -57,6 +57,8 @@ _CHUNK_HERE_CHARS = 1 << 20  # a file's text longer than this is chunked in a pr
 _SPANS_KEPT = 200_000  # files' chunk spans kept in memory (a few hundred bytes each)
 # The chunking key of a file's sentence segments (sentence-window's sentences, syntok's, and their vectors).
 SENTENCES = "sentence-window:syntok"
+# Retrievers made of the chunks' vectors: loaded from the store before a collection index's lock is taken.
+_CHUNK_VECTOR_RETRIEVERS = ("dense", "hybrid", "tree")
 _WRITE_PIECE = 1 << 18  # characters of a text written at a time for the chunking process (a few milliseconds)
 
 
@@ -488,25 +490,41 @@ class CollectionIndex(DocumentIndex):
     def chunk_vectors(self) -> np.ndarray:
         """The chunks' vectors as the store holds them (loaded once); a file without them: :class:`IndexNotReady`
         (the indexing job makes them: :meth:`build`)."""
-        with self._lock:
-            if getattr(self, "_vectors", None) is None:
-                self._vectors = self._segments.vectors(self.document, self.chunker, self.embedder)
-            return self._vectors
+        vectors = getattr(self, "_vectors", None)
+        if vectors is None:  # loaded outside the lock (two first questions may both load): see :meth:`retriever`
+            vectors = self._segments.vectors(self.document, self.chunker, self.embedder)
+            with self._lock:
+                if getattr(self, "_vectors", None) is None:
+                    self._vectors = vectors
+                vectors = self._vectors
+        return vectors
 
     def retriever(self, spec):
         if isinstance(spec, str):
             spec = RETRIEVERS.get(spec).spec()
+        if spec not in self._retrievers:  # what it loads from the store, loaded before the lock: a question loading
+            self._load_stored(spec)  # vectors never holds up another's BM25 on this collection
         with self._lock:
             if spec.name == "bm25" and spec not in self._retrievers:
                 self._retrievers[spec] = self._segments.bm25(self.document, self.chunker, self.chunks, self.ranges)
-            if spec.name == "sentence-window" and spec not in self._retrievers:  # its files' sentence segments
-                spans, vectors = self._segments.sentences(self.document, self.embedder)
-                self._retrievers[spec] = SentenceWindowRetriever(self.document, spans, vectors, self.embedder,
-                                                                 **spec.kwargs)
             try:
                 return super().retriever(spec)
             except IndexNotReady as exc:  # told as missing for the retriever asked for (hybrid, not its dense half)
                 raise exc.named(spec.name) from None
+
+    def _load_stored(self, spec) -> None:
+        """The stored vectors ``spec`` reads: its chunks' (dense, hybrid, tree), or its files' sentences
+        (sentence-window, whose retriever is made of them here); :class:`IndexNotReady` when they are not all made."""
+        try:
+            if spec.name == "sentence-window":
+                spans, vectors = self._segments.sentences(self.document, self.embedder)
+                with self._lock:
+                    self._retrievers.setdefault(spec, SentenceWindowRetriever(self.document, spans, vectors,
+                                                                              self.embedder, **spec.kwargs))
+            elif spec.name in _CHUNK_VECTOR_RETRIEVERS:
+                self.chunk_vectors()
+        except IndexNotReady as exc:
+            raise exc.named(spec.name) from None
 
     def build(self, spec) -> Any:
         """(The collection's indexing job) the retriever ``spec`` with all it needs made now: the files' embeddings

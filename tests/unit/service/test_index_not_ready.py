@@ -174,3 +174,34 @@ def test_over_mcp_a_question_or_search_for_an_index_not_made_is_a_tool_error_say
         assert answered.answer == "7781"
     finally:
         answering.close()
+
+
+def test_a_question_loading_stored_vectors_never_holds_up_bm25_on_the_same_collection(tmp_path, scripted_reader):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    answering = make(tmp_path, scripted_reader(lambda m: "4711"), CountingEmbedder(), ("bm25", "dense"))
+    try:
+        fill(answering)
+        answering.forget("ops")
+        answering.base.memory.drop(lambda key: True)  # as another replica: its first dense question loads them
+        entered, release = threading.Event(), threading.Event()
+        vectors = answering.segments.vectors
+
+        def held(*args, **kwargs):  # a slow store: the dense question's load is held here
+            entered.set()
+            release.wait(60)
+            return vectors(*args, **kwargs)
+
+        answering.segments.vectors = held
+        with ThreadPoolExecutor(2) as pool:
+            dense = pool.submit(answering.search, "ops", "pump pressure limit", 1, "dense")
+            assert entered.wait(30)
+            bm25 = pool.submit(answering.search, "ops", "pump pressure limit", 1, "bm25")
+            try:
+                assert bm25.result(timeout=20)[0]["file"] == "pump.txt"  # answered while the load is held
+            finally:
+                release.set()
+            assert dense.result(timeout=60)[0]["file"] == "pump.txt"
+    finally:
+        answering.close()
