@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 from postgres_fixtures import database, postgres, postgres_bin  # noqa: F401 - fixtures
 from reader_servers import Stub, closest_line
 from service_fixtures import free_port, lcrag_process, wait_ready
@@ -112,9 +113,23 @@ def _named_by_design(found: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(table, needle) for table, needle in found if not (needle == FILE and table in NAMING_TABLES)]
 
 
-def _ask(url: str) -> httpx.Response:
-    return httpx.post(f"{url}/v1/ask", json={"collection": "vault", "question": QUESTION, "strategy": "rag"},
-                      timeout=300)
+# Retrievers whose indexes hold text of their own (summaries the reader wrote), asked besides the default: RAPTOR's
+# trees are a file's each, removed with its content. (A tree index is the whole collection's, in a folder that does
+# not say whose it is: see the expected failure below; offered, it is made by indexing, asked or not.)
+SUMMARIZING = ("raptor",)
+OFFERED = [arg for retriever in ("bm25", *SUMMARIZING) for arg in ("--retrievers", retriever)]
+
+
+def _ask(url: str, retriever: str | None = None) -> httpx.Response:
+    """The question, asked again while its index is being made (409 or 503 with Retry-After)."""
+    options = {"retriever": retriever} if retriever else {}
+    deadline = time.monotonic() + 300
+    while True:
+        answer = httpx.post(f"{url}/v1/ask", json={"collection": "vault", "question": QUESTION, "strategy": "rag",
+                                                    **options}, timeout=300)
+        if answer.status_code not in (409, 503) or time.monotonic() > deadline:
+            return answer
+        time.sleep(1)
 
 
 def _upload(url: str, name: str, text: str) -> None:
@@ -123,11 +138,12 @@ def _upload(url: str, name: str, text: str) -> None:
 
 
 def _read_and_answered(*urls: str) -> None:
-    """Each replica reads the collection and answers the planted line (the stand-in quotes it)."""
+    """Each replica reads the collection and answers the planted line (the stand-in quotes it), by each retriever."""
     for url in urls:
         assert wait_ready(url, "vault", timeout=300)["state"] == "ready"
-        answer = _ask(url)
-        assert answer.status_code == 200 and PLANTED in answer.json()["text"], answer.text
+        for retriever in (None, *SUMMARIZING):
+            answer = _ask(url, retriever)
+            assert answer.status_code == 200 and PLANTED in answer.json()["text"], answer.text
 
 
 def _removed_and_answered(remover: str, *urls: str) -> None:
@@ -152,7 +168,7 @@ def test_a_removed_files_planted_text_is_found_nowhere_in_the_database_or_either
     reader = Stub(answer=closest_line)
     folders = [tmp_path / "a", tmp_path / "b"]
     with ExitStack() as stack:
-        (a, _), (b, _) = (replica(stack, folder, reader.url, "--store", database) for folder in folders)
+        (a, _), (b, _) = (replica(stack, folder, reader.url, "--store", database, *OFFERED) for folder in folders)
         httpx.post(f"{a}/v1/collections", json={"name": "vault"}).raise_for_status()
         _upload(a, FILE, SECRET)
         _upload(b, "other.txt", OTHER)
@@ -169,12 +185,14 @@ def test_a_removed_files_planted_text_is_found_nowhere_in_the_database_or_either
 def test_a_removed_files_planted_text_is_found_nowhere_in_the_embedded_stores_folder(tmp_path):
     reader = Stub(answer=closest_line)
     with ExitStack() as stack:
-        url, _ = replica(stack, tmp_path / "alone", reader.url)
+        url, _ = replica(stack, tmp_path / "alone", reader.url, *OFFERED)
         httpx.post(f"{url}/v1/collections", json={"name": "vault"}).raise_for_status()
         _upload(url, FILE, SECRET)
         _upload(url, "other.txt", OTHER)
         _read_and_answered(url)
-        assert {Path(p).name for p in holders(tmp_path / "alone", PLANTED)} >= {FILE, "completions.sqlite"}
+        found = holders(tmp_path / "alone", PLANTED)
+        assert {Path(p).name for p in found} >= {FILE, "completions.sqlite", "nodes.jsonl"}
+        assert any("/raptor/" in p for p in found)
         _removed_and_answered(url, url)
         assert _found_in([tmp_path / "alone"], seconds=0) == []
         assert holders(tmp_path / "alone", "Ines")
@@ -251,3 +269,19 @@ def test_finished_jobs_are_pruned_after_the_job_retention(database, tmp_path):
                 time.sleep(0.2)
             assert db.execute("SELECT count(*) FROM lcrag_jobs").fetchone()[0] == 0
         assert _ask(a).status_code == 200  # the collection is as it was
+
+
+@pytest.mark.xfail(strict=True, reason="a collection's tree index (indexes/<key>/tree-*) holds summaries of its text in a "
+                   "folder that does not say which collection it is of (lcrag.service.segments' index writes no "
+                   "meta.json): nothing can tell it is a removed file's")
+def test_a_removed_files_text_is_gone_from_the_collections_tree_index(tmp_path):
+    reader = Stub(answer=closest_line)
+    with ExitStack() as stack:
+        url, _ = replica(stack, tmp_path / "alone", reader.url, *OFFERED, "--retrievers", "tree")
+        httpx.post(f"{url}/v1/collections", json={"name": "vault"}).raise_for_status()
+        _upload(url, FILE, SECRET)
+        _upload(url, "other.txt", OTHER)
+        assert wait_ready(url, "vault", timeout=300)["state"] == "ready"
+        assert PLANTED in _ask(url, "tree").json()["text"]
+        _removed_and_answered(url, url)
+        assert _found_in([tmp_path / "alone"], seconds=0) == []

@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lcrag.documents.sandbox import ParseCache
-from lcrag.readers.cache import forget_collection
 from lcrag.service.collections import LISTED_CHANGES, Collections, Listed, StorageError
+from lcrag.service.derived import forget_collection_caches, forget_contents
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, IndexCost, Segment, SegmentKey
 
 log = logging.getLogger(__name__)
 
-PARSED, COMPLETIONS = "parsed", "completions.sqlite"  # beside the collections, in the cache directory
+PARSED = "parsed"  # the parse cache, beside the collections in the cache directory
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
@@ -220,21 +220,21 @@ class EmbeddedStore(Collections):
     def delete(self, name: str) -> None:
         """Delete the collection, its version and answers, the completions cached for questions about it, and the
         segments and parses of contents no other file holds."""
-        identity, held = self.identity(name), self._contents(self.paths(name))
+        identity, held, before = self.identity(name), self._contents(self.paths(name)), time.time()
         super().delete(name)  # first: a full disk or database is freed by it, never stops it
         try:
             self.database.forget(identity)
-            self._collect(name, held)
+            self._collect(name, held, before)
         except sqlite3.Error as exc:  # left rows are of an id no collection has again: never served, only kept
             log.warning("collection %s deleted, but its answers or segments could not be dropped: %s", name, exc)
 
     def remove_file(self, name: str, filename: str) -> None:
         """Remove one file, the answers and completions cached for the collection (their prompts may have held its
         text), and its segments and parses unless another file of any collection holds the same content."""
-        held = self._contents([self.file(name, filename)])
+        held, before = self._contents([self.file(name, filename)]), time.time()
         super().remove_file(name, filename)
         try:
-            self._collect(name, held)
+            self._collect(name, held, before)
         except sqlite3.Error as exc:  # the segments stay, as a cache of that content: the file is removed
             log.warning("%s removed from %s, but its segments could not be dropped: %s", filename, name, exc)
 
@@ -249,12 +249,13 @@ class EmbeddedStore(Collections):
                 continue
         return held
 
-    def _collect(self, name: str, held: dict[str, int]) -> None:
-        """After files of collection ``name`` went: the completions cached for questions about it, and the segments
-        and parses of the contents in ``held`` that no stored file holds now (only files of the same size are hashed
-        to find out; a segment dropped while an upload of the same bytes arrives is made again); the store's file
-        and log overwritten where they held what went."""
-        forget_collection(self.root.parent / COMPLETIONS, name)
+    def _collect(self, name: str, held: dict[str, int], before: float) -> None:
+        """After files of collection ``name`` went: the completions cached for questions about it and its indexes
+        made ``before`` (:mod:`lcrag.service.derived`), and the segments, parses and RAPTOR trees of the contents in
+        ``held`` that no stored file holds now (only files of the same size are hashed to find out; a segment
+        dropped while an upload of the same bytes arrives is made again); the store's file and log overwritten where
+        they held what went."""
+        forget_collection_caches(self.root.parent, name, before)
         sizes = set(held.values())
         kept = set()
         for other in self.names():
@@ -265,8 +266,9 @@ class EmbeddedStore(Collections):
                 continue
         gone = set(held) - kept
         if gone:
-            log.info("%d segment(s) and %d parse(s) of %d removed content(s) dropped",
-                     self.database.drop_segments(gone), self.parses.drop(gone), len(gone))
+            log.info("%d segment(s), %d parse(s) and %d RAPTOR tree(s) of %d removed content(s) dropped",
+                     self.database.drop_segments(gone), self.parses.drop(gone),
+                     forget_contents(self.root.parent, gone), len(gone))
         self.database.scrub()
 
     def file_records(self, name: str) -> list[FileRecord]:
