@@ -570,16 +570,19 @@ class PostgresCollections:
         deleted and of files removed while this replica was away, the local copies (and parses) of contents no file
         in the database holds, and, in the database, what no file holds and the jobs past their retention."""
         blobs = self.root / BLOBS
-        for pattern, prefix in ((f"{UPLOAD}*", UPLOAD), (f"??/{COPY}*", COPY)):
-            for leftover in blobs.glob(pattern):
-                if _left_by_the_dead(leftover.name, prefix):
-                    leftover.unlink(missing_ok=True)
-                    log.info("removed %s, cut short", leftover.name)
-        with os.scandir(self.root) as entries:
-            for entry in entries:
-                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                    self._clean_mirror(entry.name)
-        self._removed |= self.sweep()
+        try:
+            for pattern, prefix in ((f"{UPLOAD}*", UPLOAD), (f"??/{COPY}*", COPY)):
+                for leftover in blobs.glob(pattern):
+                    if _left_by_the_dead(leftover.name, prefix):
+                        leftover.unlink(missing_ok=True)
+                        log.info("removed %s, cut short", leftover.name)
+            with os.scandir(self.root) as entries:
+                for entry in entries:
+                    if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                        self._clean_mirror(entry.name)
+            self._removed |= self.sweep()
+        except OSError as exc:  # a read-only or failing cache directory: the store still serves
+            log.warning("what the database no longer holds could not all be removed here: %s", exc)
         self.keep_house()
 
     def _clean_mirror(self, name: str) -> None:
@@ -598,9 +601,11 @@ class PostgresCollections:
             self._mirrored.pop(name, None)  # what it holds is read again at its next use
             for entry in entries:
                 digest = wanted.get(entry.name)
-                if digest is None or not _same_file(entry, self._blob(digest)):
-                    os.unlink(entry.path)
-                    self._touched.setdefault(name, time.time())
+                if entry.is_dir(follow_symlinks=False) or (digest is not None and _same_file(entry,
+                                                                                                self._blob(digest))):
+                    continue
+                Path(entry.path).unlink(missing_ok=True)
+                self._touched.setdefault(name, time.time())
 
     def _let_go(self, name: str) -> None:
         """After a change of collection ``name`` (this replica's or another's): its mirror here brought up to date,
@@ -617,6 +622,8 @@ class PostgresCollections:
                 self._mirrored.pop(name, None)
                 if name not in self.names():
                     shutil.rmtree(self.root / name, ignore_errors=True)
+        except (OSError, StorageError) as exc:  # its next read brings it up to date; the next start removes it
+            log.warning("the local copies of collection %s could not be brought up to date: %s", name, exc)
 
     def sweep(self) -> set[str]:
         """Remove the local copies of the blobs no file in the database holds (their files removed, here or through
