@@ -2,7 +2,8 @@
 GET /v1/collections/NAME says ready with it, over ``--uploads`` uploads each into a collection of 100, 1,200 and
 5,000 files, through a real `lcrag serve` on loopback on the embedded store and on ``--store postgresql://`` (a real
 PostgreSQL started here, as tests/postgres_fixtures.py does), the server's default retriever (BM25). The reader is
-the tests' stand-in (no question is asked). The collection is seeded over HTTP, 16 uploads at a time; the measured
+the tests' stand-in (no question is asked). The server offers BM25 alone unless told (``--serve-args ''``: every
+retriever, whose indexes the indexing job then makes too). The collection is seeded over HTTP, 16 uploads at a time; the measured
 uploads are one at a time, each waited for.
 
     flock /tmp/lcrag-bench.lock python benchmarks/bench_upload_scale.py --label after \
@@ -82,6 +83,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1200,5000")
     parser.add_argument("--uploads", type=int, default=20)
     parser.add_argument("--stores", default="embedded,postgresql")
+    parser.add_argument("--serve-args", default="--retrievers bm25",
+                        help="more lcrag serve arguments (default: offer BM25 alone, the server's retriever, so that "
+                             "indexing makes what it made before issue 43's item 1; '' for every retriever)")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     processes, readers = stub_readers(1, 0.0)
@@ -89,7 +93,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp, postgres_server() as database:
             for store in args.stores.split(","):
-                extra = ("--store", new_database(database)) if store == "postgresql" else ()
+                extra = (("--store", new_database(database)) if store == "postgresql" else ()) + tuple(
+                    args.serve_args.split())
                 server = Server(Path(tmp) / store, readers[0], *extra)
                 try:
                     results[store] = measure(server, sizes, args.uploads)

@@ -12,7 +12,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Path, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse
 
 from lcrag.service.access import Forbidden, audit, require, visible, visible_names
 from lcrag.service.answering import Answering
@@ -64,7 +64,9 @@ def create_collection(body: NewCollection, request: Request, engine: Engine):
 def get_collection(name: str, request: Request, engine: Engine):
     described = engine.collections.describe(visible(request, name))
     costs = engine.index_cost(name)  # summaries its indexing wrote with the reader (tree, RAPTOR), when offered
-    return described | ({"index_cost": costs} if costs else {})
+    # Plain JSON already, encoded as it is: FastAPI's jsonable_encoder walks every file's entry (56 ms for 5,000 files,
+    # holding the interpreter from the indexing of the upload a client polls this for; json.dumps takes 4 ms).
+    return JSONResponse(described | ({"index_cost": costs} if costs else {}))
 
 
 @router.delete("/{name}")
