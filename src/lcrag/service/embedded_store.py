@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lcrag.documents.sandbox import ParseCache
-from lcrag.service.collections import LISTED_CHANGES, Collections, Listed, StorageError
+from lcrag.service.collections import LISTED_CHANGES, Collections, Listed, NotFound, StorageError
 from lcrag.service.derived import forget_collection_caches, forget_contents
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, IndexCost, Segment, SegmentKey
 
@@ -177,7 +177,12 @@ class EmbeddedStore(Collections):
     def listed(self, name: str) -> Listed:
         """The collection's files at its version now: the listing kept for an earlier version brought up to date
         with the files this process changed since (only they are looked at), else the folder listed whole."""
-        directory = self.files_dir(name)
+        try:
+            directory = self.files_dir(name)
+        except NotFound:
+            with self._journal_lock:  # what was listed of a deleted collection goes
+                self._listed.pop(name, None)
+            raise
         with self._journal_lock:  # the version and the changes that made it, together
             identity = self.identity(name)
             version = self.database.version(identity)

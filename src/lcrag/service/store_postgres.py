@@ -316,7 +316,12 @@ class PostgresCollections:
     def _files(self, name: str) -> Listed:
         """The collection's files as the database has them now (each name's FileRecord): those this replica read
         for an earlier version, with only the files changed since read again; one lookup when nothing changed."""
-        cid, version = self._row(name)
+        try:
+            cid, version = self._row(name)
+        except NotFound:
+            with self._mirror:  # what this replica held of a deleted collection goes
+                self._records.pop(name, None)
+            raise
         kept = self._records.get(name)
         if kept is not None and kept.id == cid and kept.version == version:
             return kept
