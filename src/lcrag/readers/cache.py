@@ -40,7 +40,7 @@ def collection_tag(name: str) -> str:
     return f"collection:{name}"
 
 
-def _question_tags() -> tuple[str, ...]:
+def question_tags() -> tuple[str, ...]:
     """The tags of a completion made now: its question's collection, when it asks about one (a service's
     collection document carries its ``collection_id``)."""
     asked = current_question()
@@ -198,7 +198,7 @@ class CachedReader:
             hit.seconds = 0.0
             return hit
         completion = self.inner.complete(messages, params)
-        self.cache.put(key, completion, _question_tags())
+        self.cache.put(key, completion, question_tags())
         with self._log_lock:
             self.misses += 1
             if self.miss_log:

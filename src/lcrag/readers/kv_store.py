@@ -5,7 +5,9 @@ The embedded reader's server writes a slot's KV state to ``DIR/<name>.bin`` and 
 endpoint, ``--slot-save-path``). A state is saved once per (model, document, prompt prefix) key, under a temporary
 name renamed into place (two processes never see a half file); reading it back touches it, and the least recently
 used files go when the directory passes its byte limit. A file the server cannot restore (damaged, or from another
-build) is deleted and the prefix recomputed."""
+build) is deleted and the prefix recomputed. A state saved for a question about a service's collection is tagged
+with it (``<name>.tags`` beside it), so that it goes when a file is removed from the collection
+(:func:`forget_collection_prefixes`): it holds that file's text, as the model read it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+from lcrag.readers.cache import collection_tag, question_tags
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,9 @@ class KVStore:
         temporary = f".{key}.{os.getpid()}.tmp"
         if post("save", temporary) and (self.directory / temporary).is_file():
             os.replace(self.directory / temporary, path)
+            tags = question_tags()
+            if tags:
+                path.with_suffix(".tags").write_text("\n".join(tags) + "\n", encoding="utf-8")
             self.evict(keep=path)
         else:
             (self.directory / temporary).unlink(missing_ok=True)
@@ -72,3 +79,20 @@ class KVStore:
             if p != keep:
                 total -= size
                 p.unlink(missing_ok=True)
+                p.with_suffix(".tags").unlink(missing_ok=True)
+
+
+def forget_collection_prefixes(directory: Path, name: str, before: float) -> int:
+    """Remove the states saved in ``directory`` for questions about collection ``name`` before ``before`` (a time);
+    how many went."""
+    gone = 0
+    for tags in Path(directory).glob("*.tags"):
+        try:
+            if tags.stat().st_mtime >= before or collection_tag(name) not in tags.read_text("utf-8").splitlines():
+                continue
+        except (OSError, UnicodeDecodeError):
+            continue  # removed meanwhile (evicted), or not one of ours
+        tags.with_suffix(".bin").unlink(missing_ok=True)
+        tags.unlink(missing_ok=True)
+        gone += 1
+    return gone

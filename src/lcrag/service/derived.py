@@ -5,6 +5,8 @@ removed when a file is: a text removed from a collection must not stay in a cach
   :func:`lcrag.readers.cache.forget_collection`), whose prompts held its files' text;
 - the collection's indexes (``indexes/<key>/``, named by the collection in their ``meta.json``: its tree index holds
   summaries of its text) made before the change; the index of the collection as it is now is made after it;
+- the KV states the embedded reader saved of the collection's LC prompts (``kv/<key>.bin``, tagged with it:
+  :func:`lcrag.readers.kv_store.forget_collection_prefixes`) before the change;
 - the RAPTOR trees of a removed content (``raptor/<settings>/trees/<content hash>/``: summaries of that file).
 
 The parse cache keeps its own (:meth:`lcrag.documents.sandbox.ParseCache.drop`)."""
@@ -18,10 +20,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lcrag.readers.cache import forget_collection
+from lcrag.readers.kv_store import forget_collection_prefixes
 
 log = logging.getLogger(__name__)
 
 COMPLETIONS = "completions.sqlite"
+PREFIXES = "kv"  # lcrag.pipeline's keep_prefixes
 INDEXES = "indexes"
 RAPTOR = "raptor"
 _HEX = frozenset("0123456789abcdef")
@@ -29,8 +33,10 @@ _HEX = frozenset("0123456789abcdef")
 
 def forget_collection_caches(cache_dir: Path, name: str, before: float) -> int:
     """Remove the completions cached for questions about collection ``name`` and its indexes made before ``before``
-    (a time): what held the text of a file it no longer has; how many entries and folders went."""
-    gone = forget_collection(cache_dir / COMPLETIONS, name)
+    (a time), and the reader's KV states of its prompts saved before then: what held the text of a file it no longer
+    has; how many entries, states and folders went."""
+    gone = forget_collection(cache_dir / COMPLETIONS, name) + forget_collection_prefixes(cache_dir / PREFIXES, name,
+                                                                                           before)
     for meta in (cache_dir / INDEXES).glob("*/meta.json"):
         try:
             made = meta.stat().st_mtime
