@@ -255,9 +255,22 @@ class PostgresStore:
         # after an outage the next caller's attempt is made at once, not after a back-off grown through the outage.
         self._pool = ConnectionPool(url, min_size=min(2, connections), max_size=max(1, connections), open=False,
                                     kwargs={"connect_timeout": max(1, int(connect_timeout))},
-                                    check=ConnectionPool.check_connection, timeout=wait,
+                                    check=self._check, timeout=wait,
                                     reconnect_timeout=max(1.0, wait), name="lcrag")
         self._pool.open(wait=False)
+
+    def _check(self, db) -> None:
+        """psycopg_pool's check of a connection before it is handed out. A connection the server ended (a restart)
+        says the others idle beside it were ended too: all are tried now and the dead replaced, so that the pool's
+        next attempt (after its pause of about a second) gets a new connection, not the next dead one, and a restart
+        costs the request a second, not an error."""
+        from psycopg_pool import ConnectionPool
+
+        try:
+            ConnectionPool.check_connection(db)
+        except Exception:
+            self._pool.check()
+            raise
 
     def _connect(self):
         import psycopg
