@@ -252,7 +252,7 @@ class Keys:
         self.database, self.refresh_seconds = database, min(refresh_seconds, MAX_COPY_SECONDS)
         self.wait_seconds = wait_seconds
         self._snapshot = _Snapshot()
-        self._refreshing = threading.Lock()
+        self._refreshing, self._writing = threading.Lock(), threading.Lock()
         self._used: dict[str, float] = {}  # key name -> when last used, not yet written
         self._written: dict[str, float] = {}  # key name -> the last-used time last written
 
@@ -282,6 +282,11 @@ class Keys:
             self._read(force)
         finally:
             self._refreshing.release()
+        if self._used and self._writing.acquire(blocking=False):  # outside the reading: never holds it up
+            try:
+                self._write_last_used()
+            finally:
+                self._writing.release()
 
     def _read(self, force: bool) -> None:
         if not force and not self.stale():  # read by the thread this one waited for
@@ -289,7 +294,6 @@ class Keys:
         started = time.monotonic()
         with self._run("the keys cannot be checked", write=False) as run:
             rows = run("SELECT key_id, hash, name, role, patterns, revoked FROM lcrag_keys")
-        self._write_last_used()
         active = {row[0]: (row[1], Principal(row[2], row[3], tuple(json.loads(row[4]))))
                   for row in rows if row[5] is None}
         self._snapshot = _Snapshot(started, bool(rows), active)
