@@ -12,6 +12,7 @@ its files, happens only in a place in the queue (429 beyond it)."""
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -98,6 +99,11 @@ class _Files:
     read: dict[str, tuple[tuple, FileEntry | str]]
     failed: frozenset[str] = frozenset()
     document: Document | None = None
+    # The files that gave a document, in name order (and their names, for bisect), and the lines of those that
+    # could not be read, by name: brought up to date for the files looked at, never gathered from every file again.
+    entries: list[FileEntry] = field(default_factory=list)
+    entry_names: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -112,6 +118,30 @@ class _Loaded:
     files: dict[str, _Files] = field(default_factory=dict)
     stale: dict[str, Document] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _gather(files: _Files, kept: _Files | None, looked: list[str]) -> None:
+    """``files``' entries and skipped lines: ``kept``'s with the names ``looked`` at changed (each file removed,
+    then put back as it reads now), or, without ``kept``, gathered from every file."""
+    if kept is None:
+        outcomes = [files.read[n][1] for n in files.listed.names]
+        files.entries = [outcome for outcome in outcomes if isinstance(outcome, FileEntry)]
+        files.entry_names = [entry.name for entry in files.entries]
+        files.skipped = {n: o for n, o in zip(files.listed.names, outcomes) if isinstance(o, str)}
+        return
+    entries, names, skipped = list(kept.entries), list(kept.entry_names), dict(kept.skipped)
+    for name in looked:
+        at = bisect.bisect_left(names, name)
+        if at < len(names) and names[at] == name:
+            del names[at], entries[at]
+        skipped.pop(name, None)
+        outcome = files.read.get(name, (None, None))[1]
+        if isinstance(outcome, FileEntry):
+            names.insert(at, name)
+            entries.insert(at, outcome)
+        elif outcome is not None:
+            skipped[name] = outcome
+    files.entries, files.entry_names, files.skipped = entries, names, skipped
 
 
 class Answering:
@@ -174,7 +204,7 @@ class Answering:
             kept = self._documents.files.get(name)
         if kept is not None and kept.listed.id != listed.id:
             kept = None  # another collection of that name
-        read, fresh = self._unchanged(listed, kept, directory)
+        read, fresh, looked = self._unchanged(listed, kept, directory)
         failed = set()
         for done, (path, outcome) in enumerate(zip(fresh, self._parsing.map(self._read_file, fresh)), 1):
             read[path.name] = outcome
@@ -184,13 +214,15 @@ class Answering:
                 raise streaming.Cancelled("the client left while its collection's files were read")
             if progress:
                 progress(len(listed.names) - len(fresh) + done, len(listed.names))
-        outcomes = [read[n][1] for n in listed.names]
-        entries = [outcome for outcome in outcomes if isinstance(outcome, FileEntry)]
-        skipped = [outcome for outcome in outcomes if isinstance(outcome, str)]
-        document = (collection_document(name, listed.id, entries, self.segments, kept.document if kept else None)
-                    if entries else None)
+        files = _Files(listed, read, frozenset(failed))
+        _gather(files, kept if looked is not None else None, looked or ())
+        entries, skipped = files.entries, [files.skipped[n] for n in sorted(files.skipped)]
+        if entries:
+            files.document = collection_document(name, listed.id, entries, self.segments,
+                                                 kept.document if kept else None)
         with self._documents.lock:
-            self._documents.files[name] = _Files(listed, read, frozenset(failed), document)
+            self._documents.files[name] = files
+        document = files.document
         if not entries and not skipped:
             raise EmptyCollection(name)
         if not entries:
@@ -199,26 +231,25 @@ class Answering:
         return document, skipped
 
     @staticmethod
-    def _unchanged(listed: Listed, kept: _Files | None,
-                   directory: Path) -> tuple[dict[str, tuple[tuple, FileEntry | str]], list[Path]]:
-        """What is still as read in ``kept`` (by name), and the paths to read now: when the store says which
-        files changed since ``kept``'s version, only those (and the ones whose reading failed) are looked at;
-        else every file's stat is compared."""
+    def _unchanged(listed: Listed, kept: _Files | None, directory: Path
+                   ) -> tuple[dict[str, tuple[tuple, FileEntry | str]], list[Path], list[str] | None]:
+        """What is still as read in ``kept`` (by name), the paths to read now, and the names looked at: when the
+        store says which files changed since ``kept``'s version, only those (and the ones whose reading failed);
+        else (None) every file's stat is compared."""
         touched = listed.changed((kept.listed.id, kept.listed.version)) if kept is not None else None
         if touched is None:
             known = kept.read if kept is not None else {}
             read = {n: known[n] for n, info in listed.items() if n in known and known[n][0] == _stat_key(info)}
-            names = [n for n in listed.names if n not in read]
-        else:
-            read = dict(kept.read)  # (copied whole in C)
-            names = []
-            for name in sorted(touched | kept.failed):
-                info = listed.stats.get(name)
-                if info is None or read.get(name, ((),))[0] != _stat_key(info):
-                    read.pop(name, None)
-                    if info is not None:
-                        names.append(name)
-        return read, [directory / n for n in names]
+            return read, [directory / n for n in listed.names if n not in read], None
+        read = dict(kept.read)  # (copied whole in C)
+        looked, names = sorted(touched | kept.failed), []
+        for name in looked:
+            info = listed.stats.get(name)
+            if info is None or read.get(name, ((),))[0] != _stat_key(info):
+                read.pop(name, None)
+                if info is not None:
+                    names.append(name)
+        return read, [directory / n for n in names], looked
 
     def _read_file(self, path: Path) -> tuple[tuple, FileEntry | str]:
         """One file of a collection as read (its documents, in the sandbox), or the line saying why it could not be;

@@ -97,6 +97,7 @@ def test_the_document_made_from_the_last_version_is_the_one_a_whole_reading_make
             replica.forget("ops")
             assert replica.collections.wait("ops", 60).state == "ready"
         made = replica.document("ops")
+        assert [entry.name for entry in made.files] == [file["name"] for file in replica.collections.files("ops")]
         whole = collection_document("ops", made.collection_id, list(made.files), replica.segments)
         assert made.basis is not None  # made from the previous version's document
         assert (made.text, made.content_hash) == (whole.text, whole.content_hash)
