@@ -225,7 +225,7 @@ def test_a_replica_killed_mid_upload_and_away_while_a_file_was_removed_removes_b
     blobs = folder / "collections-shared" / ".blobs"
     stop = threading.Event()
     with ExitStack() as stack:
-        a, process = replica(stack, folder, reader.url, "--store", database)
+        a, process = replica(stack, folder, reader.url, "--store", database, *OFFERED)
         httpx.post(f"{a}/v1/collections", json={"name": "vault"}).raise_for_status()
         _upload(a, FILE, SECRET)
         _upload(a, "other.txt", OTHER)
@@ -247,7 +247,7 @@ def test_a_replica_killed_mid_upload_and_away_while_a_file_was_removed_removes_b
     other.close()
     assert holders(folder, PLANTED, FILE)
     with ExitStack() as stack:
-        a, _ = replica(stack, folder, reader.url, "--store", database)
+        a, _ = replica(stack, folder, reader.url, "--store", database, *OFFERED)
         assert list(blobs.glob(".upload-*")) == []
         assert holders(folder, PLANTED, FILE) == []
         assert wait_ready(a, "vault", timeout=300)["state"] == "ready"
