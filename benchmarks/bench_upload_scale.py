@@ -3,8 +3,8 @@ GET /v1/collections/NAME says ready with it, over ``--uploads`` uploads each int
 5,000 files, through a real `lcrag serve` on loopback on the embedded store and on ``--store postgresql://`` (a real
 PostgreSQL started here, as tests/postgres_fixtures.py does), the server's default retriever (BM25). The reader is
 the tests' stand-in (no question is asked). The server offers BM25 alone unless told (``--serve-args ''``: every
-retriever, whose indexes the indexing job then makes too). The collection is seeded over HTTP, 16 uploads at a time; the measured
-uploads are one at a time, each waited for.
+retriever, whose indexes the indexing job then makes too). The collection is seeded over HTTP, 16 uploads at a
+time; the measured uploads are one at a time, each waited for.
 
     flock /tmp/lcrag-bench.lock python benchmarks/bench_upload_scale.py --label after \
         --out benchmarks/results/scale_upload.md

@@ -34,8 +34,8 @@ from lcrag.documents.sandbox import _shape_checked, content_of, encode
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.postgres_store import CHANNEL, Job, PostgresStore, StoreDown, work
-from lcrag.service.collections import (NAME, Collections, EmptyCollection, Listed, NotFound, Status, StorageError, _numbered,
-                                      receive_upload, safe_filename)
+from lcrag.service.collections import (NAME, Collections, EmptyCollection, Listed, NotFound, Status, StorageError,
+                                      _numbered, receive_upload, safe_filename)
 from lcrag.service.derived import forget_collection_caches, forget_contents
 from lcrag.service.store import KEPT_ANSWERS, CollectionState, FileRecord, IndexCost, Segment, SegmentKey
 from lcrag.storage import ensure_directory
@@ -55,17 +55,20 @@ SWEEP_SECONDS = 1.0  # after a change, local copies the database no longer holds
 UPLOAD, COPY = ".upload-", ".blob-"  # temporary files under ROOT/.blobs, each named PREFIX<pid>-<random>
 _UNHELD = "NOT EXISTS (SELECT 1 FROM lcrag_files f WHERE f.hash = {0})"
 # What no file holds any more, in the database: a parse or segment a job made while its file was being removed (or
-# a parse an earlier lcrag kept without its content), or a blob whose removal an upload of the same bytes raced.
+# a parse an earlier lcrag kept without its content), a blob whose removal an upload of the same bytes raced, an
+# answer of a version that is no longer its collection's.
 _ORPHANS = ("DELETE FROM lcrag_parses p WHERE p.content IS NULL OR " + _UNHELD.format("p.content"),
             "DELETE FROM lcrag_segments s WHERE " + _UNHELD.format("s.hash"),
-            "DELETE FROM lcrag_blobs b WHERE " + _UNHELD.format("b.hash"))
+            "DELETE FROM lcrag_blobs b WHERE " + _UNHELD.format("b.hash"),
+            "DELETE FROM lcrag_answers a WHERE NOT EXISTS (SELECT 1 FROM lcrag_collections c WHERE c.id = "
+            "a.collection AND c.version = a.version)")
 
 _STATE = ("SELECT id, version, state, state_version, done, error, skipped, updated, "
           "(SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id) FROM lcrag_collections c WHERE name = %s")
 _ROW = "SELECT id, version FROM lcrag_collections WHERE name = %s"  # what most calls need: no count of the files
 # A collection's files whole, with the version they are of (one statement: one snapshot).
 _ALL_FILES = ("SELECT c.version, f.name, f.hash, f.bytes, f.added FROM lcrag_collections c LEFT JOIN lcrag_files f "
-              "ON f.collection = c.id WHERE c.id = %s ORDER BY f.name")
+              "ON f.collection = c.id WHERE c.id = %s")
 # The files changed since a version, each as it is now (no hash: removed), with the version they are of, how many
 # files the collection has and up to which version its older changes are gone (lcrag_file_changes), in one snapshot.
 _CHANGED_FILES = """
@@ -331,7 +334,7 @@ class PostgresCollections:
             if not rows:
                 raise NotFound(f"unknown collection {name!r}")
             records = {n: FileRecord(n, h, int(b), float(a)) for _, n, h, b, a in rows if n is not None}
-            files = Listed(cid, int(rows[0][0]), list(records), records)
+            files = Listed(cid, int(rows[0][0]), sorted(records), records)  # (Python's order, not the collation's)
         with self._mirror:
             current = self._records.get(name)
             if current is None or current.id != cid or current.version <= files.version:
@@ -734,6 +737,12 @@ class PostgresCollections:
     def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
                      keep: int = KEPT_ANSWERS) -> None:
         with self.db.connection() as db:
+            # Kept only while the collection is at that version: a change committing meanwhile (it holds the row)
+            # is waited for, and its removal of the earlier versions' answers is never outrun.
+            current = db.execute("SELECT version FROM lcrag_collections WHERE id = %s FOR SHARE",
+                                 (collection_id,)).fetchone()
+            if current is None or int(current[0]) != version:
+                return
             db.execute("INSERT INTO lcrag_answers (collection, version, key, value) VALUES (%s, %s, %s, %s) "
                        "ON CONFLICT (collection, version, key) DO UPDATE SET value = EXCLUDED.value, created = now()",
                        (collection_id, version, key, answer))

@@ -50,8 +50,8 @@ class Spies:
         self.parsed, self.hashed, self.chunked, self.placed = [], [], [], []
         load_files, digest = answering.parser.load_files, answering_module.file_digest
         chunk, spans = answering.segments._chunk, answering.segments.spans
-        monkeypatch.setattr(answering.parser, "load_files",
-                            lambda paths, *a, **k: self.parsed.extend(p.name for p in paths) or load_files(paths, *a, **k))
+        monkeypatch.setattr(answering.parser, "load_files", lambda paths, *args, **options: self.parsed.extend(
+            p.name for p in paths) or load_files(paths, *args, **options))
         monkeypatch.setattr(answering_module, "file_digest", lambda path: self.hashed.append(path.name) or digest(path))
         monkeypatch.setattr(answering.segments, "_chunk",
                             lambda document, chunker: self.chunked.append(document.source) or chunk(document, chunker))
@@ -103,7 +103,8 @@ def test_the_document_made_from_the_last_version_is_the_one_a_whole_reading_make
         assert (made.text, made.content_hash) == (whole.text, whole.content_hash)
         assert [(offset, part.text) for offset, part in made.parts] == [(o, p.text) for o, p in whole.parts]
         chunker = replica.base.chunker("words:8")
-        assert CollectionIndex(made, chunker, replica.base).chunks == CollectionIndex(whole, chunker, replica.base).chunks
+        made_chunks = CollectionIndex(made, chunker, replica.base).chunks
+        assert made_chunks == CollectionIndex(whole, chunker, replica.base).chunks
     assert [entry.name for entry in replica.document("ops").files] == ["f0.txt", "f2.txt", "f3.txt", "f4.txt",
                                                                         "f6.txt"]
     hit = replica.search("ops", "code 7010 pump 10", 1)[0]
