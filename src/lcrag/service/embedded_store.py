@@ -134,8 +134,10 @@ class StoreDatabase:
 
     def keep_answer(self, collection_id: str, version: int, key: str, answer: bytes, keep: int) -> None:
         """Keep an answer and the ``keep`` written last (a replaced row takes a new rowid: rowids are write order)."""
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)", (collection_id, version, key, answer))
+        with self._lock:  # (only while the collection is at that version: a change meanwhile removed its answers)
+            self._db.execute("INSERT OR REPLACE INTO answers SELECT ?, ?, ?, ? WHERE coalesce((SELECT version FROM "
+                             "versions WHERE id = ?), 1) = ?", (collection_id, version, key, answer, collection_id,
+                                                                version))
             self._db.execute("DELETE FROM answers WHERE id = ? AND version = ? AND rowid <= (SELECT rowid FROM answers "
                              "WHERE id = ? AND version = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
                              (collection_id, version, collection_id, version, max(0, keep)))

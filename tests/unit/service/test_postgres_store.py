@@ -120,8 +120,13 @@ def test_segments_are_kept_by_content(store):
     segment = Segment(key, "text", ((0, 5), (5, 9)), b"\0" * 16, 2, 9)
     store.put_segment(segment)
     assert store.segment(key) == segment and store.segment(SegmentKey("f" * 64, "words:300")) is None
-    store.cache_answer("id", 3, "q", b"answer")
-    assert store.cached_answer("id", 3, "q") == b"answer" and store.cached_answer("id", 4, "q") is None
+    store.create("docs")
+    identity, version = store.state("docs").id, store.version("docs")
+    store.cache_answer(identity, version, "q", b"answer")
+    store.cache_answer(identity, version - 1, "q", b"stale")  # a version the collection moved past: not kept
+    assert store.cached_answer(identity, version, "q") == b"answer"
+    assert store.cached_answer(identity, version + 1, "q") is None
+    assert store.cached_answer(identity, version - 1, "q") is None
 
 
 def test_what_no_file_or_version_holds_any_more_is_collected(store):
