@@ -135,8 +135,8 @@ def _load_blob(db, digest: str, out) -> bool:
 
 
 def _collect(db, hashes: list[str]) -> None:
-    """The blobs, segments and parses of ``hashes`` that no file holds any more (a file removed, a collection deleted): a
-    content still in another file, of any collection, is kept. Each content in a savepoint of its own, in a fixed
+    """The blobs, segments and parses of ``hashes`` that no file holds any more (a file removed, a collection
+    deleted): a content still in another file, of any collection, is kept. Each content in a savepoint of its own, in a fixed
     order: one whose blob gained a file meanwhile (an upload of the same bytes, not committed when this looked,
     commits while the blob is being deleted: the foreign key refuses it) is kept, blob and segments, and the rest
     still go. A blob collected before such an upload inserts its file is stored again by that upload (its foreign
