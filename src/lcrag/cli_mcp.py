@@ -89,8 +89,6 @@ def mcp(
     the collections' files as resources."""
     if transport not in TRANSPORTS:
         raise OptionError(f"--transport: one of {', '.join(TRANSPORTS)}, got {transport!r}")
-    if transport == "http":
-        check_bind(host, api_key, "serve MCP on")
     check_key(api_key)
     from lcrag.service.mcp_sessions import SessionLimits
 
@@ -107,6 +105,8 @@ def mcp(
                                    max_title_chars),
                        parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb,
                        retrievers, new_run_file, job_retention=job_retention)
+    if transport == "http":
+        check_bind(host, api_key, "serve MCP on", answering)  # keys added to the store protect it as --api-key does
     limits = Limits(max_body_bytes=int(max_body_kb * 1024), max_question_chars=max_question_chars,
                     max_tokens=max_tokens, strategies=allowed_strategies(strategies),
                     retrievers=answering.retrievers,

@@ -183,10 +183,30 @@ def shared_store(url: str | None, lease: float, retention: float = JOB_RETENTION
     return partial(PostgresCollections, url, lease=lease, job_retention=retention)
 
 
-def check_bind(host: str, api_key: str | None, command: str = "serve") -> None:
+def check_bind(host: str, api_key: str | None, command: str = "serve", answering=None) -> None:
+    """Anything but loopback needs a key: ``--api-key``, or the keys added with ``lcrag keys add`` to the store
+    ``answering`` uses (a refusal closes it)."""
     check_key(api_key)
-    if not is_loopback(host) and not api_key:
-        raise OptionError(f"--host {host} is not a loopback address: set --api-key (or {API_KEY_ENV}) to {command} it")
+    if is_loopback(host) or api_key or (answering is not None and _has_keys(answering)):
+        return
+    if answering is not None:
+        answering.close()
+    raise OptionError(f"--host {host} is not a loopback address: set --api-key (or {API_KEY_ENV}), or add keys with "
+                      f"`lcrag keys add`, to {command} it")
+
+
+def _has_keys(answering) -> bool:
+    """Whether a key was added to the store ``answering`` uses (keys that cannot be read count as none)."""
+    from lcrag.service.keys import KeysUnavailable, keys_for
+
+    keys = keys_for(answering.collections)
+    try:
+        keys.refresh(force=True)
+        return keys.required()
+    except KeysUnavailable:
+        return False
+    finally:
+        keys.close()
 
 
 def check_key(api_key: str | None) -> None:
@@ -257,7 +277,7 @@ def serve(
     job_retention: JobRetention = JOB_RETENTION_SECONDS,
 ) -> None:
     """Serve collections over HTTP: an OpenAI-compatible API, the native ask API and a web page at /."""
-    check_bind(host, api_key)
+    check_key(api_key)
     try:
         import uvicorn  # noqa: F401
     except ImportError:
@@ -273,6 +293,7 @@ def serve(
                                    max_title_chars),
                        parse_workers, store, index_workers, job_lease, kept_answers, max_kept_answer_kb,
                        retrievers, new_run_file, job_retention=job_retention)
+    check_bind(host, api_key, answering=answering)  # keys added to the store protect it as --api-key does
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_body_bytes=int(max_body_kb * 1024),
                     max_question_chars=max_question_chars, max_tokens=max_tokens,
                     strategies=allowed_strategies(strategies), allowed_hosts=hosts_for(host, allowed_host or []),
