@@ -23,3 +23,16 @@ def test_ci_runs_the_readme_test_command_exactly():
 
 def test_the_demo_command_sets_up_and_runs_the_demo():
     assert any(c.startswith("python3 -m venv .venv") and c.endswith("lcrag demo") for c in readme_commands())
+
+
+def test_the_team_run_file_shown_is_the_example_and_a_valid_run_file():
+    import yaml
+
+    from lcrag.config import Config
+
+    shown = re.search(r"`team\.yaml` \(\[examples/team\.yaml\].*?```yaml\n(.+?)\n```",
+                      (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    assert shown, "the team section shows team.yaml"
+    example = ROOT / "examples" / "team.yaml"
+    assert yaml.safe_load(shown.group(1)) == yaml.safe_load(example.read_text(encoding="utf-8"))
+    assert Config.from_file(example).settings().strategy == "self-route"  # every key valid
