@@ -148,8 +148,11 @@ class LcragMCP(SDKServer):
     # Every call to the store runs off the event loop: a store may be PostgreSQL across the network.
     async def list_collections(self, ctx: Context | None = None) -> dict[str, list[dict[str, Any]]]:
         collections, caller = self.answering.collections, _caller(ctx)
-        return {"collections": await asyncio.to_thread(
-            lambda: [collections.describe(n) for n in collections.names() if caller.sees(n)])}
+        try:
+            return {"collections": await asyncio.to_thread(
+                lambda: [collections.describe(n) for n in collections.names() if caller.sees(n)])}
+        except LcragError as exc:  # the store's database out of reach (StoreDown): said in one line
+            raise ToolError(one_line(exc)) from None
 
     async def ask(self, question: str, collection: str, strategy: str | None = None, retriever: str | None = None,
                   k: int | None = None, budget: int | None = None, order: str | None = None,
