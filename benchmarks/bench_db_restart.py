@@ -191,16 +191,17 @@ def run(label: str, server: str, reader: str, tmp: Path, source: Path | None, se
             "log_lines": len(logs.splitlines()), "pool_lines": logs.count("cannot be reached")}
 
 
-def outage(rows: list[tuple], began: float) -> tuple[float, float]:
-    """When the database was first seen down after ``began`` and first seen up again after that."""
+def outage(rows: list[tuple], began: float, ended: float) -> tuple[float, float]:
+    """When the database was first seen down after ``began`` and first seen up again after that (the restart
+    command's own times if the 50 ms samples missed it)."""
     db = [(t, s) for t, kind, s, *_ in rows if kind == "db"]
-    down = next(t for t, s in db if t >= began and s == 0)
-    return down, next(t for t, s in db if t > down and s == 200)
+    down = next((t for t, s in db if t >= began and s == 0), began)
+    return down, next((t for t, s in db if t > down and s == 200), ended)
 
 
 def summary(result: dict) -> dict:
-    rows, (began, _) = result["rows"], result["restart"]
-    down, up = outage(rows, began)
+    rows, (began, ended) = result["rows"], result["restart"]
+    down, up = outage(rows, began, ended)
     calls = [r for r in rows if r[1] in ("ask", "list", "upload")]
     statuses = Counter(r[2] for r in calls)
     before = [r[3] for r in calls if r[0] + r[3] < began]
