@@ -214,7 +214,7 @@ def summary(result: dict) -> dict:
         false = [s for t, s in ready if (t < began - 0.5 or t > up + 10) and s != 200]
         readiness[name] = {"down": Counter(during), "back": None if after is None else after - up,
                            "not ready otherwise": len(false)}
-    return {"calls": len(calls), "statuses": statuses, "other 5xx": sum(n for s, n in statuses.items()
+    return {"calls": len(calls), "statuses": statuses, "tracebacks": result["tracebacks"], "other 5xx": sum(n for s, n in statuses.items()
                                                                       if s >= 500 and s != 503),
             "retry-after": all(r[5] for r in calls if r[2] == 503), "down": up - down,
             "p50": statistics.median(before) if before else 0.0, "worst": worst, "readiness": readiness,
