@@ -204,6 +204,9 @@ class Listed:
     names: list[str]
     stats: dict[str, Any]  # each name's lstat (a database's view of the files: each one's FileRecord)
     log: tuple[tuple[int, int, frozenset[str]], ...] = ()
+    # The files as GET /v1/collections/NAME shows them (name and bytes), made once per version: polling a collection
+    # of 5,000 files for its state does not make 5,000 dicts each time. Shared: never to be changed.
+    shown: list[list[dict]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def of(cls, collection_id: str, version: int, directory: Path) -> Listed:
@@ -254,6 +257,13 @@ class Listed:
             names |= touched  # (a change straddling ``at`` is looked at whole: looking again is harmless)
             at = end
         return frozenset(names) if at == self.version else None
+
+    def files(self, size: Callable[[Any], int]) -> list[dict]:
+        """The files by name with their size in bytes (``size`` of each one's value), made once per listing."""
+        if not self.shown:
+            stats = self.stats
+            self.shown.append([{"name": name, "bytes": size(stats[name])} for name in self.names])
+        return self.shown[0]
 
     def items(self) -> list[tuple[str, Any]]:
         stats = self.stats
@@ -385,7 +395,7 @@ class Collections:
                       and p.is_dir() and not p.is_symlink() and not p.parent.is_symlink())
 
     def files(self, name: str) -> list[dict]:
-        return [{"name": file_name, "bytes": info.st_size} for file_name, info in self.listing(name)]
+        return self.listed(name).files(lambda info: info.st_size)
 
     def describe(self, name: str) -> dict:
         files = self.files(name)

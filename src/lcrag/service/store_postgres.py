@@ -314,7 +314,7 @@ class PostgresCollections:
         return self._files(name).items_values()
 
     def files(self, name: str) -> list[dict]:
-        return [{"name": f.name, "bytes": f.size} for f in self.file_records(name)]
+        return self._files(name).files(lambda record: record.size)
 
     def _files(self, name: str) -> Listed:
         """The collection's files as the database has them now (each name's FileRecord): those this replica read
