@@ -136,7 +136,7 @@ def client(number: int, urls: list[str], samples: Samples) -> None:
                     response = http.post(f"{url}/v1/ask", json={"collection": collection, "strategy": "rag",
                                                                 "question": f"How many boats on line {turn % 60}?"})
                 elif kind == "list":
-                    response = http.get(f"{url}/v1/collections/{collection}/files")
+                    response = http.get(f"{url}/v1/collections/{collection}")  # its files and status
                 else:
                     response = http.post(f"{url}/v1/collections/{collection}/files", files={
                         "file": (f"n{number}-{turn}.txt", f"Client {number} note {turn}: {turn} gulls.\n".encode())})
@@ -249,7 +249,7 @@ def report(args, results: dict[str, dict]) -> str:
 Machine: {machine()}; 2 cores shared with other work (load from other sessions ran meanwhile), no GPU. PostgreSQL 15
 on loopback (initdb of the benchmark's own); two `lcrag serve --store` replicas; the stand-in reader of
 tests/reader_servers.py (no model: the service around it is measured); {CLIENTS} client loops, each asking (RAG),
-listing a collection's files and uploading a small file in turn through both replicas, over {COLLECTIONS}
+reading a collection (its files and status) and uploading a small file in turn through both replicas, over {COLLECTIONS}
 collections, for {args.seconds:g} s; at a third of the run `pg_ctl restart -m fast` (every session ended, the server
 started again). "after" is this checkout (psycopg_pool, StoreDown → 503); "before" is src/ at {args.before} (the
 home-made pool), run the same way in the same run: the baseline.
