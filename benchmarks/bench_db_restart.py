@@ -1,6 +1,6 @@
 """A PostgreSQL restart under load (issue 43, item 4): two `lcrag serve --store` replicas over one PostgreSQL 15 with a
 stand-in reader (tests/reader_servers.py), six client loops asking (RAG), listing and uploading through both, and
-the database restarted (`pg_ctl restart -m fast`, about a second down) mid-run. Counted: every call's status (target:
+the database stopped (`pg_ctl stop -m fast`) and started again about a second later, mid-run. Counted: every call's status (target:
 no 5xx but 503), and /readyz of each replica sampled every 100 ms against the database's own state (sampled every
 50 ms by a direct connection): 503 while it is down, 200 how soon after it is back. The same run against the code
 before psycopg_pool (a snapshot of src/ at --before, run from a temporary folder) is the baseline.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -72,15 +73,20 @@ def data_folder(database: str) -> Path:
         return Path(db.execute("SHOW data_directory").fetchone()[0])
 
 
-def restart(data: Path) -> tuple[float, float]:
-    """``pg_ctl restart -m fast`` (every session ended, the server started again with its options): when it began
-    and ended (monotonic)."""
+def restart(data: Path, down: float) -> tuple[float, float]:
+    """Stop the server (``-m fast``: every session ended, as a restart does), leave it down ``down`` seconds, start
+    it again with the options it ran with (postmaster.opts); when the stop began and the start ended (monotonic)."""
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    words = shlex.split((data / "postmaster.opts").read_text())[1:]
+    at = words.index("-D")
+    options = " ".join(shlex.quote(w) for w in words[:at] + words[at + 2:])
+    pg_ctl = [*as_user, str(postgres_programs() / "pg_ctl"), "-D", str(data)]
+    # Output to a log file, none to a pipe: the server started in the background would hold a pipe open.
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
     began = time.monotonic()
-    # Its output to a log file, none to a pipe: the server started in the background would hold a pipe open.
-    subprocess.run([*as_user, str(postgres_programs() / "pg_ctl"), "-D", str(data), "-l", str(data.parent / "log"),
-                    "-m", "fast", "-w", "-t", "60", "restart"], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=120)
+    subprocess.run([*pg_ctl, "-m", "fast", "-w", "stop"], **quiet)
+    time.sleep(down)
+    subprocess.run([*pg_ctl, "-o", options, "-l", str(data.parent / "log"), "-w", "-t", "60", "start"], **quiet)
     return began, time.monotonic()
 
 
@@ -160,7 +166,8 @@ def prepare(urls: list[str]) -> None:
             time.sleep(0.2)
 
 
-def run(label: str, server: str, reader: str, tmp: Path, source: Path | None, seconds: float) -> dict:
+def run(label: str, server: str, reader: str, tmp: Path, source: Path | None, seconds: float,
+        down: float) -> dict:
     """Two replicas from ``source`` over a new database on ``server``, the loops for ``seconds`` with the database
     restarted at a third of them; what was seen."""
     database = server.rsplit("/", 1)[0] + f"/bench_{label}"
@@ -177,7 +184,7 @@ def run(label: str, server: str, reader: str, tmp: Path, source: Path | None, se
         for thread in threads:
             thread.start()
         time.sleep(seconds / 3)
-        began, ended = restart(data_folder(database))
+        began, ended = restart(data_folder(database), down)
         time.sleep(seconds * 2 / 3)
         samples.stop()
         for thread in threads:
@@ -244,14 +251,14 @@ def report(args, results: dict[str, dict]) -> str:
     examples = "\n".join(f"- {label}: {code} {text!r}" for label, s in results.items() for code, text in s["examples"])
     return f"""# A database restart under load (issue 43, item 4)
 
-`flock /tmp/lcrag-bench.lock python benchmarks/bench_db_restart.py --seconds {args.seconds:g} --before {args.before}`
+`flock /tmp/lcrag-bench.lock python benchmarks/bench_db_restart.py --seconds {args.seconds:g} --down {args.down:g} --before {args.before}`
 
 Machine: {machine()}; 2 cores shared with other work (load from other sessions ran meanwhile), no GPU. PostgreSQL 15
 on loopback (initdb of the benchmark's own); two `lcrag serve --store` replicas; the stand-in reader of
 tests/reader_servers.py (no model: the service around it is measured); {CLIENTS} client loops, each asking (RAG),
 reading a collection (its files and status) and uploading a small file in turn through both replicas, over {COLLECTIONS}
-collections, for {args.seconds:g} s; at a third of the run `pg_ctl restart -m fast` (every session ended, the server
-started again). "after" is this checkout (psycopg_pool, StoreDown → 503); "before" is src/ at {args.before} (the
+collections, for {args.seconds:g} s; at a third of the run `pg_ctl stop -m fast` (every session ended), {args.down:g} s
+stopped, `pg_ctl start`. "after" is this checkout (psycopg_pool, StoreDown → 503); "before" is src/ at {args.before} (the
 home-made pool), run the same way in the same run: the baseline.
 
 {md_table(header, rows)}
@@ -280,6 +287,7 @@ Examples of 5xx and failed calls:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--down", type=float, default=0.8, help="seconds the database stays stopped")
     parser.add_argument("--before", default="9a2e4f9", help="the commit whose src/ is the baseline ('' for none)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/scale_outage.md"))
     args = parser.parse_args()
@@ -291,7 +299,7 @@ def main() -> None:
             runs = [("after", None)] + ([("before", source_of(args.before, tmp / "before"))] if args.before else [])
             for label, source in runs:
                 log(f"{label}: two replicas, {CLIENTS} clients, {args.seconds:g} s, a restart at a third")
-                results[label] = summary(run(label, server, reader, tmp, source, args.seconds))
+                results[label] = summary(run(label, server, reader, tmp, source, args.seconds, args.down))
                 log({k: v for k, v in results[label].items() if k != "examples"})
     finally:
         for process in processes:
