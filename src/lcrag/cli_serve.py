@@ -80,7 +80,7 @@ IndexMemory = Annotated[float, typer.Option("--index-memory-mb", help="Memory fo
 MaxQuestion = Annotated[int, typer.Option("--max-question-chars", help="Longest question accepted (400 above).", min=1)]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Most completion tokens a request may ask for (400 above).", min=1)]
 Strategies = Annotated[Optional[list[str]], typer.Option("--strategies", help="A strategy clients may choose; repeatable (default: all). E.g. leave out lc on large collections.")]
-Retrievers = Annotated[Optional[list[str]], typer.Option("--retrievers", help="A retriever clients may choose; repeatable (default: every one that makes no reader call, and the server's own: tree and raptor write summaries with the reader).")]
+Retrievers = Annotated[Optional[list[str]], typer.Option("--retrievers", help="A retriever clients may choose; repeatable (default: every one that makes no reader call and embeds no more than the chunks, and the server's own: tree and raptor write summaries with the reader, sentence-window embeds every sentence at ingestion).")]
 AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")]
 MaxBody = Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)]
 PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]

@@ -109,8 +109,8 @@ def test_the_replica_indexing_a_collection_killed_the_other_finishes_it_nothing_
             jobs = connection.execute("SELECT state, attempts, completions FROM lcrag_jobs").fetchall()
             writes = connection.execute("SELECT writes FROM lcrag_segments WHERE embedder <> ''").fetchall()
         assert jobs == [("done", 2, 1)]  # taken over once, completed once
-        # every file's chunks and sentences (sentence-window is offered by default) embedded, each once
-        assert len(writes) == 2 * (files + 1) and {w for (w,) in writes} == {1}
+        # every file's chunks embedded (dense and hybrid are offered by default, and share them), each once
+        assert len(writes) == files + 1 and {w for (w,) in writes} == {1}
         answer = ask(survivor, "big", DEFAULT_FACTS[0].question, strategy="rag")
         assert answer.status_code == 200 and answer.json()["sources"], answer.text
         assert victim != survivor

@@ -131,6 +131,7 @@ class DisjointSpans:
 
 
 @RETRIEVERS.register("sentence-window", help="single sentences matched, returned with their neighbours",
+                     embeds_sentences=True,  # every sentence embedded: several times the chunks' work at ingestion
                      options=(Option("window", int, 3, "sentences either side of a hit", min=0, max=MAX_WINDOW),))
 def sentence_window_retriever(index: IndexView, window: int = 3) -> SentenceWindowRetriever:
     return SentenceWindowRetriever.open(index.document, index.embedder, index.cache_dir, window)

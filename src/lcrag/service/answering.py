@@ -60,10 +60,13 @@ ANSWER_OPTIONS = tuple(QuestionChoices.model_fields)
 
 
 def default_retrievers(own: str) -> tuple[str, ...]:
-    """The retrievers a server offers unless told: every registered one that makes no reader call (tree and raptor
-    write summaries with the reader: minutes of generation a client would order for free), and the server's own."""
-    return tuple(dict.fromkeys([n for n in RETRIEVERS.names() if not RETRIEVERS.get(n).meta.get("calls_reader")]
-                               + [own]))
+    """The retrievers a server offers unless told, and so the indexes every collection's indexing makes: every
+    registered one that makes no reader call (tree and raptor write summaries with the reader: minutes of generation
+    a client would order for free) and embeds no more than the chunks (sentence-window embeds every sentence:
+    several times the ingestion of dense and hybrid, which share the chunks' vectors), and the server's own."""
+    cheap = [n for n in RETRIEVERS.names()
+             if not RETRIEVERS.get(n).meta.get("calls_reader") and not RETRIEVERS.get(n).meta.get("embeds_sentences")]
+    return tuple(dict.fromkeys([*cheap, own]))
 
 
 def billed(answer: Answer) -> Answer:
