@@ -38,7 +38,7 @@ def upload_then_ready(client: httpx.Client, url: str, collection: str, number: i
     client.post(f"{url}/v1/collections/{collection}/files",
                 files={"file": (f"u{number:05d}.txt", small_file(number))}).raise_for_status()
     while True:
-        status = client.get(f"{url}/v1/collections/{collection}").json()["status"]
+        status = client.get(f"{url}/v1/collections/{collection}", params={"files": "false"}).json()["status"]
         if status["state"] == "ready" and status["files"] == files:
             return time.perf_counter() - began
         if status["state"] == "error":

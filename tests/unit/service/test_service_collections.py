@@ -90,6 +90,19 @@ def test_a_collection_whose_last_file_is_removed_is_empty_not_in_error(service, 
         assert reply.status_code == 400 and "'ops' is empty: upload a file" in reply.json()["error"]["message"]
 
 
+def test_a_collection_polled_for_ready_may_leave_out_its_files(service, tmp_path):
+    server, answering = service()
+    with server as url:
+        httpx.post(f"{url}/v1/collections", json={"name": "ops"})
+        assert upload(url, "ops", crane_manual(tmp_path)).status_code == 201
+        answering.collections.wait("ops")
+        whole = httpx.get(f"{url}/v1/collections/ops").json()
+        brief = httpx.get(f"{url}/v1/collections/ops", params={"files": "false"}).json()
+        assert "files" not in brief and brief["status"] == whole["status"] and brief["status"]["files"] == 1
+        assert len(whole["files"]) == 1
+        assert httpx.get(f"{url}/v1/collections/ops", params={"files": "maybe"}).status_code in (400, 422)
+
+
 def test_a_collection_created_again_is_another_collection(service, tmp_path):
     server, answering = service()
     with server as url:
