@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -134,6 +135,10 @@ def engine(config: Path | None, given: dict, option: list[str] | None, price_as:
     if option:
         given["options"] = run.options.options | option_values(option)
     settings = run.merged(given).settings()
+    # One chunking for every strategy a client may choose (the run file's, else the server's strategy's own): the
+    # indexing jobs make each offered retriever's index once, for it (op-rag's own tokens:128 would be another
+    # chunking, whose index no job makes: its questions could never be answered).
+    settings = replace(settings, chunking=settings.chunking_for(settings.strategy))
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)

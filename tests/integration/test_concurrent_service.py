@@ -37,8 +37,9 @@ def test_sixteen_clients_of_lcrag_serve_get_what_a_fresh_pipeline_gives(tmp_path
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cache = tmp_path / "cache"
+    offered = [arg for name in ("bm25", "dense", "hybrid", "sentence-window") for arg in ("--retrievers", name)]
     with lcrag_process("serve", "--port", str(port), "--cache-dir", str(cache), "--max-waiting", str(CLIENTS),
-                       url=url, cache_dir=cache):
+                       *offered, url=url, cache_dir=cache):
         facts = {}
         for n in range(6):
             document, planted = needle_document(rng.randint(250, 600), facts=tuple(rng.sample(DEFAULT_FACTS, 2)),
@@ -57,9 +58,10 @@ def test_sixteen_clients_of_lcrag_serve_get_what_a_fresh_pipeline_gives(tmp_path
         # The collections' documents as the service reads them, answered by fresh pipelines, one question each.
         documents = Answering(Settings(cache_dir=cache), cache / "collections")
         completions = CompletionCache(cache / "completions.sqlite")
+        served = Settings(cache_dir=cache, chunking=Settings().chunking_for(Settings().strategy))  # one, as served
 
         def fresh(name, question, choices):
-            pipeline = Pipeline(Settings(cache_dir=cache), reader=CachedReader(reader, completions), embedder=embedder)
+            pipeline = Pipeline(served, reader=CachedReader(reader, completions), embedder=embedder)
             return comparable(pipeline.ask(documents.document(name), question,
                                            **choices).to_dict())
 
