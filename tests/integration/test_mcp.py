@@ -201,7 +201,8 @@ def test_streamable_http_needs_the_key_and_answers_with_it(cache_dir, sdk_dir, m
 def test_mcp_over_http_on_another_address_needs_a_key(cache_dir):
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "lcrag.cli", "mcp", "--transport", "http", "--host", "0.0.0.0"],
+    done = subprocess.run([sys.executable, "-m", "lcrag.cli", "mcp", "--transport", "http", "--host", "0.0.0.0",
+                           "--cache-dir", str(cache_dir)],  # its own: keys added to a cache directory would do
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "set --api-key" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
