@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -41,8 +43,18 @@ def open_keys(cache_dir: Path | None, store: str | None, config: Path | None):
     return Keys(SqliteDatabase(cache_directory(settings.cache_dir) / "collections.sqlite"))
 
 
-def _unavailable(exc: Exception) -> OptionError:
-    return OptionError(" ".join(str(exc).split()))
+@contextmanager
+def opened_keys(cache_dir: Path | None, store: str | None, config: Path | None) -> Iterator:
+    """:func:`open_keys`, closed after the block; keys that cannot be read or written are one line (exit code 2)."""
+    from lcrag.service.keys import KeysUnavailable
+
+    keys = open_keys(cache_dir, store, config)
+    try:
+        yield keys
+    except KeysUnavailable as exc:
+        raise OptionError(" ".join(str(exc).split())) from None
+    finally:
+        keys.close()
 
 
 @keys_app.command("add")
@@ -55,18 +67,13 @@ def add(
     config: RunFile = None,
 ) -> None:
     """Add a key for NAME and print it, once: only its hash is kept."""
-    from lcrag.service.keys import KeysUnavailable, check_name, check_patterns, check_role
+    from lcrag.service.keys import check_name, check_patterns, check_role
 
     check_name(name)
     check_role(role)
     patterns = check_patterns([p.strip() for given in collections or () for p in given.split(",") if p.strip()])
-    keys = open_keys(cache_dir, store, config)
-    try:
+    with opened_keys(cache_dir, store, config) as keys:
         added = keys.add(name, role, patterns, by="cli")
-    except KeysUnavailable as exc:
-        raise _unavailable(exc) from None
-    finally:
-        keys.close()
     scope = ", ".join(patterns) if patterns else "every collection"
     typer.echo(f"lcrag keys: {name} ({role}, {scope}); the key is shown this once:", err=True)
     typer.echo(added["key"])
@@ -80,15 +87,8 @@ def list_keys(
     config: RunFile = None,
 ) -> None:
     """The keys: name, role, collections, when added and last used (never a key)."""
-    from lcrag.service.keys import KeysUnavailable
-
-    keys = open_keys(cache_dir, store, config)
-    try:
+    with opened_keys(cache_dir, store, config) as keys:
         listed = keys.listed(revoked)
-    except KeysUnavailable as exc:
-        raise _unavailable(exc) from None
-    finally:
-        keys.close()
     rows = [("NAME", "ROLE", "COLLECTIONS", "ADDED", "LAST USED", *(("REVOKED",) if revoked else ()))]
     rows += [(k["name"], k["role"], ",".join(k["collections"]) or "*", _when(k["created"]), _when(k["last_used"]),
               *((_when(k["revoked"]),) if revoked else ())) for k in listed]
@@ -109,15 +109,9 @@ def revoke(
     config: RunFile = None,
 ) -> None:
     """Revoke NAME's key: every replica refuses it within a second."""
-    from lcrag.service.keys import KeysUnavailable
-
-    keys = open_keys(cache_dir, store, config)
-    try:
-        keys.revoke(name, by="cli")
-    except LookupError as exc:
-        raise InputError(str(exc)) from None
-    except KeysUnavailable as exc:
-        raise _unavailable(exc) from None
-    finally:
-        keys.close()
+    with opened_keys(cache_dir, store, config) as keys:
+        try:
+            keys.revoke(name, by="cli")
+        except LookupError as exc:
+            raise InputError(str(exc)) from None
     typer.echo(f"lcrag keys: {name}'s key is revoked", err=True)
