@@ -45,11 +45,12 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "LCRAG_CACHE_DIR": str(cache)}
+        self.log = cache.with_name(f"{cache.name}-serve.log")  # beside the cache: a crash's last words are kept
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lcrag.cli", "serve", "--port", str(self.port), "--llm", f"openai:stub@{reader_url}",
              "--context-window", "4096", "--max-upload-mb", "64", "--max-waiting", "64",
              "--max-document-chars", "100000000", *extra],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"))
         self.peak_threads, self._stop = 0, threading.Event()
         for _ in range(600):
             try:
@@ -68,6 +69,10 @@ class Server:
             except (OSError, StopIteration):
                 pass
             time.sleep(0.02)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The server's last log lines (what to look at when a request of the benchmark failed)."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def close(self) -> None:
         self._stop.set()

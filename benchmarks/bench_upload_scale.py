@@ -98,6 +98,9 @@ def main() -> None:
                 server = Server(Path(tmp) / store, readers[0], *extra)
                 try:
                     results[store] = measure(server, sizes, args.uploads)
+                except (httpx.HTTPError, RuntimeError):
+                    log(f"{store}: the server's last log lines:\n{server.log_tail()}")
+                    raise
                 finally:
                     server.close()
     finally:
