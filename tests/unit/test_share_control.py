@@ -172,3 +172,134 @@ def test_a_ledger_keeps_the_routes_of_its_recent_questions_only():
     assert ShareState.from_dict(old).routed == OrderedDict()
     kept = ShareState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert kept.routed == state.routed
+
+
+def test_asking_a_question_again_changes_nothing_in_the_ledger():
+    """Not even its place among the routes remembered: a resume re-asks questions an unbroken run asked once."""
+    state = ShareState()
+    for i, score in enumerate(clustered_scores(50)):
+        state.decide(ShareTarget(0.3), score, 1000, 100, f"q{i}", declined=i == 3)
+    before = json.dumps(state.to_dict())
+    again = state.decide(ShareTarget(0.3), 0.0, 1000, 100, "q3")  # asked again with another score
+    assert again.repeated and json.dumps(state.to_dict()) == before
+    assert again.to_lc and again.declined  # sent to LC by its decline the first time: says so again
+
+
+class Unanswered(Exception):
+    """The reader holds no answer (in an eval: the question gets no row)."""
+
+
+def eval_session(directory, questions, rows: dict, kill: tuple[int, str] | None = None) -> bool:
+    """One `lcrag eval` process as the runner drives the ledger: every question without a row, in order, each in
+    `answering()`; an unanswerable one raises after its route (a question routed to LC whose LC answer the reader
+    does not hold). `kill` = (i, "before") dies before question i is asked (after i-1's row), (i, "routed") after its
+    route was written and before its row. False when killed."""
+    ledgers = ShareLedgers(directory)  # a new process: the ledger as the file has it
+    for i, (question, score, answerable) in enumerate(questions):
+        if i in rows:
+            continue
+        if kill == (i, "before"):
+            return False
+        try:
+            with ledgers.answering():
+                decision = ledgers.get("reader", "router", CALIBRATION).decide(
+                    ShareTarget(0.3), score, 1000, 100, question)
+                if kill == (i, "routed"):
+                    return False
+                if not answerable:
+                    raise Unanswered(question)
+        except Unanswered:
+            continue
+        rows[i] = bool(decision)
+    return True
+
+
+def ledger_file(directory) -> dict:
+    (path,) = directory.glob("*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def small_window(monkeypatch):
+    """A window of 30 questions, so that a few hundred questions cover what a LaRA run's thousand do."""
+    from lcrag.strategies import share_control
+
+    monkeypatch.setattr(share_control, "WINDOW", 30)
+    monkeypatch.setattr(share_control, "SEEDS", 10)
+    return 30
+
+
+def resume_questions(n: int) -> list[tuple[str, float, bool]]:
+    # a few never answered, early ones (more than a window before most kill points) among them
+    return [(f"q{i}", score, i not in (2, 5, 41, 77)) for i, score in enumerate(clustered_scores(n, seed=11))]
+
+
+@pytest.mark.slow  # a ledger file written (fsync'ed) per question, for 18 killed runs
+def test_a_run_killed_anywhere_and_resumed_routes_and_counts_as_an_unbroken_one(tmp_path, small_window):
+    """Issue 44: a question counted but never answered (no row) is asked again by the resume; once more than a
+    window of questions had followed it, its route was forgotten and it was counted a second time (988 vs 987) and
+    every later route could differ. Killed at every point (before a question; between its route and its row),
+    resumed, the routes and the ledger file equal the unbroken run's."""
+    questions = resume_questions(120)
+    unbroken: dict = {}
+    assert eval_session(tmp_path / "unbroken", questions, unbroken)
+    expected = ledger_file(tmp_path / "unbroken")
+    assert len(unbroken) == 116 and expected["questions"] == 120  # the unanswered four counted, once
+    assert len(expected["pinned"]) == 4 and len(expected["routed"]) == small_window
+    # around the unanswered questions (2, 5, 41, 77), and more than a window after them
+    for i in (0, 2, 3, 5, 41, 42, 70, 77, 110):
+        for moment in ("before", "routed"):
+            directory, rows = tmp_path / f"killed-{i}-{moment}", {}
+            assert not eval_session(directory, questions, rows, kill=(i, moment))
+            assert eval_session(directory, questions, rows)
+            assert rows == unbroken, (i, moment)
+            assert ledger_file(directory) == expected, (i, moment)
+
+
+def test_a_run_killed_twice_resumes_as_an_unbroken_one(tmp_path, small_window):
+    questions = resume_questions(120)
+    unbroken: dict = {}
+    eval_session(tmp_path / "unbroken", questions, unbroken)
+    rows: dict = {}
+    for kill in ((3, "routed"), (60, "routed"), (100, "before")):
+        assert not eval_session(tmp_path / "killed", questions, rows, kill=kill)
+    assert eval_session(tmp_path / "killed", questions, rows)
+    assert eval_session(tmp_path / "killed", questions, rows)  # run again once complete: the unanswered re-asked
+    assert rows == unbroken and ledger_file(tmp_path / "killed") == ledger_file(tmp_path / "unbroken")
+
+
+def test_without_pinning_a_resume_counts_an_unanswered_question_twice(tmp_path, small_window):
+    """What the pins prevent, shown: the same sessions with the unanswered questions' routes left to the window."""
+    questions = resume_questions(120)
+    unbroken: dict = {}
+    eval_session(tmp_path / "unbroken", questions, unbroken)
+    rows: dict = {}
+    eval_session(tmp_path / "killed", questions, rows, kill=(100, "before"))
+    path = next((tmp_path / "killed").glob("*.json"))
+    data = json.loads(path.read_text())
+    data["pinned"] = []
+    path.write_text(json.dumps(data))
+    eval_session(tmp_path / "killed", questions, rows)
+    assert ledger_file(tmp_path / "killed")["questions"] > ledger_file(tmp_path / "unbroken")["questions"]
+
+
+def test_pinned_routes_are_kept_written_and_bounded(tmp_path, monkeypatch):
+    from lcrag.strategies import share_control
+
+    monkeypatch.setattr(share_control, "PINNED_KEPT", 3)
+    ledgers = ShareLedgers(tmp_path)
+    ledger = ledgers.get("reader", "router", CALIBRATION)
+    for i in range(5):
+        with pytest.raises(Unanswered), ledgers.answering():
+            ledger.decide(ShareTarget(0.3), 0.1, 1000, 100, f"q{i}")
+            raise Unanswered
+    with ledgers.answering():  # answered: nothing pinned
+        ledger.decide(ShareTarget(0.3), 0.1, 1000, 100, "q5")
+    data = ledger_file(tmp_path)
+    assert [k.split("\n")[1] for k, _, _ in data["pinned"]] == ["q2", "q3", "q4"]  # the oldest dropped
+    assert ShareState.from_dict(data).pinned == ledger.state.pinned
+    memory = ShareLedgers()  # no directory: pinned in memory only
+    with pytest.raises(Unanswered), memory.answering():
+        memory.get("reader", "router", CALIBRATION).decide(ShareTarget(0.3), 0.1, 1000, 100, "q0")
+        raise Unanswered
+    assert list(memory.get("reader", "router", CALIBRATION).state.pinned) == ["questions:0.3\nq0"]

@@ -3,7 +3,9 @@
 Rows are appended and fsync'ed as they finish; completions go to the run's own cache as each call returns. Killed at
 any moment and started again on the same run directory, the runner skips finished rows, drops a half-written last
 line, and answers the rest from the cache where a call was already made: no LLM call is repeated, no row lost or
-written twice.
+written twice. A router holding an LC share routes a resumed run as an unbroken one: its ledger (``RUN/cache``) is
+written before the row, and a question re-asked keeps its first route uncounted (one in flight at the kill is among
+the last routes; one that ended with no answer is pinned, :meth:`ShareLedgers.answering`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from lcrag.registry import RETRIEVERS, STRATEGIES
 from lcrag.storage import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.learned_router import BUNDLED, bundled_router, numbers_in, retrieved_text, text_signals
+from lcrag.strategies.learned_router import bundled_router, numbers_in, retrieved_text, shipped_name, text_signals
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
 
@@ -134,11 +136,10 @@ class RowLog:
 
 
 def router_sha256(router: str) -> str:
-    """sha256 of a router as :meth:`Router.load` reads it: its file, or the text of a router shipped with lcrag
-    when ``router`` names one (``lara``) and no such file exists."""
-    if router in BUNDLED and not Path(router).exists():
-        return hashlib.sha256(bundled_router(router).encode("utf-8")).hexdigest()
-    return file_hash(router)
+    """sha256 of a router as :meth:`Router.load` reads it: the text of a router shipped with lcrag when ``router``
+    is its bare name (``lara``), else its file's."""
+    name = shipped_name(router)
+    return hashlib.sha256(bundled_router(name).encode("utf-8")).hexdigest() if name else file_hash(router)
 
 
 class _DocumentMemo:
@@ -461,15 +462,18 @@ class EvalRunner:
                   and any(i.context is None for i in self.items) else None)
 
         def answer_row(item: EvalItem, config: RunConfig, closed_book_correct: bool | None) -> dict:
-            if needs_corpus(config.strategy):  # a corpus is a source, answered by the same pipeline
-                answer = pipeline.ask(self._corpus_source(config), item.question, config.strategy, sources=False,
-                                      **self._corpus_choices(item, config))
-            else:
-                document = self._source(item, config, corpus)
-                prompts, max_tokens = prompts_for(item, self.settings.prompts)
-                answer = pipeline.ask(document, item.question, config.strategy, prompts=prompts,
-                                      max_tokens=max_tokens, sources=False,  # rows keep no sources
-                                      **self._choices(config))
+            # A question routed (and counted in a held LC share) that ends with no row is re-asked by every resume:
+            # its route is pinned so that it keeps it and is not counted again (share_control).
+            with pipeline.share_ledgers.answering():
+                if needs_corpus(config.strategy):  # a corpus is a source, answered by the same pipeline
+                    answer = pipeline.ask(self._corpus_source(config), item.question, config.strategy,
+                                          sources=False, **self._corpus_choices(item, config))
+                else:
+                    document = self._source(item, config, corpus)
+                    prompts, max_tokens = prompts_for(item, self.settings.prompts)
+                    answer = pipeline.ask(document, item.question, config.strategy, prompts=prompts,
+                                          max_tokens=max_tokens, sources=False,  # rows keep no sources
+                                          **self._choices(config))
             row = self._row(item, config, answer, closed_book_correct)
             self.rows.append(row)
             return row

@@ -11,14 +11,20 @@ tokens (their document's length) at ``C`` of all their prompt tokens, RAG steps 
 
 A question asked again (the same question over the same document, for the same target) is routed as it was the
 first time and not counted again: its answer is in the caches already on that route, and an evaluation resumed after
-a kill re-asks the questions that were in flight then, which the ledger had counted. A question sent to LC whatever
-its score (``declines_to_lc``: its RAG answer declined) is counted like any other, so the threshold sends fewer of
-the rest.
+a kill re-asks the questions that were in flight then, which the ledger had counted. Asking it again changes nothing
+in the ledger (not even its place among the routes remembered), so a resumed run's ledger is the unbroken run's. The
+routes of the last :data:`WINDOW` questions are remembered; a question counted but never answered (the reader held no
+answer, so an eval wrote no row) is asked again by every resume, however much later, so
+:meth:`ShareLedgers.answering` pins its route past the window (:data:`PINNED_KEPT`): unpinned, a resume counted it a
+second time once :data:`WINDOW` questions had followed it (issue 44: 988 questions counted where an unbroken run had
+987). A question sent to LC whatever its score (``declines_to_lc``: its RAG answer declined) is counted like any
+other, so the threshold sends fewer of the rest.
 
 The state is small (the recent scores and token counts, the realized counts per target, the recent questions'
-routes) and kept per reader identity and router: in the cache (:class:`ShareLedgers`), so separate ``lcrag ask``
-processes and a service's threads share it, updated under one lock per file. The same :class:`ShareState` replays a run offline
-(``lcrag route eval``), question by question, as the live router would have decided.
+routes, the pinned ones) and kept per reader identity and router: in the cache (:class:`ShareLedgers`), so separate
+``lcrag ask`` processes and a service's threads share it, updated under one lock per file. The same
+:class:`ShareState` replays a run offline (``lcrag route eval``), question by question, as the live router would have
+decided.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import logging
 import math
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +49,7 @@ SEEDS = 200  # calibration scores the window starts with: real questions outweig
 MEMORY = 1000  # the realized share forgets at this rate (a decay per question), so an old error does not wind up
 TARGETS_KEPT = 16  # realized counts kept per ledger, one per target (LC share or cost share value)
 LEDGERS_KEPT = 64  # ledgers a process keeps in memory (one per reader and router)
+PINNED_KEPT = 10_000  # routes of questions counted but never answered, kept past WINDOW (a few per dataset)
 FORMAT = "lcrag-share-ledger"
 QUESTIONS, TOKENS = "questions", "tokens"
 
@@ -79,6 +88,7 @@ class Decision:
     questions: int
     repeated: bool = False  # a question routed before: its first route, not counted again
     declined: bool = False  # sent to LC because the RAG answer declined, whatever its score (counted)
+    key: str | None = None  # the question's key in the ledger (its target's and the question's), not shown
 
     def __bool__(self) -> bool:
         return self.to_lc
@@ -126,6 +136,7 @@ class ShareState:
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     counts: OrderedDict = field(default_factory=OrderedDict)
     routed: OrderedDict = field(default_factory=OrderedDict)  # a recent question's key -> (to LC, its threshold)
+    pinned: OrderedDict = field(default_factory=OrderedDict)  # the same, of questions counted and never answered
     questions: int = 0
     horizon: float = HORIZON  # a policy, not state (not written): benchmarks/route_lara.py compares a few
 
@@ -145,10 +156,11 @@ class ShareState:
         counted like any other (the threshold then sends fewer of the rest)."""
         counts = self._counts(target)
         key = None if question is None else f"{target.key}\n{question}"
-        if key in self.routed:
-            self.routed.move_to_end(key)
-            to_lc, threshold = self.routed[key]
-            return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions, True)
+        first = None if key is None else self.routed.get(key) or self.pinned.get(key)
+        if first is not None:  # changes nothing: a resume re-asks questions an unbroken run asked once
+            to_lc, threshold = first
+            return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions, True,
+                            declined=to_lc and score < threshold, key=key)
         threshold = self.threshold(target, counts)
         to_lc = declined or score >= threshold
         counts.add(to_lc, lc_tokens, rag_tokens)
@@ -159,7 +171,20 @@ class ShareState:
             while len(self.routed) > WINDOW:
                 self.routed.popitem(last=False)
         return Decision(to_lc, score, threshold, target, counts.share, counts.cost_share, self.questions,
-                        declined=declined and score < threshold)
+                        declined=declined and score < threshold, key=key)
+
+    def pin(self, keys: Iterable[str]) -> bool:
+        """Keep the routes of these questions (their :attr:`Decision.key`) past :data:`WINDOW`: they were counted
+        and not answered, so they will be asked again (a resumed eval re-asks every question without a row) and must
+        then keep their route, uncounted. True when something changed."""
+        changed = False
+        for key in keys:
+            if key in self.routed and key not in self.pinned:
+                self.pinned[key] = self.routed[key]
+                changed = True
+        while len(self.pinned) > PINNED_KEPT:
+            self.pinned.popitem(last=False)
+        return changed
 
     def _counts(self, target: ShareTarget) -> Counts:
         counts = self.counts.pop(target.key, None) or Counts()
@@ -183,7 +208,7 @@ class ShareState:
         return {"format": FORMAT, "version": 1, "questions": self.questions,
                 "recent": [list(r) for r in self.recent],
                 "counts": {k: [c.questions, c.to_lc, c.tokens, c.lc_tokens] for k, c in self.counts.items()},
-                "routed": [[k, to_lc, t if math.isfinite(t) else None] for k, (to_lc, t) in self.routed.items()]}
+                "routed": _routes(self.routed), "pinned": _routes(self.pinned)}
 
     @classmethod
     def from_dict(cls, data: Any) -> ShareState:
@@ -193,10 +218,16 @@ class ShareState:
         state.recent.extend((float(s), float(lc), float(rag)) for s, lc, rag in data["recent"])
         for key, values in data["counts"].items():
             state.counts[str(key)] = Counts(*(float(v) for v in values))
-        for key, to_lc, threshold in data.get("routed", []):  # a ledger written before routes were kept has none
-            infinite = -math.inf if to_lc else math.inf
-            state.routed[str(key)] = (bool(to_lc), infinite if threshold is None else float(threshold))
+        # a ledger written before routes were kept (or pinned) has none
+        for kept, written in ((state.routed, data.get("routed", [])), (state.pinned, data.get("pinned", []))):
+            for key, to_lc, threshold in written:
+                infinite = -math.inf if to_lc else math.inf
+                kept[str(key)] = (bool(to_lc), infinite if threshold is None else float(threshold))
         return state
+
+
+def _routes(routes: OrderedDict) -> list[list]:
+    return [[k, to_lc, t if math.isfinite(t) else None] for k, (to_lc, t) in routes.items()]
 
 
 def question_key(question: str, document: str, policy: str = "") -> str:
@@ -239,25 +270,44 @@ class ShareLedger:
     when another process changed it; written atomically after every question; a damaged file starts afresh,
     said once)."""
 
-    def __init__(self, path: Path | None, calibration: tuple[float, ...]):
+    def __init__(self, path: Path | None, calibration: tuple[float, ...], answering: threading.local | None = None):
         self.path, self.calibration = path, calibration
         self.state = ShareState()
         self._seen: tuple | None = None  # the file's identity when last read or written
         self._lock = threading.Lock()
+        # per thread, the decisions of the question being answered (ShareLedgers.answering), else None
+        self._answering = answering or threading.local()
 
     def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
                question: str | None = None, declined: bool = False) -> Decision:
         with self._lock:
             if self.path is None:
-                return self._decide(target, score, lc_tokens, rag_tokens, question, declined)
+                decision = self._decide(target, score, lc_tokens, rag_tokens, question, declined)
+            else:
+                from lcrag.storage import file_lock
+
+                with file_lock(self.path.with_name(self.path.name + ".lock")):
+                    self._read()
+                    decision = self._decide(target, score, lc_tokens, rag_tokens, question, declined)
+                    if not decision.repeated:
+                        self._write()
+        decided = getattr(self._answering, "decided", None)
+        if decided is not None and decision.key is not None:
+            decided.append((self, decision.key))
+        return decision
+
+    def pin(self, keys: list[str]) -> None:
+        """Pin these questions' routes (:meth:`ShareState.pin`), in the file too."""
+        with self._lock:
+            if self.path is None:
+                self.state.pin(keys)
+                return
             from lcrag.storage import file_lock
 
             with file_lock(self.path.with_name(self.path.name + ".lock")):
                 self._read()
-                decision = self._decide(target, score, lc_tokens, rag_tokens, question, declined)
-                if not decision.repeated:
+                if self.state.pin(keys):
                     self._write()
-                return decision
 
     def _decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
                 question: str | None, declined: bool) -> Decision:
@@ -300,6 +350,28 @@ class ShareLedgers:
         self.directory = directory
         self._ledgers: OrderedDict[tuple[str, str], ShareLedger] = OrderedDict()
         self._lock = threading.Lock()
+        self._answering = threading.local()  # per thread: the decisions of the question being answered
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around one question's answer in this thread: when it raises (the reader held no answer, say), the routes
+        decided for it are pinned, so that asked again however much later (a resumed eval re-asks every question
+        without a row) it keeps its route and is not counted a second time. What the ledgers wrote and the answers
+        written then agree wherever a process is killed: a kill between a route's writing and its answer's leaves
+        the question among the last routes, re-asked first by the resume."""
+        outer = getattr(self._answering, "decided", None)
+        decided: list[tuple[ShareLedger, str]] = []
+        self._answering.decided = decided
+        try:
+            yield
+        except Exception:
+            for ledger in dict.fromkeys(ledger for ledger, _ in decided):
+                ledger.pin([key for owner, key in decided if owner is ledger])
+            raise
+        finally:
+            self._answering.decided = outer
+            if outer is not None:
+                outer.extend(decided)
 
     def get(self, reader: str, router: str, calibration: tuple[float, ...]) -> ShareLedger:
         key = (reader, router)
@@ -307,7 +379,8 @@ class ShareLedgers:
             ledger = self._ledgers.pop(key, None)
             if ledger is None:
                 name = hashlib.sha256(f"{reader}\n{router}".encode("utf-8")).hexdigest()[:32]
-                ledger = ShareLedger(self.directory / f"{name}.json" if self.directory else None, calibration)
+                ledger = ShareLedger(self.directory / f"{name}.json" if self.directory else None, calibration,
+                                     self._answering)
             self._ledgers[key] = ledger
             while len(self._ledgers) > LEDGERS_KEPT:
                 self._ledgers.popitem(last=False)
