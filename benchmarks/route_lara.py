@@ -9,8 +9,12 @@ Each question's LC answer and Self-Route RAG step are the reader's recorded LC a
 offline scorer validated against LaRA's judge (benchmarks/results/lara_scorer.md); prompt tokens are what lcrag's
 own prompts cost by the stand-in tokenizer; the router's features come from lcrag's own retrieval on the document.
 The learned router for each reader is fitted on the other readers only (leave-one-reader-out); a second table
-fits it leaving one document type out. The router fitted on every reader is written with --router-out (the one
-lcrag ships as `--router lara`).
+fits it leaving one document type out. The router fitted on the training part is written with --router-out (the
+one lcrag ships as `--router lara`).
+
+Everything is fitted, selected and calibrated on the locked split's training part only (issue 44:
+lcrag.evaluation.locked_split; the other seven readers on the other documents): the test part (three readers on
+30% of the documents) is read only by --test-router FILE, which scores it once, held at LC share 0.3.
 
     python benchmarks/route_lara.py runs/lara/* --out benchmarks/results/routing_lara.md \
         --plots benchmarks/results/routing_lara --router-out src/lcrag/strategies/routers/lara.json
@@ -28,23 +32,25 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
+from lcrag.errors import InputError
 from lcrag.evaluation.datasets import load_dataset
 from lcrag.evaluation.held_share import held_decisions
+from lcrag.evaluation.locked_split import LockedSplit, fit_training_router
 from lcrag.evaluation.prices import PriceTable
 from lcrag.evaluation.report import _md_table
 from lcrag.evaluation.route_report import (
-    Point, Question, apgr_and_cpt, bootstrap, bootstrap_scores, evaluate, fit_router, leave_one_out, load_questions,
-    money, policies, random_quality, routers_left_out,
+    MAX_COST, Point, Question, apgr_and_cpt, bootstrap, bootstrap_scores, evaluate, leave_one_out,
+    load_questions, money, operating_point, oracle_gain_recovered, policies, random_quality, routers_left_out,
 )
 from lcrag.storage import atomic_write_text
-from lcrag.strategies.learned_router import declining
+from lcrag.strategies.learned_router import Router, declining
 from lcrag.strategies.share_control import HORIZON, ShareTarget
 from lcrag.types import Document
+from lock_lara_split import reader_styles, style_table  # benchmarks/: the script that chose the split
 
-MAX_SHARE = 0.4  # the issue's operating point: at most 40% of questions to LC
-MAX_COST = 0.45  # ... at no more than 45% of always-LC's cost
 MODEL = "trees"  # boosted trees on LC's gain: the logistic router cannot draw "declines, yet the terms are there"
 DEFAULT_SHARE = 0.3  # the shipped router's operating point: LC share 30% (cost under 45% of LC's at 32K)
+LOCK_COMMIT = "1134295450654312b21dff554361892f6c6c5e89"  # the commit that locked LaRA's test set (issue 44)
 
 
 def reader_of(q: Question) -> str:
@@ -61,14 +67,6 @@ def doc_type_of(q: Question) -> str:
 
 def by_point(points: list[Point], name: str) -> Point:
     return next(p for p in points if p.router == name)
-
-
-def operating_point(points: list[Point], lc: Point) -> Point | None:
-    """The learned router's best point within the budget: LC share <= 40% and cost <= 45% of always-LC's (a
-    setting's realized share may pass its nominal one by a question's worth: ties at the threshold)."""
-    fits = [p for p in points if p.router == "learned router" and p.share <= MAX_SHARE + 1 / len(p.to_lc) + 1e-9
-            and (p.money if p.money is not None else p.tokens) <= MAX_COST * (lc.money if lc.money else lc.tokens)]
-    return max(fits, key=lambda p: p.quality, default=None)
 
 
 def at_share(points: list[Point], share: float) -> float:
@@ -99,9 +97,8 @@ def cell_rows(questions: list[Question], probabilities: list[float], prices: Pri
 def summarise(reader: str, length: str, qs: list[Question], points: list[Point]) -> list:
     lc, rag, oracle = by_point(points, "always-LC"), by_point(points, "always-RAG"), by_point(points, "oracle")
     text = by_point(points, "self-route (text)")
-    best = operating_point(points, lc)
-    best_fixed = max(lc.quality, rag.quality)
-    gain = (best.quality - best_fixed) / (oracle.quality - best_fixed) if best and oracle.quality > best_fixed else math.nan
+    best = operating_point(points)  # route_report's: the one `lcrag route eval` reports
+    gain = oracle_gain_recovered(best.quality, points) if best else math.nan
     area, c50, c80 = apgr_and_cpt([(p.share, p.quality) for p in points if p.router == "learned router"],
                                   rag.quality, lc.quality)
     cost = (best.money / lc.money) if best and best.money and lc.money else (best.tokens / lc.tokens if best else math.nan)
@@ -197,7 +194,8 @@ def document_keys(items: dict, questions: list[Question]) -> list[str]:
     return keys
 
 
-def unseen_document_scores(questions: list[Question], documents: list[str]) -> tuple[list[float], dict]:
+def unseen_document_scores(questions: list[Question], documents: list[str],
+                           split: LockedSplit) -> tuple[list[float], dict]:
     """Each question's score by a router fitted on the other readers' questions about other documents
     (DOCUMENT_FOLDS folds of documents): no router saw another reader's answer to the same question, or any
     question on its document — what a router meets on a user's own documents. The scores, and each reader's
@@ -209,7 +207,7 @@ def unseen_document_scores(questions: list[Question], documents: list[str]) -> t
             train = [q for q, f in zip(questions, folds) if reader_of(q) != reader and f != fold]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                router = fit_router(train, MODEL)
+                router = fit_training_router(train, split, MODEL)
             calibrations.setdefault(reader, router.calibration)
             for i, (q, f) in enumerate(zip(questions, folds)):
                 if reader_of(q) == reader and f == fold:
@@ -218,10 +216,10 @@ def unseen_document_scores(questions: list[Question], documents: list[str]) -> t
 
 
 def unseen_rows(questions: list[Question], documents: list[str], loro_held: list[bool],
-                prices: PriceTable) -> tuple[list[list], list[str]]:
+                prices: PriceTable, split: LockedSplit) -> tuple[list[list], list[str]]:
     """Per (reader, length): run-time control at 0.3 with leave-one-reader-out routers (as above) against the same
     with routers that have not seen the documents either; and the summary lines."""
-    scores, calibrations = unseen_document_scores(questions, documents)
+    scores, calibrations = unseen_document_scores(questions, documents, split)
     unseen = held_by_reader(questions, scores, calibrations)
     rows, cells = [], []
     for reader, length in sorted({(reader_of(q), length_of(q)) for q in questions}):
@@ -544,23 +542,25 @@ def write_loro_routers(routers: dict, directory: Path) -> None:
         replace(router, default_share=HELD_SHARE).save(directory / f"{reader}.json")
 
 
-def fit_all(questions: list[Question], out: Path) -> None:
+def fit_all(questions: list[Question], out: Path, split: LockedSplit) -> None:
+    """The shipped router: fitted on the locked split's training part (refused if handed anything else)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        router = fit_router(questions, MODEL)
+        router = fit_training_router(questions, split, MODEL)
     fitted = dict(router.fitted_on, readers=sorted({reader_of(q) for q in questions}),
+                  split=f"{split.name}: training part only (locked at {LOCK_COMMIT[:7]})",
                   data="LaRA (ICML 2025) recorded LC and RAG answers, scored by lcrag's offline LaRA scorer",
                   refit="benchmarks/run_eval_lara.sh, then python benchmarks/route_lara.py RUNS --router-out FILE")
     fitted.pop("runs", None)  # local paths: not what a shipped file should carry
     replace(router, fitted_on=fitted, default_share=DEFAULT_SHARE).save(out)
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="one lcrag eval run directory per reader")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plots", type=Path, help="folder for the frontier plots (PNG, needs matplotlib)")
-    parser.add_argument("--router-out", type=Path, help="write the router fitted on every reader here")
+    parser.add_argument("--router-out", type=Path, help="write the router fitted on the training part here")
     parser.add_argument("--loro-routers", type=Path, help="write each reader's leave-one-reader-out router here")
     parser.add_argument("--eval-run", type=Path, help="an `lcrag eval --strategies lc,self-route --router R "
                         "--lc-share S` run of one reader: its rows' realized share, cost and quality")
@@ -569,30 +569,65 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, help="the dataset the runs were made from (../shared/data/lara): "
                         "measures the RAG answers' grounding where the runs predate it, and adds run-time control with routers "
                         "that have not seen the held reader's documents either")
-    args = parser.parse_args()
-    questions, skipped = load_questions(args.runs)
+    parser.add_argument("--split", type=Path, help="the locked split (default: lcrag's, "
+                        "lcrag/evaluation/calibration/lara_locked_split.json): everything is fitted, selected and "
+                        "calibrated on its training part only")
+    parser.add_argument("--test-router", help="score the locked test part once with this router file (the shipped "
+                        "one: src/lcrag/strategies/routers/lara.json; the --router-out path: the router this run "
+                        "fits), held at LC share 0.3")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = arguments()
+    fitted_here = args.router_out is not None and args.test_router == str(args.router_out)
+    try:
+        split = LockedSplit.load(args.split)
+        tested = Router.parse(args.test_router) if args.test_router and not fitted_here else None
+        everything, skipped = load_questions(args.runs)
+    except InputError as error:
+        print(f"route_lara.py: {error}", file=sys.stderr)
+        return 2
     items = dataset_items(args.dataset) if args.dataset else None
     if items:
-        print(f"grounding measured for {measure_grounding(questions, items)} questions", file=sys.stderr)
+        print(f"grounding measured for {measure_grounding(everything, items)} questions", file=sys.stderr)
     if args.rescore:
-        rescore(questions)
+        rescore(everything)
+    questions, test, neither = split.partition(everything)
+    print(f"locked split {split.name}: {len(questions)} training answers, {len(test)} test answers (scored only "
+          f"with --test-router), {len(neither)} in neither part", file=sys.stderr)
+    if not questions:
+        print("route_lara.py: none of the runs' answers is on the locked split's training part", file=sys.stderr)
+        return 2
     prices = PriceTable.load(None)
-    routers = routers_left_out(questions, reader_of, MODEL)
+    if args.router_out:  # first: --test-router may name the router this run fits
+        fit_all(questions, args.router_out, split)
+        tested = Router.parse(args.router_out) if fitted_here else tested
+    top = locked_section(split, reader_styles(args.dataset) if args.dataset else None,
+                         (len(questions), len(test), len(neither)))
+    if tested is not None:
+        top += test_section(test, tested, args.test_router, split, prices)
+    analyse(args, split, questions, skipped, items, prices, top)
+    return 0
+
+
+def analyse(args, split: LockedSplit, questions: list[Question], skipped: int, items: dict | None,
+            prices: PriceTable, top: list[str]) -> None:
+    """Every training-part table (cross-validated on the training part alone), written after ``top``."""
+    routers = routers_left_out(split.training_only(questions), reader_of, MODEL)
     loro = [routers[reader_of(q)].probability(q.x) for q in questions]
     held, held_cells, loro_held = held_rows(questions, routers, loro, prices)
     horizons = horizon_rows(questions, routers, loro, loro_held, prices)
-    unseen = unseen_rows(questions, document_keys(items, questions), loro_held, prices) if items else None
+    unseen = unseen_rows(questions, document_keys(items, questions), loro_held, prices, split) if items else None
     if args.loro_routers:
         write_loro_routers(routers, args.loro_routers)
-    lodo = leave_one_out(questions, doc_type_of, model=MODEL)
+    lodo = leave_one_out(split.training_only(questions), doc_type_of, model=MODEL)
     summary, frontier, plotted = cell_rows(questions, loro, prices)
     summary_types, _, _ = cell_rows(questions, lodo, prices)
-    write(args, questions, skipped, summary, summary_types, frontier, (held, held_cells, horizons), unseen)
+    write(args, questions, skipped, summary, summary_types, frontier, (held, held_cells, horizons), unseen, top)
     if args.plots:
         for length in ("32k", "128k"):
             plot_grid([(r, p) for r, l, p in plotted if l == length], length, args.plots / f"frontier_{length}.png")
-    if args.router_out:
-        fit_all(questions, args.router_out)
 
 
 SHOWN = ("always-RAG", "always-LC", "oracle", "self-route (text)", "learned router")
@@ -639,7 +674,7 @@ READING = [
     "learned router is boosted trees on the router features (lcrag-route-3: retrieval scores, the question's terms "
     "in the document and in the chunks, the RAG answer's decline/hedge/length and its grounding (its own words and "
     "figures found in the chunks and the document), the question's form; no log-probabilities), fitted on the "
-    "other nine readers only; its operating point is the best of its LC-share "
+    "other training readers only; its operating point is the best of its LC-share "
     "settings (0.1–0.4) whose cost stays within 45% of always-LC's. *Self-Route rule*: the RAG answer declines in its "
     "own words (\"not mentioned in the text\") → LC. Intervals: 95% bootstrap over questions. APGR and CPT are "
     "RouteLLM's, LC as the strong model; where RAG beats LC they are not meaningful (negative or > 1).",
@@ -676,7 +711,7 @@ HELD_READING = [
     "`--lc-share 0.3` as `lcrag ask`/`eval`/`serve` apply it (lcrag.strategies.share_control): each reader's "
     "questions are decided one by one in the order its run answered them (32K, then 128K: one ledger per reader), "
     "the threshold the 0.3-quantile of the router's recent scores (warm-started from the router's calibration on the "
-    "other nine readers) corrected by the realized share's error. The router is the reader's leave-one-reader-out "
+    "other training readers) corrected by the realized share's error. The router is the reader's leave-one-reader-out "
     "router. *Fixed threshold*: the same router's threshold calibrated for 0.3 on its fitting readers, carried to "
     "this reader as a shipped router's default would be. Cost: USD at the reader's list price, RAG step included. "
     "*Max abs(running share − 0.3)*: the realized share counted from the cell's first question, at every question "
@@ -685,7 +720,7 @@ HELD_READING = [
 
 
 UNSEEN_READING = [
-    "Leave-one-reader-out keeps the held reader's answers out of its router, but not the questions: the other nine "
+    "Leave-one-reader-out keeps the held reader's answers out of its router, but not the questions: the other training "
     "readers answered the same questions on the same documents, and a router can learn a question's LC gain from "
     "them. A user's documents are new. Here each held reader's documents are split into five folds, and each fold is "
     "scored by a router fitted on the other readers' questions about the other folds' documents (no reader's answer "
@@ -704,15 +739,18 @@ def unseen_section(unseen: tuple[list[list], list[str]] | None) -> list[str]:
             *unseen[1], "", _md_table(UNSEEN_HEADER, unseen[0]), ""]
 
 
-def write(args, questions, skipped, summary, summary_types, frontier, held, unseen=None) -> None:
+def write(args, questions, skipped, summary, summary_types, frontier, held, unseen=None, top=()) -> None:
     command = "python benchmarks/route_lara.py " + " ".join(str(r) for r in args.runs) + f" --out {args.out}"
-    lines = ["# Routing with strong readers: LaRA's recorded answers", "",
+    lines = ["# Routing with strong readers: LaRA's recorded answers", "", *top,
+             "## The training part", "",
              f"Command: `{command}`" + (f" `--plots {args.plots}`" if args.plots else "")
              + (f" `--router-out {args.router_out}`" if args.router_out else "")
              + (f" `--loro-routers {args.loro_routers}`" if args.loro_routers else "")
-             + (" `--rescore`" if args.rescore else "") + (f" `--dataset {args.dataset}`" if args.dataset else ""), "",
+             + (" `--rescore`" if args.rescore else "") + (f" `--dataset {args.dataset}`" if args.dataset else "")
+             + (f" `--split {args.split}`" if args.split else "")
+             + (f" `--test-router {args.test_router}`" if args.test_router else ""), "",
              f"Machine: {platform.machine()}, Python {platform.python_version()}. {len(questions)} (reader, question) "
-             f"pairs with both an LC and a Self-Route row ({skipped} skipped).", "",
+             f"pairs of the training part with both an LC and a Self-Route row ({skipped} skipped).", "",
              *READING, "", "## Targets (leave-one-reader-out)", "", *targets_paragraph(TARGETS[:len(summary)]), "",
              *WHY, "",
              "## Run-time share control at 0.3 (leave-one-reader-out)", "", *HELD_READING, "",
@@ -724,7 +762,127 @@ def write(args, questions, skipped, summary, summary_types, frontier, held, unse
              "## Every policy (leave-one-reader-out)", "", _md_table(FRONTIER_HEADER, frontier), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines[:12]))
+    print("\n".join(lines[:40]))
+
+
+LOCKED_RULE = (
+    "**The rule.** Every choice — scorer calibration, features, model capacity, thresholds, policy — is made by "
+    "cross-validation on the training part (every section after this one: leave-one-reader-out over the training "
+    "readers, on the training documents only); the test part is scored once per shipped router, in the section "
+    "below and nowhere else, and README's claims are its figures. The test readers' answers on training documents "
+    "and the training readers' answers on test documents are in neither part.")
+
+
+def locked_section(split: LockedSplit, styles: dict | None, counts: tuple[int, int, int] | None) -> list[str]:
+    """The split: which readers and why (their answer styles), which documents, the commit that locked it."""
+    test_docs = sorted(split.test_documents)
+    strata = sorted({d.rsplit("/", 1)[0] for d in split.test_documents | split.train_documents})
+    per_stratum = ", ".join(f"{s} {sum(d.startswith(s + '/') for d in test_docs)} of "
+                            f"{sum(d.startswith(s + '/') for d in split.test_documents | split.train_documents)}"
+                            for s in strata)
+    questions = sum(split.document_of[i] in split.test_documents for i in split.document_of)
+    lines = ["## Locked test set", "",
+             f"Locked at commit `{LOCK_COMMIT[:7]}` ({LOCK_COMMIT}), before any further fitting: "
+             "`src/lcrag/evaluation/calibration/lara_locked_split.json`, chosen by `python benchmarks/lock_lara_split.py "
+             "../shared/data/lara --out src/lcrag/evaluation/calibration/lara_locked_split.json`; "
+             "`lcrag.evaluation.locked_split` answers whether a (reader, document) is train or test.", "",
+             f"- **Test readers: {', '.join(sorted(split.test_readers))}**: the most different answer styles of the "
+             "ten (the table: mean words, and the rates of hedging, declining anywhere in the answer, and declining "
+             "where the document holds the answer, by lcrag.text's `hedges`/`declines`, the router's own features). "
+             "Of the triples that leave no twin of a test reader in training (gpt-4o/gpt-4o-0806, "
+             "llama-3.3-70b/-turbo: one model under two names), the one whose closest pair, in standardised style, "
+             "is farthest apart.",
+             f"- **Test documents: {len(test_docs)} of {len(split.test_documents | split.train_documents)}** "
+             f"({questions} questions): in each (length, type) stratum the 30% first by sha256(\"lcrag-lara-locked-1:\" "
+             f"+ document) ({per_stratum}); every (length, type, task) cell keeps questions on both sides.",
+             f"- **Training: {', '.join(sorted(split.train_readers))}** on the other documents.",
+             *([f"- This run: {counts[0]} training answers, {counts[1]} test answers, {counts[2]} in neither part."]
+               if counts else []), "", LOCKED_RULE, ""]
+    if styles:
+        lines += [style_table(styles, sorted(split.test_readers)), ""]
+    return lines + [f"Test documents: {'; '.join(test_docs)}.", ""]
+
+
+TEST_HEADER = ["reader", "length", "questions", "always-LC", "always-RAG", "held at 0.3: quality",
+               "vs always-LC (paired 95% CI)", "LC's gain over RAG recovered (paired 95% CI)", "LC share",
+               f"max abs(running share − 0.3) after {WARM_UP}", "cost vs LC", "Self-Route rule @ its LC share",
+               "random at the held share", "LC beats RAG"]
+
+
+def gain_recovered(qs: list[Question], to_lc: list[bool], resamples: int = 1000, seed: int = 0) -> tuple[float, ...]:
+    """The fraction of LC's gain over RAG a routing keeps, (quality − RAG) / (LC − RAG), and its 95% interval with
+    the questions resampled (the routing, LC and RAG on the same resample: paired)."""
+    import random
+
+    kept = [q.lc_score - q.rag_score if lc else 0.0 for q, lc in zip(qs, to_lc)]
+    gain = [q.lc_score - q.rag_score for q in qs]
+
+    def ratio(sample) -> float:
+        total = sum(gain[i] for i in sample)
+        return sum(kept[i] for i in sample) / total if total else math.nan
+
+    rng, n = random.Random(seed), len(qs)
+    values = sorted(v for v in (ratio([rng.randrange(n) for _ in range(n)]) for _ in range(resamples))
+                    if not math.isnan(v))
+    return ratio(range(n)), values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
+
+
+def test_cells(test: list[Question], router: Router, prices: PriceTable) -> list[dict]:
+    """The test part routed by ``router`` held at 0.3 (its own calibration the warm start), per (reader, length)."""
+    scores = [router.probability(q.x) for q in test]
+    held = held_by_reader(test, scores, {reader_of(q): router.calibration for q in test})
+    cells = []
+    for reader, length, mine in reader_cells(test):
+        qs, sent = [test[i] for i in mine], [held[i] for i in mine]
+        rule = [q.text_routed for q in qs]
+        cell = held_cell(qs, sent, sent, prices.prices.get(reader))
+        cells.append(dict(cell, reader=reader, length=length, n=len(qs), gain=gain_recovered(qs, sent),
+                          rule=evaluate(qs, rule)[0], rule_share=sum(rule) / len(qs),
+                          random=random_quality(qs, cell["share"])))
+    return cells
+
+
+def test_row(c: dict) -> list:
+    gain = c["gain"]
+    return [c["reader"], c["length"], c["n"], f"{c['lc']:.3f}", f"{c['rag']:.3f}", f"{c['held']:.3f}",
+            f"{c['held'] - c['lc']:+.3f} ({c['vs_lc_ci'][0]:+.3f} to {c['vs_lc_ci'][1]:+.3f})",
+            f"{100 * gain[0]:.0f}% ({100 * gain[1]:.0f}% to {100 * gain[2]:.0f}%)" if c["lc"] > c["rag"] else "— (RAG wins)",
+            f"{c['share']:.3f}", f"{c['worst']:.3f}", f"{100 * c['cost']:.0f}%",
+            f"{c['rule']:.3f} @ {c['rule_share']:.2f}", f"{c['random']:.3f}", "yes" if c["lc"] > c["rag"] else "no"]
+
+
+def router_digest(router: Router) -> str:
+    """The first 12 hex digits of the router's content digest (as its share ledgers name it)."""
+    import json
+
+    return hashlib.sha256(json.dumps(router.to_dict(), sort_keys=True).encode("utf-8")).hexdigest()[:12]
+
+
+def test_section(test: list[Question], router: Router, name: str, split: LockedSplit, prices: PriceTable) -> list[str]:
+    """The locked test part scored once by the router in ``name``, held at 0.3: labelled, with where it stands."""
+    if not test:
+        return ["## Locked test set: scored once", "", "No answer of the runs is on the test part: nothing scored.", ""]
+    cells = test_cells(test, router, prices)
+    wins = [c for c in cells if c["lc"] > c["rag"]]
+    fitted = router.fitted_on or {}
+    readers = fitted.get("readers") or sorted({Path(run).name for run in fitted.get("runs") or []})
+    seen = sorted(set(readers) & split.test_readers)
+    return ["## Locked test set: scored once", "",
+            f"**Router `{name}`** (digest {router_digest(router)}; fitted on {', '.join(readers) or '?'}"
+            f"{'; ' + fitted['split'] if fitted.get('split') else ''}), on the test part only: "
+            f"{', '.join(sorted(split.test_readers))} on the {len(split.test_documents)} test documents, "
+            f"each reader's questions decided in its run's order under `--lc-share 0.3` (warm-started from the "
+            "router's own calibration). Quality by lcrag's offline scorer; intervals paired 95% bootstrap over "
+            "questions.", "",
+            *([f"**Not a held-out measure: this router was fitted on the test readers {', '.join(seen)}.**", ""]
+              if seen else []),
+            f"- Realized LC share within ±0.05 of 0.3 after the first {WARM_UP} questions: "
+            f"**{sum(c['worst'] <= 0.05 for c in cells)} of {len(cells)}** cells; cost ≤ 45% of always-LC's: "
+            f"**{sum(c['cost'] <= MAX_COST for c in cells)} of {len(cells)}** (max "
+            f"{100 * max(c['cost'] for c in cells):.0f}%).",
+            f"- Quality ≥ always-LC where LC beats RAG: **{sum(c['held'] >= c['lc'] for c in wins)} of {len(wins)}**; "
+            f"below it by more than the interval allows: **{sum(c['vs_lc_ci'][1] < 0 for c in wins)} of "
+            f"{len(wins)}**.", "", _md_table(TEST_HEADER, [test_row(c) for c in cells]), ""]
 
 
 if __name__ == "__main__":

@@ -19,12 +19,29 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Protocol, TypeVar
 
 from lcrag.errors import InputError
+from lcrag.evaluation.route_report import fit_router
+from lcrag.strategies.learned_router import Router
 
 Part = Literal["train", "test"]
 FORMAT = "lcrag-locked-split"
+
+
+class Answered(Protocol):
+    """A reader's answer to a question in a run directory named after the reader (route_report's ``Question``)."""
+
+    run: str
+    item_id: str
+
+
+A = TypeVar("A", bound=Answered)
+
+
+def reader_of(answer: Answered) -> str:
+    """The reader of an answer: its run directory's name, as benchmarks/run_eval_lara.sh names them."""
+    return Path(answer.run).name
 
 
 @dataclass(frozen=True)
@@ -39,7 +56,7 @@ class LockedSplit:
     document_of: Mapping[str, str]  # question id (``32k_book_location/17``) -> document (``32k/book/X.txt``)
 
     def part(self, reader: str, document: str) -> Part | None:
-        """"train", "test", or None for a pair in neither part."""
+        """Which part the pair is in: "train", "test", or None (neither)."""
         if reader in self.train_readers and document in self.train_documents:
             return "train"
         if reader in self.test_readers and document in self.test_documents:
@@ -51,6 +68,26 @@ class LockedSplit:
         know)."""
         document = self.document_of.get(item_id)
         return None if document is None else self.part(reader, document)
+
+    def part_of_answer(self, answer: Answered) -> Part | None:
+        return self.part_of_item(reader_of(answer), answer.item_id)
+
+    def partition(self, answers: list[A]) -> tuple[list[A], list[A], list[A]]:
+        """The answers on the training part, on the test part, and on neither (each in the order given)."""
+        parts: dict[Part | None, list[A]] = {"train": [], "test": [], None: []}
+        for answer in answers:
+            parts[self.part_of_answer(answer)].append(answer)
+        return parts["train"], parts["test"], parts[None]
+
+    def training_only(self, answers: list[A]) -> list[A]:
+        """``answers`` when every one is on the training part; an InputError naming the first that is not."""
+        outside = [a for a in answers if self.part_of_answer(a) != "train"]
+        if outside:
+            first = outside[0]
+            raise InputError(f"{len(outside)} of {len(answers)} answers are outside the training part of the "
+                             f"locked split {self.name!r} (the first: {reader_of(first)} on {first.item_id}, "
+                             f"{self.part_of_answer(first) or 'in neither part'}): fit on the training part only")
+        return answers
 
     @classmethod
     def from_dict(cls, data: dict) -> LockedSplit:
@@ -79,3 +116,9 @@ class LockedSplit:
             raise InputError(f"cannot read the locked split {path}: {exc.strerror}") from None
         except ValueError as exc:
             raise InputError(f"locked split {path or 'lara'} is not JSON: {exc}") from None
+
+
+def fit_training_router(answers: list, split: LockedSplit, model: str = "trees") -> Router:
+    """:func:`lcrag.evaluation.route_report.fit_router` on ``answers``, refusing any answer outside the split's
+    training part: what every fit and calibration of a LaRA router goes through."""
+    return fit_router(split.training_only(answers), model)
