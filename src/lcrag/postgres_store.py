@@ -135,8 +135,19 @@ CREATE TABLE IF NOT EXISTS lcrag_file_changes (
     name text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS lcrag_file_changes_at ON lcrag_file_changes (collection, version);
+-- A collection's number of files, kept by the trigger below in the transaction that adds or removes one: a status
+-- read never counts the rows (a count of 5,000 files on every poll). NULL until counted once (a store made before).
+ALTER TABLE lcrag_collections ADD COLUMN IF NOT EXISTS files bigint;
+UPDATE lcrag_collections c SET files = (SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id)
+    WHERE files IS NULL;
+ALTER TABLE lcrag_collections ALTER COLUMN files SET DEFAULT 0;
 CREATE OR REPLACE FUNCTION lcrag_file_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'INSERT' THEN
+        UPDATE lcrag_collections SET files = files + 1 WHERE id = NEW.collection;
+    ELSIF TG_OP = 'DELETE' THEN
+        UPDATE lcrag_collections SET files = files - 1 WHERE id = OLD.collection;
+    END IF;
     IF TG_OP <> 'INSERT' THEN  -- (a file deleted with its collection is no change of one)
         INSERT INTO lcrag_file_changes (collection, name)
             SELECT OLD.collection, OLD.name WHERE EXISTS (SELECT 1 FROM lcrag_collections WHERE id = OLD.collection);

@@ -64,7 +64,8 @@ _ORPHANS = ("DELETE FROM lcrag_parses p WHERE p.content IS NULL OR " + _UNHELD.f
             "a.collection AND c.version = a.version)")
 
 _STATE = ("SELECT id, version, state, state_version, done, error, skipped, updated, "
-          "(SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id) FROM lcrag_collections c WHERE name = %s")
+          "coalesce(c.files, (SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id)) FROM lcrag_collections c "
+          "WHERE name = %s")
 _ROW = "SELECT id, version FROM lcrag_collections WHERE name = %s"  # what most calls need: no count of the files
 # A collection's files whole, with the version they are of (one statement: one snapshot).
 _ALL_FILES = ("SELECT c.version, f.name, f.hash, f.bytes, f.added FROM lcrag_collections c LEFT JOIN lcrag_files f "
@@ -74,7 +75,7 @@ _ALL_FILES = ("SELECT c.version, f.name, f.hash, f.bytes, f.added FROM lcrag_col
 _CHANGED_FILES = """
 WITH touched AS (SELECT DISTINCT name FROM lcrag_file_changes WHERE collection = %(id)s AND version > %(since)s
                  AND name <> '')
-SELECT c.version, (SELECT count(*) FROM lcrag_files n WHERE n.collection = c.id),
+SELECT c.version, coalesce(c.files, (SELECT count(*) FROM lcrag_files n WHERE n.collection = c.id)),
        (SELECT max(version) FROM lcrag_file_changes g WHERE g.collection = c.id AND g.name = ''),
        t.name, f.hash, f.bytes, f.added
 FROM lcrag_collections c LEFT JOIN touched t ON true LEFT JOIN lcrag_files f ON f.collection = c.id AND f.name = t.name

@@ -369,3 +369,24 @@ def test_the_same_upload_again_indexes_a_collection_whose_indexing_failed(databa
         assert store.wait("docs", 30).state == "ready"
     finally:
         store.close()
+
+
+def test_a_collections_file_count_is_kept_with_its_files_and_counted_once_in_a_store_made_before(store, tmp_path):
+    # (its status reads the count kept by the files' trigger, never counting the rows at each poll)
+    store.create("docs")
+    for number in range(5):
+        add(store, "docs", f"text {number}".encode(), f"f{number}.txt")
+    store.remove_file("docs", "f1.txt")
+    add(store, "docs", b"text 0", "f0.txt")  # the same content again: no new file
+
+    def kept():
+        with store.db.connection() as db:
+            return db.execute("SELECT c.files, (SELECT count(*) FROM lcrag_files f WHERE f.collection = c.id) "
+                              "FROM lcrag_collections c WHERE name = 'docs'").fetchone()
+
+    assert kept() == (4, 4) and store.status("docs").files == 4
+    with store.db.connection() as db:  # a store made before the count was kept
+        db.execute("UPDATE lcrag_collections SET files = NULL")
+    assert store.status("docs").files == 4
+    PostgresCollections(store.db.url, tmp_path / "replica").close()  # a replica starting counts it once
+    assert kept() == (4, 4)
