@@ -223,7 +223,11 @@ class PostgresCollections:
         # collections changed since the last sweep, each with when it was first seen changed: what was cached for
         # them before then may hold a removed file's text (lcrag.service.derived)
         self._touched: dict[str, float] = {}
-        self._sweep_due, self._swept, self._kept_house = False, 0.0, 0.0
+        self._swept, self._kept_house = 0.0, 0.0
+        # What the next sweep looks at: the contents of files seen removed or replaced (a change of a listing this
+        # replica held), or every local copy when a change was not seen file by file.
+        self._unheld_maybe: set[str] = set()
+        self._sweep_whole = False
         self.clean_up()
 
     # -- collections -----------------------------------------------------------------------------------------
@@ -330,7 +334,10 @@ class PostgresCollections:
         if kept is not None and kept.id == cid and kept.version == version:
             return kept
         files = self._changed_files(kept) if kept is not None and kept.id == cid else None
-        if files is None:
+        if files is not None:
+            self._note_removed(kept, files)
+        else:
+            self._sweep_whole = True  # (the files read whole: what went since is not known file by file)
             rows = self.db.read(lambda db: db.execute(_ALL_FILES, (cid,)).fetchall())
             if not rows:
                 raise NotFound(f"unknown collection {name!r}")
@@ -341,6 +348,18 @@ class PostgresCollections:
             if current is None or current.id != cid or current.version <= files.version:
                 self._records[name] = files
         return files
+
+    def _note_removed(self, kept: Listed, files: Listed) -> None:
+        """The contents of the files ``kept`` held and ``files`` no longer holds (removed or replaced): their local
+        copies are looked at by the next sweep."""
+        changed = files.changed((kept.id, kept.version))
+        if changed is None:
+            self._sweep_whole = True
+            return
+        for name in changed:
+            was, now = kept.stats.get(name), files.stats.get(name)
+            if was is not None and (now is None or now.content_hash != was.content_hash):
+                self._unheld_maybe.add(was.content_hash)
 
     def _changed_files(self, kept: Listed) -> Listed | None:
         """``kept`` brought to the database's version from the files changed since; None when those are not known
@@ -620,13 +639,14 @@ class PostgresCollections:
         """After a change of collection ``name`` (this replica's or another's): its mirror here brought up to date,
         so a removed file's copy goes, or removed with the collection; the local copies no file holds go soon
         after (:meth:`sweep`)."""
-        self._sweep_due = True  # (a file uploaded through this replica is kept here, mirrored or not)
-        self._touched.setdefault(name, time.time())
+        self._touched[name] = time.time()  # (the latest change: what was cached before it may hold a removed text)
         if not NAME.fullmatch(name) or not (self.root / name).is_dir():
-            return  # never mirrored here
+            self._sweep_whole = True  # never mirrored here (a file uploaded through this replica is kept here)
+            return
         try:
             self._synced(name)
         except NotFound:
+            self._sweep_whole = True
             with self._mirror:
                 self._mirrored.pop(name, None)
                 if name not in self.names():
@@ -634,14 +654,19 @@ class PostgresCollections:
         except (OSError, StorageError) as exc:  # its next read brings it up to date; the next start removes it
             log.warning("the local copies of collection %s could not be brought up to date: %s", name, exc)
 
-    def sweep(self) -> set[str]:
+    def sweep(self, whole: bool = True) -> set[str]:
         """Remove the local copies of the blobs no file in the database holds (their files removed, here or through
         another replica), this machine's parses and RAPTOR trees of them, and the completions and indexes cached
         for the collections changed since the last sweep before they changed (they may hold a removed file's text:
-        :mod:`lcrag.service.derived`); the contents removed."""
-        self._sweep_due, self._swept = False, time.monotonic()
+        :mod:`lcrag.service.derived`); the contents removed. Not ``whole``: only the contents of the files seen
+        removed or replaced since the last sweep are looked at (the listener's rounds)."""
+        self._swept, whole, self._sweep_whole = time.monotonic(), whole or self._sweep_whole, False
         touched, self._touched = self._touched, {}
-        local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}
+        maybe, self._unheld_maybe = self._unheld_maybe, set()
+        if whole:
+            local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}
+        else:  # only the contents of the files seen going: an upload into 5,000 files lists none of them
+            local = {digest: path for digest in maybe if (path := self._blob(digest)).exists()}
         if not local:
             return set()
         with self.db.connection() as db:
@@ -680,8 +705,8 @@ class PostgresCollections:
         """The listener's rounds: local copies swept after changes, and the house kept now and then."""
         try:
             now = time.monotonic()
-            if self._sweep_due and now - self._swept >= SWEEP_SECONDS:
-                self.sweep()
+            if (self._sweep_whole or self._unheld_maybe) and now - self._swept >= SWEEP_SECONDS:
+                self.sweep(whole=False)
             if now - self._kept_house >= min(HOUSEKEEPING_SECONDS, max(1.0, self.job_retention / 2)):
                 self.keep_house()
         except (OSError, StorageError) as exc:
