@@ -23,15 +23,15 @@ API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the 
 
 def named_routers(specs: list[str]) -> dict[str, str]:
     """``NAME=FILE`` pairs, each file checked now (a bad one is a one-line error before the server starts)."""
-    from lcrag.strategies.learned_router import Router
+    from lcrag.strategies.learned_router import Router, shipped_name
 
     routers = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name.strip() or not path.strip():
             raise OptionError(f"--router {spec!r}: write NAME=FILE (a router file of `lcrag route fit`)")
-        Router.load(path.strip())
-        routers[name.strip()] = str(Path(path.strip()).resolve())
+        Router.load(path.strip())  # a bare name is a shipped router's (kept as its name), else a file's path
+        routers[name.strip()] = shipped_name(path.strip()) or str(Path(path.strip()).resolve())
     return routers
 
 

@@ -42,7 +42,7 @@ from lcrag.service.collections import NotFound
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.store import KEPT_ANSWERS
 from lcrag.specs import resolve
-from lcrag.strategies.learned_router import BUNDLED
+from lcrag.strategies.learned_router import is_router_path
 from lcrag.types import Answer, ChunkUsed, Document, LLMCall
 
 logger = logging.getLogger(__name__)
@@ -56,10 +56,12 @@ def router_digest(router: str | None) -> str | None:
     """A router as its content (a shipped one by its name): the same file on two replicas is one router."""
     if not router:
         return None
+    if not is_router_path(router):
+        return router  # a shipped router's bare name (a server offers no other), never a file in its directory
     try:
         return hashlib.sha256(Path(router).read_bytes()).hexdigest()
     except (OSError, ValueError):
-        return router if router in BUNDLED else f"unreadable:{router}"
+        return f"unreadable:{router}"
 
 
 def from_cache(answer: Answer) -> bool:

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -47,7 +48,8 @@ FEATURES = (
 )
 FORMAT = "lcrag-router"
 CALIBRATION_POINTS = 1001  # quantiles of the fitting questions' scores a router file keeps
-# Routers shipped in the package (lcrag/strategies/routers/NAME.json), usable by name: ``--router lara``.
+# Routers shipped in the package (lcrag/strategies/routers/NAME.json), usable by their bare name: ``--router lara``
+# (a file is given by a path: ./lara, lara.json).
 BUNDLED = ("lara",)
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")  # 36.6, 36,600,000, 2019: a figure as written, without trailing punctuation
 _COMPARES = re.compile(r"\b(compare|compared|comparison|differ|difference|different|both|contrast|whereas|versus|vs)\b",
@@ -243,21 +245,20 @@ class Router:
 
     @classmethod
     def load(cls, path: str | Path) -> Router:
-        """A router file, or a router shipped with lcrag by name (:data:`BUNDLED`, e.g. ``lara``); parsed once per
-        version of the file (by its path, size and modification time), however many questions name it."""
+        """A router file (a path with a slash or a suffix), or a router shipped with lcrag by its bare name
+        (:data:`BUNDLED`, e.g. ``lara``: :func:`shipped_name`); parsed once per version of the file (by its path,
+        size and modification time), however many questions name it."""
         return _load_router(router_file_identity(path))
 
     @classmethod
     def parse(cls, path: str | Path) -> Router:
-        """The router in the file (or shipped under the name) ``path``, parsed now."""
-        path = Path(path)
+        """The router shipped under the bare name ``path``, or in the file at the path ``path``, parsed now."""
+        name = shipped_name(path)
         try:
-            text = (bundled_router(str(path)) if str(path) in BUNDLED and not path.exists()
-                    else path.read_text(encoding="utf-8"))
-            data = json.loads(text)
+            data = json.loads(bundled_router(name) if name else Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as error:
             reason = "no such file" if isinstance(error, FileNotFoundError) else error
-            raise InputError(f"{path}: not a router file ({reason}); shipped routers: {', '.join(BUNDLED)}") from None
+            raise InputError(f"{path}: not a router file ({reason})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise InputError(f"{path}: not a router file (fit one with `lcrag route fit`)")
         if data.get("feature_set") != FEATURE_SET or data.get("features") != list(FEATURES):
@@ -277,10 +278,29 @@ class Router:
         return router
 
 
+def is_router_path(spec: str | Path) -> bool:
+    """Whether a router spec names a file: a path with a slash or a suffix (``./lara``, ``x/lara.json``,
+    ``lara.json``); a bare name (``lara``) names a shipped router whatever the working directory holds."""
+    text = str(spec)
+    return any(sep in text for sep in {"/", os.sep, os.altsep or "/"}) or bool(Path(text).suffix)
+
+
+def shipped_name(spec: str | Path) -> str | None:
+    """The shipped router a spec names, or None when it names a file (:func:`is_router_path`); a bare name that
+    is no shipped router's is a one-line error, so a file or folder called ``lara`` never hides ``lara``."""
+    if is_router_path(spec):
+        return None
+    if str(spec) not in BUNDLED:
+        raise InputError(f"{spec}: not a router shipped with lcrag (shipped: {', '.join(BUNDLED)}); a router file "
+                         f"is given by a path with a slash or a suffix (./{spec}, {spec}.json)")
+    return str(spec)
+
+
 def router_file_identity(path: str | Path) -> tuple:
     """What names a version of a router: a shipped router's name, or a file's path, size and modification time (a
-    file changed in place is another router); an unreadable path as itself (loading it says what is wrong)."""
-    if str(path) in BUNDLED and not Path(path).exists():
+    file changed in place is another router); an unreadable path (or unknown name) as itself (loading it says what
+    is wrong)."""
+    if not is_router_path(path):
         return (str(path),)
     try:
         stat = Path(path).stat()

@@ -349,6 +349,24 @@ def test_serve_checks_the_operators_routers(tmp_path):
         named_routers(["lara"])
     with pytest.raises(LcragError, match="not a router file"):
         named_routers([f"mine={tmp_path / 'missing.json'}"])
+    # a bare name is the shipped router's, kept by its name (never this directory's folder of that name)
+    assert named_routers(["team=lara"]) == {"team": "lara"}
+    with pytest.raises(LcragError, match="not a router shipped with lcrag"):
+        named_routers(["team=nosuch"])
+
+
+def test_a_folder_called_lara_in_the_servers_directory_does_not_hide_the_shipped_router(service, tmp_path,
+                                                                                         monkeypatch):
+    """Issue 44: `"router": "lara"` was "lara: not a router file (Is a directory)" beside a folder `lara`."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lara").mkdir()
+    server, _ = service()
+    with server as url:
+        ops_collection(url, tmp_path)
+        routed = httpx.post(f"{url}/v1/ask", json={"collection": "ops", "question": "Crane reset code?",
+                                                    "strategy": "self-route", "router": "lara"}, timeout=60)
+        assert routed.status_code == 200, routed.text
+        assert routed.json()["route"] in ("rag", "lc")
 
 
 def test_a_json_body_over_the_limit_is_413_and_never_echoed(service, tmp_path):
