@@ -64,7 +64,7 @@ def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router 
 @route_app.command("eval")
 def evaluate(
     runs: Runs,
-    router: Annotated[Optional[str], typer.Option("--router", help="A router to report: `lara` (shipped) or a file from `lcrag route fit` (else leave-one-dataset-out routers are fitted). Its landing is shown per run: its fixed threshold against run-time share control.")] = None,
+    router: Annotated[Optional[str], typer.Option("--router", help="A router to report: `lara` (shipped) or a file from `lcrag route fit`, given by a path with a slash or a suffix (else leave-one-dataset-out routers are fitted). Its landing is shown per run, dataset and length: its fixed threshold against run-time share control, both replayed offline, beside the routes the run itself took.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the frontier as a PNG (needs lcrag[report]).")] = None,
     price_as: Annotated[Optional[str], typer.Option("--price-as", help="Price every call as this model (e.g. gpt-4o-mini): adds cost columns and the cache-aware router.")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table over the built-in one.")] = None,
@@ -75,11 +75,12 @@ def evaluate(
     judge_seed: JudgeSeed = 0,
     lc_share: Annotated[Optional[float], typer.Option("--lc-share", help="With --router: the LC share run-time control holds (default: the router's own, else 0.3).", min=0.0, max=1.0)] = None,
     lc_cost_share: Annotated[Optional[float], typer.Option("--lc-cost-share", help="With --router: also hold LC's share of prompt tokens at this.", min=0.0, max=1.0)] = None,
+    max_share: Annotated[float, typer.Option("--max-share", help="The operating point: a router's best setting sending at most this share of questions to LC (as benchmarks/results/routing_lara.md).", min=0.0, max=1.0)] = 0.4,
+    max_cost: Annotated[float, typer.Option("--max-cost", help="The operating point's cost bound: at most this share of always-LC's cost (USD with --price-as, else prompt tokens).", min=0.0)] = 0.45,
 ) -> None:
-    """Every router's quality, LC share and tokens; APGR, CPT and the oracle gain recovered at LC share <= 50%."""
-    from lcrag.evaluation.report import _md_table
-    from lcrag.evaluation.route_report import leave_one_dataset_out, plot_frontier, policies, summary_table
-    from lcrag.evaluation.route_report import frontier_table
+    """Every router's quality, LC share and tokens per run, dataset and length; APGR, CPT and the oracle gain
+    recovered at the operating point (LC share <= --max-share, cost <= --max-cost of always-LC's)."""
+    from lcrag.evaluation.route_report import leave_one_dataset_out, plot_frontier
     from lcrag.strategies.learned_router import Router
 
     from lcrag.evaluation.judge_sample import open_judge, route_judged
@@ -93,11 +94,9 @@ def evaluate(
         probabilities, how = [fitted.probability(q.x) for q in questions], f"router {router}"
     else:
         probabilities, how = leave_one_dataset_out(questions, model), f"leave-one-dataset-out {model} routers"
-    points = policies(questions, probabilities, price)
     datasets = sorted({q.dataset for q in questions})
     typer.echo(f"{len(questions)} questions ({skipped} skipped) from {len(datasets)} datasets; learned router: {how}\n")
-    typer.echo(_md_table(*summary_table(points)) + "\n")
-    typer.echo(_md_table(*frontier_table(questions, points)))
+    points = _cell_reports(questions, probabilities, price, max_share, max_cost)
     if plot is not None:
         typer.echo(f"\nplot: {plot}" if plot_frontier(points, plot) else "\nplot skipped: pip install -e '.[report]' in lcrag's checkout")
     if router is not None:
@@ -109,15 +108,50 @@ def evaluate(
         typer.echo(route_judged(questions, points, sampled, judge_sample, judge_seed))
 
 
+OFFLINE = ("Every figure below is computed offline from the runs' recorded answers; a router's `share S` setting cuts "
+           "at the cell's own S-quantile of its scores, in hindsight (not a share held at run time).")
+
+
+def _cell_reports(questions, probabilities, price, max_share: float, max_cost: float):
+    """The summary and frontier of each (run, dataset, length) cell, then of every cell pooled (labelled so) when
+    there are several; returns the pooled points (the plot, landing, cascade and judged tables read them)."""
+    from lcrag.evaluation.route_report import SUMMARY_NOTE, cells, policies
+
+    typer.echo(OFFLINE)
+    found = cells(questions)
+    for (run, dataset, length), mine in found.items():
+        points = policies([questions[i] for i in mine], [probabilities[i] for i in mine], price)
+        typer.echo(f"\n### {run} · {dataset} · length {length}: {len(mine)} questions\n")
+        _tables([questions[i] for i in mine], points, max_share, max_cost)
+    points = policies(questions, probabilities, price)
+    if len(found) > 1:
+        typer.echo(f"\n### All {len(found)} cells pooled ({len(questions)} questions): several readers, datasets or "
+                   "lengths in one table; the cells above are the figures to read\n")
+        _tables(questions, points, max_share, max_cost)
+    typer.echo(f"\n{SUMMARY_NOTE}")
+    return points
+
+
+def _tables(questions, points, max_share: float, max_cost: float) -> None:
+    from lcrag.evaluation.report import _md_table
+    from lcrag.evaluation.route_report import frontier_table, summary_table
+
+    typer.echo(_md_table(*summary_table(points, max_share, max_cost)) + "\n")
+    typer.echo(_md_table(*frontier_table(questions, points)))
+
+
 def _landing(questions, probabilities, router, points, price, share: float | None, cost_share: float | None) -> None:
-    """Where the router lands on each run: its fixed threshold and run-time share control, beside the baselines."""
+    """Where the router lands on each run: its fixed threshold and run-time share control replayed offline, beside
+    the baselines and the run's own routes."""
     from lcrag.evaluation.held_share import landing_points, landing_table
     from lcrag.evaluation.report import _md_table
 
     share = share if share is not None else router.default_share if router.default_share is not None else 0.3
     landed = landing_points(questions, probabilities, router, share, cost_share)
-    typer.echo("\nWhere the router lands per run (reader): its fixed threshold, calibrated on its fitting questions, "
-               "against run-time share control (`--lc-share`), each question decided in order\n")
+    typer.echo("\nWhere the router lands per run (reader), dataset and length: its fixed threshold, calibrated on its "
+               "fitting questions, against run-time share control (`--lc-share`), both replayed offline over the "
+               "recorded questions (each run's decided in its order, one state per run), beside the routes the run "
+               "itself took\n")
     typer.echo(_md_table(*landing_table(questions, points, landed, price)))
 
 

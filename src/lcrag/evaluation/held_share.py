@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lcrag.evaluation.prices import Price
-from lcrag.evaluation.route_report import Point, Question, evaluate, money
+from lcrag.evaluation.route_report import Point, Question, cells, evaluate, money
 from lcrag.strategies.learned_router import Router
 from lcrag.strategies.share_control import HORIZON, TOKENS, ShareState, ShareTarget
 
 BASELINES = ("always-RAG", "always-LC", "oracle", "self-route (text)")
+# The router's rows are replayed offline over the recorded questions, not what a run did: their labels say so.
+FIXED = "router, fixed threshold (offline replay)"
+HELD = "router, held at run time (offline replay)"
+RECORDED = "the run's own routes (recorded)"
 
 
 def held_decisions(questions: Sequence[Question], scores: Sequence[float], target: ShareTarget,
@@ -44,32 +48,35 @@ def landing_points(questions: list[Question], scores: list[float], router: Route
     given), as :class:`Point` (not yet evaluated)."""
     fixed = router.default_threshold
     how = (f"calibrated for share {router.default_share:g}" if router.default_share is not None else "default")
-    points = [Point("router, fixed threshold", f"T={fixed:.4g} ({how})", [s >= fixed for s in scores])]
+    points = [Point(FIXED, f"T={fixed:.4g} ({how})", [s >= fixed for s in scores])]
     for value, by, name in ((share, "questions", "LC share"), (cost_share, TOKENS, "LC cost share")):
         if value is not None:
             target = ShareTarget(value, by)
-            points.append(Point("router, held at run time", f"{name} {value:g}",
+            points.append(Point(HELD, f"{name} {value:g}",
                                 held_decisions(questions, scores, target, router.calibration)))
     return points
 
 
 def landing_table(questions: list[Question], baselines: list[Point], landed: list[Point],
                   price: Price | None) -> tuple[list[str], list[list]]:
-    """Per run (reader): each policy's quality, realized LC share, LC's share of prompt tokens and its cost as a
-    share of always-LC's (USD when priced, else prompt tokens)."""
-    header = ["run", "policy", "setting", "quality", "LC share", "LC share of prompt tokens", "% of always-LC cost"]
+    """Per (run, dataset, length) cell: each policy's quality, realized LC share, LC's share of prompt tokens and
+    its cost as a share of always-LC's (USD when priced, else prompt tokens); the routes each run itself took
+    (its Self-Route rows) beside the offline replays."""
+    header = ["run", "dataset", "length", "policy", "setting", "quality", "LC share", "LC share of prompt tokens",
+              "% of always-LC cost"]
+    recorded = Point(RECORDED, "", [q.recorded_route == "lc" for q in questions])
+    shown = [p for p in baselines if p.router in BASELINES] + [recorded] + landed
     body = []
-    shown = [p for p in baselines if p.router in BASELINES] + landed
-    for run in dict.fromkeys(q.run for q in questions):
-        mine = [i for i, q in enumerate(questions) if q.run == run]
+    for cell, mine in cells(questions).items():
         qs = [questions[i] for i in mine]
         lc_cost = _cost(qs, [True] * len(qs), False, price)
         for p in shown:
             to_lc = [p.to_lc[i] for i in mine]
             first = p.router != "always-LC"
             quality, lc_share, _ = evaluate(qs, to_lc, first)
-            body.append([run, p.router, p.setting, f"{quality:.3f}", f"{lc_share:.3f}",
-                         f"{token_share(qs, to_lc, first):.3f}", f"{100 * _cost(qs, to_lc, first, price) / lc_cost:.0f}%"])
+            cost = 100 * _cost(qs, to_lc, first, price) / lc_cost
+            body.append([*cell, p.router, p.setting, f"{quality:.3f}", f"{lc_share:.3f}",
+                         f"{token_share(qs, to_lc, first):.3f}", f"{cost:.0f}%"])
     return header, body
 
 

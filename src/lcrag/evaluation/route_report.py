@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,10 @@ from lcrag.text import declines
 
 MIN_QUESTIONS = 50  # fewer labelled questions than this: the fitted router is mostly noise, and a warning says so
 SHARES = tuple(i / 10 for i in range(11))
+# The operating point (as benchmarks/results/routing_lara.md): a router's best setting sending at most MAX_SHARE of
+# the questions to LC at no more than MAX_COST of always-LC's cost (USD when priced, else prompt tokens).
+MAX_SHARE = 0.4
+MAX_COST = 0.45
 TIE_WEIGHT = 0.1  # the weight of a question LC and RAG score the same on, against 1.0 for a question only one gets
 
 
@@ -58,6 +63,7 @@ class Question:
     wide: WideStep | None = None  # the cascade's middle step (RAG over more chunks), when a wide run recorded it
     texts: dict = field(default_factory=dict)  # question, gold answers, metric, LC answer, RAG answer (to re-judge)
     grounded: bool = True  # its row measured the RAG answer's grounding (runs before lcrag-route-3 did not)
+    recorded_route: str | None = None  # the route the run itself took (its own policy: a rule, a router...)
 
     @property
     def lc_better(self) -> bool:
@@ -83,6 +89,13 @@ def signals(lc: dict, sr: dict, rag_tokens: int) -> RouteSignals:
                         AnswerGrounding.from_row(sr.get("answer_grounding")))
 
 
+def written_rule(sr: dict) -> bool:
+    """Self-Route's written rule on a recorded RAG answer: LC when it declines. The row's own route only for rows
+    without the answer: a run made with a router or a threshold routed by that, not by the rule."""
+    raw = sr.get("raw_route_answer")
+    return declines(raw) if raw is not None else sr.get("route") == "lc"
+
+
 def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]:
     """The questions with an LC row and a Self-Route row in the same run, and how many were skipped."""
     questions, skipped = [], 0
@@ -100,13 +113,13 @@ def load_questions(run_dirs: Sequence[str | Path]) -> tuple[list[Question], int]
             x = features(signals(lc, sr, rag_tokens))
             questions.append(Question(str(run), item_id, sr["dataset"], float(lc["score"]), rag_score,
                                       int(lc["prompt_tokens"]), rag_tokens, x, sr.get("decline_probability"),
-                                      sr.get("route") == "lc" or declines(sr.get("raw_route_answer") or ""),
+                                      written_rule(sr),
                                       (lc.get("calls") or [{}])[0],
                                       (sr.get("calls") or [{}])[0],
                                       texts={"question": sr["question"], "answers": sr.get("answers") or [],
                                              "metric": sr.get("metric"), "lc": lc.get("prediction"),
                                              "rag": sr.get("raw_route_answer")},
-                                      grounded="answer_grounding" in sr))
+                                      grounded="answer_grounding" in sr, recorded_route=sr.get("route")))
     _chain(questions)
     return questions, skipped
 
@@ -487,29 +500,84 @@ def frontier_table(questions: list[Question], points: list[Point]) -> tuple[list
         cost = [f"{1000 * p.money:.3f}", f"{100 * p.money / lc.money:.1f}"] if priced and lc.money else []
         body.append([p.router, p.setting, f"{p.quality:.4f}", f"{p.interval[0]:.3f}–{p.interval[1]:.3f}",
                      f"{p.share:.2f}", f"{p.tokens:.0f}", f"{100 * p.tokens / lc.tokens:.1f}", *cost,
-                     f"{pgr(p.quality, rag.quality, lc.quality):.2f}", f"{random_quality(questions, p.share):.4f}"])
+                     _or_dash(pgr(p.quality, rag.quality, lc.quality), "{:.2f}"),
+                     f"{random_quality(questions, p.share):.4f}"])
     return header, body
 
 
-def summary_table(points: list[Point]) -> tuple[list[str], list[list]]:
-    """Per router: APGR, CPT(50%), CPT(80%), the best quality at LC share ≤ 50% and the share of the oracle's gain
-    over max(LC, RAG) it recovers."""
-    lc = next(p for p in points if p.router == "always-LC").quality
-    rag = next(p for p in points if p.router == "always-RAG").quality
-    oracle = next(p for p in points if p.router == "oracle").quality
-    best_fixed = max(lc, rag)
-    header = ["router", "APGR", "CPT(50%)", "CPT(80%)", "best quality at LC share ≤ 50%", "oracle gain recovered"]
+def by_router(points: list[Point], name: str) -> Point:
+    """The (first) point of the router called ``name``: always-LC, always-RAG, the oracle have one."""
+    return next(p for p in points if p.router == name)
+
+
+def cost_of(point: Point) -> float:
+    """What a policy costs per question: USD when priced, else prompt tokens."""
+    return point.money if point.money is not None else point.tokens
+
+
+def operating_point(points: list[Point], router: str = "learned router", max_share: float = MAX_SHARE,
+                    max_cost: float = MAX_COST) -> Point | None:
+    """A router's best setting within the budget: LC share <= ``max_share`` (a setting's realized share may pass its
+    nominal one by a question's worth: ties at the threshold) and cost <= ``max_cost`` of always-LC's; None when no
+    setting fits. The operating point of benchmarks/results/routing_lara.md."""
+    lc = by_router(points, "always-LC")
+    fits = [p for p in points if p.router == router and p.share <= max_share + 1 / len(p.to_lc) + 1e-9
+            and cost_of(p) <= max_cost * cost_of(lc)]
+    return max(fits, key=lambda p: p.quality, default=None)
+
+
+def oracle_gain_recovered(quality: float, points: list[Point]) -> float:
+    """The share of the oracle's gain over the better fixed policy that ``quality`` recovers: (quality − max(LC,
+    RAG)) / (oracle − max(LC, RAG)), routing_lara.md's "oracle gain recovered"; NaN where the oracle gains nothing."""
+    best_fixed = max(by_router(points, "always-LC").quality, by_router(points, "always-RAG").quality)
+    oracle = by_router(points, "oracle").quality
+    return (quality - best_fixed) / (oracle - best_fixed) if oracle > best_fixed else math.nan
+
+
+def summary_table(points: list[Point], max_share: float = MAX_SHARE,
+                  max_cost: float = MAX_COST) -> tuple[list[str], list[list]]:
+    """Per router: APGR, CPT(50%), CPT(80%), its operating point (:func:`operating_point`), the oracle gain it
+    recovers there (:func:`oracle_gain_recovered`) and its difference to always-LC."""
+    lc = by_router(points, "always-LC").quality
+    rag = by_router(points, "always-RAG").quality
+    header = ["router", "APGR", "CPT(50%)", "CPT(80%)",
+              f"operating point: best at LC share ≤ {max_share:.0%}, cost ≤ {max_cost:.0%} of always-LC "
+              "(quality @ share)",
+              "oracle gain recovered", "vs always-LC"]
     body = []
     for name in dict.fromkeys(p.router for p in points if not p.router.startswith("always-")):
-        mine = [p for p in points if p.router == name]
-        area, c50, c80 = apgr_and_cpt([(p.share, p.quality) for p in mine], rag, lc)
-        half = [p.quality for p in mine if p.share <= 0.5]
-        best = max(half) if half else math.nan
-        gain = (best - best_fixed) / (oracle - best_fixed) if oracle > best_fixed and half else math.nan
-        # the oracle above LC share 0.5 has no point there: a dash, not nan
-        body.append([name, f"{area:.3f}", f"{c50:.2f}", f"{c80:.2f}", _or_dash(best, "{:.4f}"),
-                     _or_dash(100 * gain, "{:.1f}%")])
+        area, c50, c80 = apgr_and_cpt([(p.share, p.quality) for p in points if p.router == name], rag, lc)
+        best = operating_point(points, name, max_share, max_cost)
+        # no setting within the budget (the oracle sends more than that to LC), no gap between LC and RAG, a PGR
+        # never reached: a dash, not nan
+        gain = oracle_gain_recovered(best.quality, points) if best else math.nan
+        body.append([name, _or_dash(area, "{:.3f}"), _or_dash(c50, "{:.2f}"), _or_dash(c80, "{:.2f}"),
+                     f"{best.quality:.4f} @ {best.share:.2f}" if best else "—", _or_dash(100 * gain, "{:.1f}%"),
+                     f"{best.quality - lc:+.4f}" if best else "—"])
     return header, body
+
+
+SUMMARY_NOTE = ("oracle gain recovered = (quality at the operating point − max(always-LC, always-RAG)) / (oracle − "
+                "max(always-LC, always-RAG)), as benchmarks/results/routing_lara.md defines it.")
+
+
+def split_length(dataset: str) -> tuple[str, str]:
+    """A dataset named for its documents' length (``lara-32k``) as (name, length); any other as (name, "—")."""
+    found = re.fullmatch(r"(.+?)[-_](\d+[kKmM])", dataset)
+    return (found.group(1), found.group(2).lower()) if found else (dataset, "—")
+
+
+def cell_of(q: Question) -> tuple[str, str, str]:
+    """The cell a question is reported in: its run (one reader), its dataset and its documents' length."""
+    return (q.run, *split_length(q.dataset))
+
+
+def cells(questions: list[Question]) -> dict[tuple[str, str, str], list[int]]:
+    """The questions' indices per cell (:func:`cell_of`), cells sorted."""
+    found: dict[tuple[str, str, str], list[int]] = {}
+    for i, q in enumerate(questions):
+        found.setdefault(cell_of(q), []).append(i)
+    return dict(sorted(found.items()))
 
 
 def plot_frontier(points: list[Point], path: Path) -> bool:
@@ -537,6 +605,7 @@ def plot_frontier(points: list[Point], path: Path) -> bool:
     return True
 
 
-__all__ = ["FEATURES", "CascadePoint", "Point", "Question", "WideStep", "apgr_and_cpt", "at_equal_cost", "attach_wide",
-           "bootstrap", "cascade_table", "cascades", "evaluate", "fit_router", "frontier_table",
-           "leave_one_dataset_out", "leave_one_out", "load_questions", "plot_frontier", "policies", "summary_table"]
+__all__ = ["FEATURES", "MAX_COST", "MAX_SHARE", "CascadePoint", "Point", "Question", "WideStep", "apgr_and_cpt",
+           "at_equal_cost", "attach_wide", "bootstrap", "by_router", "cascade_table", "cascades", "cell_of", "cells",
+           "evaluate", "fit_router", "frontier_table", "leave_one_dataset_out", "leave_one_out", "load_questions",
+           "operating_point", "oracle_gain_recovered", "plot_frontier", "policies", "summary_table"]

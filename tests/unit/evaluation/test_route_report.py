@@ -13,8 +13,8 @@ import pytest
 from lcrag.errors import InputError
 from lcrag.text import content_words
 from lcrag.evaluation.route_report import (
-    Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions, policies,
-    summary_table,
+    Point, Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions,
+    operating_point, oracle_gain_recovered, policies, summary_table,
 )
 from lcrag.strategies.learned_router import (
     FEATURES, AnswerGrounding, RouteSignals, Router, features, numbers_in, term_share, text_signals,
@@ -297,3 +297,66 @@ def test_the_shipped_lara_router_loads_by_name():
     assert "gpt-4o" in router.fitted_on["readers"]
     at_or_above = [s for s in router.calibration if s >= router.default_threshold]
     assert 0 < len(at_or_above) / len(router.calibration) <= 0.5
+
+
+def _point(router, quality, share, tokens, n=100):
+    return Point(router, "", [False] * n, quality, share, tokens)
+
+
+def test_the_operating_point_and_the_oracle_gain_it_recovers_are_routing_laras():
+    """Issue 44: one definition: the best setting at LC share <= 40% and cost <= 45% of always-LC's, and the share of
+    the oracle's gain over max(LC, RAG) it recovers there (route eval had its best at share <= 50%)."""
+    points = [_point("always-LC", 0.70, 1.0, 1000), _point("always-RAG", 0.60, 0.0, 200),
+              _point("oracle", 0.80, 0.3, 400),
+              _point("learned router", 0.72, 0.2, 400), _point("learned router", 0.75, 0.4, 460),  # 46% of LC's cost
+              _point("learned router", 0.78, 0.5, 400), _point("learned router", 0.71, 0.41, 420)]  # a tie's question
+    best = operating_point(points)
+    assert (best.quality, best.share) == (0.72, 0.2)
+    assert oracle_gain_recovered(best.quality, points) == pytest.approx(0.2)  # (0.72 - 0.70) / (0.80 - 0.70)
+    assert operating_point(points, max_cost=0.5).quality == 0.75
+    assert operating_point(points, max_share=0.5).quality == 0.78
+    header, body = summary_table(points)
+    rows = {row[0]: dict(zip(header, row)) for row in body}
+    assert rows["learned router"]["oracle gain recovered"] == "20.0%"
+    assert rows["learned router"]["vs always-LC"] == "+0.0200"
+    assert rows["oracle"]["oracle gain recovered"] == "100.0%"
+    worse = [_point("always-LC", 0.7, 1.0, 1000), _point("always-RAG", 0.6, 0.0, 200), _point("oracle", 0.7, 0.0, 200)]
+    assert math.isnan(oracle_gain_recovered(0.7, worse))  # no gain to recover: no figure
+
+
+def test_route_lara_uses_route_evals_operating_point_and_oracle_gain(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    from lcrag.evaluation import route_report
+
+    path = Path(__file__).parents[3] / "benchmarks" / "route_lara.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as when it runs: its sibling scripts import
+    spec = importlib.util.spec_from_file_location("route_lara_for_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.operating_point is route_report.operating_point
+    assert module.oracle_gain_recovered is route_report.oracle_gain_recovered
+
+
+def test_questions_fall_into_cells_by_run_dataset_and_length(tmp_path):
+    from lcrag.evaluation.route_report import cells, split_length
+
+    assert split_length("lara-32k") == ("lara", "32k") and split_length("lara-128K") == ("lara", "128k")
+    assert split_length("hotpotqa") == ("hotpotqa", "—")
+    runs = [write_run(tmp_path / name, n=20, datasets=("lara-32k", "lara-128k")) for name in ("a", "b")]
+    questions, _ = load_questions(runs)
+    found = cells(questions)
+    assert list(found) == [(str(run), "lara", length) for run in runs for length in ("128k", "32k")]
+    assert all(len(mine) == 10 for mine in found.values())
+    assert all(questions[i].dataset == f"lara-{length}" for (_, _, length), mine in found.items() for i in mine)
+
+
+def test_the_written_rule_reads_the_rag_answer_not_the_runs_own_route(tmp_path):
+    """A run made with a router (or a threshold) took its routes by that: Self-Route's rule is the RAG answer's
+    decline, whatever the row's route."""
+    from lcrag.evaluation.route_report import written_rule
+
+    assert not written_rule({"route": "lc", "raw_route_answer": "Bob is her brother."})  # the router sent it
+    assert written_rule({"route": "rag", "raw_route_answer": "The text does not say."})
+    assert written_rule({"route": "lc"})  # a row without the answer: its route is all there is
