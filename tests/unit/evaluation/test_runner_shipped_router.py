@@ -44,3 +44,23 @@ def test_a_router_file_is_hashed_as_before_and_is_another_run_than_the_shipped_o
     assert manifest["router_sha256"] == hashlib.sha256(copy.read_bytes()).hexdigest() != LARA
     with pytest.raises(RunDirectoryError, match="router_sha256 differ"):
         run(tmp_path / "file", "lara")
+
+
+def test_a_folder_called_lara_beside_the_run_does_not_hide_the_shipped_router(tmp_path, monkeypatch):
+    """Issue 44: a bare name is the shipped router's, whatever the working directory holds."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lara").mkdir()
+    assert len(run(tmp_path / "run", "lara")) == 3
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["router_sha256"] == LARA
+
+
+def test_an_evals_share_ledger_is_kept_in_its_run_directory(tmp_path):
+    """The README's place for it (issue 44): RUN/cache/routing-shares/, whatever cache directory the settings name:
+    it belongs to the run, so a resumed run continues its own ledger."""
+    out = tmp_path / "run"
+    EvalRunner(ITEMS, expand_configs(["self-route"], ["bm25"], [1], []), out,
+               Settings(chunking="words:10", router="lara", cache_dir=tmp_path / "machine-cache"),
+               reader=ScriptedReader(lambda m: "K1")).run()
+    ledgers = list((out / "cache" / "routing-shares").glob("*.json"))
+    assert len(ledgers) == 1 and json.loads(ledgers[0].read_text())["questions"] == 3
+    assert not (tmp_path / "machine-cache" / "routing-shares").exists()
