@@ -227,6 +227,7 @@ class PostgresCollections:
         # What the next sweep looks at: the contents of files seen removed or replaced (a change of a listing this
         # replica held), or every local copy when a change was not seen file by file.
         self._unheld_maybe: set[str] = set()
+        self._unheld_lock = threading.Lock()  # (noted by any thread reading a listing, taken by the listener's)
         self._sweep_whole = False
         self.clean_up()
 
@@ -356,10 +357,10 @@ class PostgresCollections:
         if changed is None:
             self._sweep_whole = True
             return
-        for name in changed:
-            was, now = kept.stats.get(name), files.stats.get(name)
-            if was is not None and (now is None or now.content_hash != was.content_hash):
-                self._unheld_maybe.add(was.content_hash)
+        went = {was.content_hash for name in changed if (was := kept.stats.get(name)) is not None
+                and ((now := files.stats.get(name)) is None or now.content_hash != was.content_hash)}
+        with self._unheld_lock:
+            self._unheld_maybe |= went
 
     def _changed_files(self, kept: Listed) -> Listed | None:
         """``kept`` brought to the database's version from the files changed since; None when those are not known
@@ -662,7 +663,8 @@ class PostgresCollections:
         removed or replaced since the last sweep are looked at (the listener's rounds)."""
         self._swept, whole, self._sweep_whole = time.monotonic(), whole or self._sweep_whole, False
         touched, self._touched = self._touched, {}
-        maybe, self._unheld_maybe = self._unheld_maybe, set()
+        with self._unheld_lock:
+            maybe, self._unheld_maybe = self._unheld_maybe, set()
         if whole:
             local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}
         else:  # only the contents of the files seen going: an upload into 5,000 files lists none of them

@@ -92,3 +92,26 @@ def test_finished_jobs_are_pruned_after_the_retention_and_queued_ones_never(data
         left = sorted(db.execute("SELECT name, state FROM lcrag_jobs").fetchall())
     assert left == [("a", "queued"), ("y", "done")]
     store.close()
+
+
+def test_the_listeners_sweep_looks_only_at_the_contents_it_saw_go(replica, database, tmp_path):
+    # An upload into a large collection sweeps nothing; a removal seen in a listing this replica held sweeps its
+    # content; a copy no listing here saw go waits for a whole sweep (start-up, a listing read whole).
+    store, sandbox = replica
+    store.create("a")
+    store.put_file("a", "a.txt", iter([TEXT]), 1 << 20)
+    store.put_file("a", "keep.txt", iter([b"kept text\n"]), 1 << 20)
+    assert len(store.paths("a")) == 2  # the collection mirrored here: its listing held
+    stray = tmp_path / "collections" / BLOBS / "ab" / ("ab" + "0" * 62)
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"a copy no file holds")
+    store.sweep()  # (the whole sweep a replica makes at start-up)
+    assert not stray.exists()
+    stray.write_bytes(b"a copy no file holds")
+    store.put_file("a", "new.txt", iter([b"new text\n"]), 1 << 20)
+    store._let_go("a")
+    assert store.sweep(whole=False) == set() and stray.exists()  # an addition: nothing looked at
+    store.remove_file("a", "a.txt")
+    store._let_go("a")
+    assert store.sweep(whole=False) == {DIGEST} and stray.exists()  # only what went
+    assert store.sweep() == {stray.name} and not stray.exists()
