@@ -159,6 +159,13 @@ def niceness(pid: int) -> int | None:
         return None
 
 
+def command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+    except OSError:
+        return b"(ended)"
+
+
 def test_kill_9_of_a_replica_leaves_no_process_behind(database, tmp_path):
     reader = Stub(answer=closest_line)
     big = ("The tide tables for the season follow. " * 30 + "\n") * 1000  # > 1 MB: chunked in a process of its own
@@ -167,12 +174,12 @@ def test_kill_9_of_a_replica_leaves_no_process_behind(database, tmp_path):
         for name, content in (("notes.md", f"# Notes\n\n{NOTE}\n"), ("tides.txt", big)):  # each parsed in a process
             httpx.post(f"{url}/v1/collections/notes/files", files={"file": (name, content.encode())},
                        timeout=120).raise_for_status()
-        deadline = time.monotonic() + 300
-        while not any(niceness(pid) == 10 for pid in descendants(process.pid)):  # the chunking process (nice 10)
+        deadline, helpers = time.monotonic() + 300, descendants(process.pid)
+        while not any(niceness(pid) == 10 for pid in helpers):  # the chunking process (nice 10)
             assert time.monotonic() < deadline, "no chunking process in 300 s"
             time.sleep(0.1)
-        helpers = descendants(process.pid)
-        commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in helpers}
+            helpers = descendants(process.pid)  # (the list the chunking process was seen in: it may end soon after)
+        commands = {pid: command_line(pid) for pid in helpers}
         assert len(helpers) >= 3, commands  # the fork server, the resource tracker, the chunking process
         process.send_signal(signal.SIGKILL)
         process.wait(10)
