@@ -120,9 +120,9 @@ def _cell_reports(questions, probabilities, price, max_share: float, max_cost: f
     typer.echo(OFFLINE)
     found = cells(questions)
     for (run, dataset, length), mine in found.items():
-        points = policies([questions[i] for i in mine], [probabilities[i] for i in mine], price)
+        cell = [questions[i] for i in mine]
         typer.echo(f"\n### {run} · {dataset} · length {length}: {len(mine)} questions\n")
-        _tables([questions[i] for i in mine], points, max_share, max_cost)
+        _tables(cell, policies(cell, [probabilities[i] for i in mine], price), max_share, max_cost)
     points = policies(questions, probabilities, price)
     if len(found) > 1:
         typer.echo(f"\n### All {len(found)} cells pooled ({len(questions)} questions): several readers, datasets or "

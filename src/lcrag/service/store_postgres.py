@@ -227,7 +227,7 @@ class PostgresCollections:
         # What the next sweep looks at: the contents of files seen removed or replaced (a change of a listing this
         # replica held), or every local copy when a change was not seen file by file.
         self._unheld_maybe: set[str] = set()
-        self._unheld_lock = threading.Lock()  # (noted by any thread reading a listing, taken by the listener's)
+        self._unheld_lock = threading.Lock()  # both, noted by any thread reading a listing, taken by the sweep
         self._sweep_whole = False
         self.clean_up()
 
@@ -338,7 +338,7 @@ class PostgresCollections:
         if files is not None:
             self._note_removed(kept, files)
         else:
-            self._sweep_whole = True  # (the files read whole: what went since is not known file by file)
+            self._sweep_all()  # (the files read whole: what went since is not known file by file)
             rows = self.db.read(lambda db: db.execute(_ALL_FILES, (cid,)).fetchall())
             if not rows:
                 raise NotFound(f"unknown collection {name!r}")
@@ -355,12 +355,17 @@ class PostgresCollections:
         copies are looked at by the next sweep."""
         changed = files.changed((kept.id, kept.version))
         if changed is None:
-            self._sweep_whole = True
+            self._sweep_all()
             return
         went = {was.content_hash for name in changed if (was := kept.stats.get(name)) is not None
                 and ((now := files.stats.get(name)) is None or now.content_hash != was.content_hash)}
         with self._unheld_lock:
             self._unheld_maybe |= went
+
+    def _sweep_all(self) -> None:
+        """The next sweep looks at every local copy: a change was not seen file by file."""
+        with self._unheld_lock:
+            self._sweep_whole = True
 
     def _changed_files(self, kept: Listed) -> Listed | None:
         """``kept`` brought to the database's version from the files changed since; None when those are not known
@@ -642,12 +647,12 @@ class PostgresCollections:
         after (:meth:`sweep`)."""
         self._touched[name] = time.time()  # (the latest change: what was cached before it may hold a removed text)
         if not NAME.fullmatch(name) or not (self.root / name).is_dir():
-            self._sweep_whole = True  # never mirrored here (a file uploaded through this replica is kept here)
+            self._sweep_all()  # never mirrored here (a file uploaded through this replica is kept here)
             return
         try:
             self._synced(name)
         except NotFound:
-            self._sweep_whole = True
+            self._sweep_all()
             with self._mirror:
                 self._mirrored.pop(name, None)
                 if name not in self.names():
@@ -661,9 +666,10 @@ class PostgresCollections:
         for the collections changed since the last sweep before they changed (they may hold a removed file's text:
         :mod:`lcrag.service.derived`); the contents removed. Not ``whole``: only the contents of the files seen
         removed or replaced since the last sweep are looked at (the listener's rounds)."""
-        self._swept, whole, self._sweep_whole = time.monotonic(), whole or self._sweep_whole, False
+        self._swept = time.monotonic()
         touched, self._touched = self._touched, {}
         with self._unheld_lock:
+            whole, self._sweep_whole = whole or self._sweep_whole, False
             maybe, self._unheld_maybe = self._unheld_maybe, set()
         if whole:
             local = {path.name: path for path in (self.root / BLOBS).glob("??/*") if not path.name.startswith(".")}

@@ -35,11 +35,11 @@ import logging
 import math
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ TARGETS_KEPT = 16  # realized counts kept per ledger, one per target (LC share o
 LEDGERS_KEPT = 64  # ledgers a process keeps in memory (one per reader and router)
 PINNED_KEPT = 10_000  # routes of questions counted but never answered, kept past WINDOW (a few per dataset)
 FORMAT = "lcrag-share-ledger"
+T = TypeVar("T")  # what a change of a ledger returns (ShareLedger._update)
 QUESTIONS, TOKENS = "questions", "tokens"
 
 
@@ -280,17 +281,8 @@ class ShareLedger:
 
     def decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
                question: str | None = None, declined: bool = False) -> Decision:
-        with self._lock:
-            if self.path is None:
-                decision = self._decide(target, score, lc_tokens, rag_tokens, question, declined)
-            else:
-                from lcrag.storage import file_lock
-
-                with file_lock(self.path.with_name(self.path.name + ".lock")):
-                    self._read()
-                    decision = self._decide(target, score, lc_tokens, rag_tokens, question, declined)
-                    if not decision.repeated:
-                        self._write()
+        decision = self._update(lambda: self._decide(target, score, lc_tokens, rag_tokens, question, declined),
+                                written=lambda d: not d.repeated)
         decided = getattr(self._answering, "decided", None)
         if decided is not None and decision.key is not None:
             decided.append((self, decision.key))
@@ -298,16 +290,22 @@ class ShareLedger:
 
     def pin(self, keys: list[str]) -> None:
         """Pin these questions' routes (:meth:`ShareState.pin`), in the file too."""
+        self._update(lambda: self.state.pin(keys), written=bool)
+
+    def _update(self, change: Callable[[], T], written: Callable[[T], bool]) -> T:
+        """``change()`` of the state under the ledger's lock; with a file, under its file lock too, the file read
+        first and written after when ``written(result)``."""
         with self._lock:
             if self.path is None:
-                self.state.pin(keys)
-                return
+                return change()
             from lcrag.storage import file_lock
 
             with file_lock(self.path.with_name(self.path.name + ".lock")):
                 self._read()
-                if self.state.pin(keys):
+                result = change()
+                if written(result):
                     self._write()
+                return result
 
     def _decide(self, target: ShareTarget, score: float, lc_tokens: float, rag_tokens: float,
                 question: str | None, declined: bool) -> Decision:
