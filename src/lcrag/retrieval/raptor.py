@@ -22,6 +22,7 @@ document, as LongBench's multi-passage contexts are).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -81,6 +82,19 @@ class RaptorConfig:
 
 
 # -- clustering -------------------------------------------------------------------------------------------------
+def _single_threaded(clustering):
+    """BLAS on one thread while clustering: the matrices are tiny (a layer's nodes), and a BLAS pool per call only
+    fights the server's other threads (60 vectors took 10 s on 2 busy cores with the default pool, 3 s on one)."""
+
+    @functools.wraps(clustering)
+    def run(*args, **kwargs):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return clustering(*args, **kwargs)
+    return run
+
+
 def _reduce(vectors: np.ndarray, dim: int, seed: int) -> np.ndarray:
     from sklearn.decomposition import PCA
 
@@ -106,6 +120,7 @@ def _gmm_soft(points: np.ndarray, threshold: float, max_clusters: int, seed: int
     return [np.flatnonzero(p > threshold) if (p > threshold).any() else np.array([int(np.argmax(p))]) for p in probs], n
 
 
+@_single_threaded
 def soft_clusters(vectors: np.ndarray, config: RaptorConfig) -> list[list[int]]:
     """RAPTOR's ``perform_clustering``: global clusters, then local clusters inside each; members as row numbers."""
     dim, seed = config.reduction_dim, config.seed
@@ -144,6 +159,7 @@ def cluster_nodes(ids: list[int], vectors: np.ndarray, tokens: list[int], config
     return [list(c) for c in sorted(unique, key=lambda c: (c[0], len(c), c))]
 
 
+@_single_threaded
 def _split(ids: list[int], vectors: np.ndarray, tokens: list[int], config: RaptorConfig) -> list[list[int]]:
     """A too-long cluster cut into ceil(tokens / limit) Gaussian components (soft, same threshold), each cut again
     while still too long; consecutive slices when the mixture cannot separate the nodes."""
