@@ -170,3 +170,97 @@ def _cascades(questions, probabilities, wide: list[Path], price) -> None:
     points = policies(shared, [index[id(q)] for q in shared], price)
     typer.echo(f"\n{len(shared)} questions also answered by the wide step: cascades vs two-way routers at equal cost\n")
     typer.echo(_md_table(*cascade_table(shared, points, price)))
+
+
+MAX_CALIBRATION = 1000  # --max-questions' default: the most questions one calibration answers both ways
+
+
+@route_app.command("calibrate")
+def calibrate(
+    documents: Annotated[Optional[list[Path]], typer.Option("--documents", help="A document (or a directory of them, as `lcrag ask` takes it) the questions are about; repeatable. Without --questions, questions are generated from its sentences.")] = None,
+    questions: Annotated[Optional[Path], typer.Option("--questions", help="Your own questions: JSONL ({\"question\": ..., \"document\": PATH, \"answers\": [...]}, document and answers optional) or TSV (question, document path, gold answers...); a line without a document is about the one --documents.")] = None,
+    n: Annotated[int, typer.Option("-n", help="Questions to answer both ways (the first N of --questions, or N generated).", min=1)] = 100,
+    max_questions: Annotated[int, typer.Option("--max-questions", help="The most questions -n may ask for (each costs an LC answer).", min=1)] = MAX_CALIBRATION,
+    router: Annotated[str, typer.Option("--router", help="The router to adapt: `lara` (shipped) or a router file (a path with a slash or a suffix).")] = "lara",
+    llm: Annotated[str, typer.Option("--llm", "--reader", help="The reader to calibrate for, as `lcrag ask --llm` takes it (smollm2: bundled).")] = "smollm2",
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="The reader's OpenAI-compatible server, as `lcrag ask` takes it.")] = None,
+    chunking: Annotated[Optional[str], typer.Option("--chunking", help="Chunking of the RAG step, as `lcrag ask` takes it (default: Self-Route's own).")] = None,
+    k: Annotated[int, typer.Option("-k", help="Chunks the RAG step retrieves.", min=1)] = 5,
+    context_window: Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Answer length limit.", min=1)] = 64,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")] = None,
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="The cache the calibration is kept in (the one `lcrag ask`/`eval`/`serve` use).")] = None,
+    strength: Annotated[float, typer.Option("--strength", help="How many of the reader's questions a group needs before its own rate counts as much as the router's (larger: moves less).", min=1.0)] = 50.0,
+    judge: Judge = None,
+    judge_sample: JudgeSample = None,
+    judge_seed: JudgeSeed = 0,
+) -> None:
+    """Adapt a router to your reader: answer N questions with both Self-Route's RAG step and LC, read where the
+    two answers agree (LC was not needed there) and where they part (LC may gain), and keep the router's per-group
+    scaling for this reader in the cache, where `lcrag ask`/`eval`/`serve --router` find it."""
+    from lcrag.strategies.learned_router import Router
+
+    if n > max_questions:
+        raise InputError(f"-n {n} is over --max-questions {max_questions} (each question costs an LC answer)")
+    if not documents and questions is None:
+        raise InputError("give --documents (questions are generated from them) or --questions FILE")
+    fitted = Router.load(router)
+    sampled = _calibration_judge(judge, judge_sample)
+    from lcrag.config import Config
+
+    given = {"llm": llm, "base_url": base_url, "chunking": chunking, "k": k, "context_window": context_window,
+             "max_tokens": max_tokens, "threads": threads, "cache_dir": cache_dir}
+    settings = Config().merged({key: value for key, value in given.items() if value is not None}).settings()
+    _run_calibration(settings, documents or [], questions, n, fitted, router, sampled, judge_sample, judge_seed,
+                     strength)
+
+
+def _calibration_judge(judge: str | None, size: int | None):
+    from lcrag.evaluation.judge_sample import open_judge
+
+    if judge and size is None:
+        raise InputError("--judge needs --judge-sample N: the questions the judge labels (both answers each)")
+    return open_judge(judge, size)
+
+
+def _run_calibration(settings, documents, questions, n, router, name, judge, judge_sample, seed, strength) -> None:
+    from lcrag.evaluation.calibrate_router import calibrate, generate_questions, read_questions
+    from lcrag.pipeline import Pipeline, as_document
+    from lcrag.progress import progress_factory
+    from lcrag.readers.base import reader_identity
+    from lcrag.strategies.share_control import ShareLedgers
+
+    loaded = [as_document(d) for d in documents]
+    asked = (read_questions(questions, loaded, as_document)[:n] if questions is not None
+             else generate_questions(loaded, n))
+    with progress_factory() as progress:
+        pipeline = Pipeline(settings, progress=progress)
+        try:
+            reader = reader_identity(pipeline.reader)
+            run, calibration = calibrate(pipeline.ask, asked, reader, router, judge, judge_sample, seed, strength,
+                                         lambda i: typer.echo(f"answered {i} of {len(asked)} both ways", err=True)
+                                         if i % 10 == 0 or i == len(asked) else None)
+        finally:
+            pipeline.close()
+    store = ShareLedgers(pipeline.cache_dir / "routing-shares").calibrations
+    path = store.save(calibration)
+    _report_calibration(run, calibration, name, path, questions is None)
+
+
+def _report_calibration(run, calibration, name: str, path: Path, generated: bool) -> None:
+    from lcrag.evaluation.report import _md_table
+
+    counts, factors = calibration.counts(), calibration.factors()
+    how = "generated from the documents' sentences" if generated else "yours"
+    typer.echo(f"{len(run.questions)} questions ({how}) answered both ways; the RAG answer agrees with LC's on "
+               f"{100 * run.agreement:.0f}% (LC was not needed there)")
+    judged = sum(label.source == "judge" for label in calibration.labels)
+    if judged:
+        typer.echo(f"{judged} labelled by the judge instead of the agreement reading")
+    rows = [[group, n, f"{k / n:.2f}", f"{calibration.prior_rate(group):.2f}", f"×{factors[group]:.2f}"]
+            for group, (n, k) in sorted(counts.items())]
+    typer.echo("\nHow the router moved for this reader (its score per group multiplied by the factor):\n")
+    typer.echo(_md_table(["question form / RAG answer", "questions", "LC may gain (disagree)",
+                          "router's rate" if calibration.prior else "this reader's overall rate", "factor"], rows))
+    typer.echo(f"\ncalibration of `{name}` for reader {calibration.reader}: {path}\n"
+               f"`lcrag ask`/`eval`/`serve` with --router {name} and this reader now route with it")

@@ -382,14 +382,29 @@ class RouterCondition:
 
     def __call__(self, answer: Answer, ctx: QueryContext | None = None) -> bool | Decision:
         signals = self.signals(answer, ctx)
-        score = self.router.probability(features(signals))
+        ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
+        reader = reader_identity(ctx.reader) if ctx is not None else ""
+        score, calibrated = self.score(answer, signals, ledgers, reader)
         declined = self.declines_to_lc and declining(answer.text)
         if self.target is None:
             return declined or score >= self.threshold
-        ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
-        reader = reader_identity(ctx.reader) if ctx is not None else ""
         ledger = ledgers.get(reader, self.router.digest, self.router.calibration)
         question = (question_key(answer.question, ctx.document.content_hash, "declines-to-lc" * self.declines_to_lc)
                     if ctx is not None else None)
-        return ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens), signals.context_tokens,
-                             question, declined)
+        decision = ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens),
+                                 signals.context_tokens, question, declined)
+        return dataclasses.replace(decision, calibration=calibrated) if calibrated else decision
+
+    def score(self, answer: Answer, signals: RouteSignals, ledgers: ShareLedgers,
+              reader: str) -> tuple[float, dict | None]:
+        """The router's score, adapted to the reader when ``lcrag route calibrate`` (or exploration) made it a
+        calibration in this cache (:mod:`lcrag.strategies.router_calibration`), and that calibration's summary."""
+        from lcrag.strategies.router_calibration import group_of
+
+        score = self.router.probability(features(signals))
+        store = getattr(ledgers, "calibrations", None)
+        calibration = store.load(reader, self.router.digest) if store is not None and reader else None
+        if calibration is None:
+            return score, None
+        group = group_of(answer.question, answer.text)
+        return calibration.adapt(score, group), {**calibration.summary(), "factor": round(calibration.factor(group), 4)}

@@ -90,6 +90,7 @@ class Decision:
     repeated: bool = False  # a question routed before: its first route, not counted again
     declined: bool = False  # sent to LC because the RAG answer declined, whatever its score (counted)
     key: str | None = None  # the question's key in the ledger (its target's and the question's), not shown
+    calibration: dict | None = None  # the reader's routing calibration the score was adapted by (its summary)
 
     def __bool__(self) -> bool:
         return self.to_lc
@@ -98,7 +99,8 @@ class Decision:
         return {"score": round(self.score, 6), "threshold": _finite(self.threshold),
                 self.target.name: self.target.value, "realized_lc_share": round(self.realized_share, 4),
                 "realized_lc_cost_share": round(self.realized_cost_share, 4), "questions": self.questions,
-                **({"repeated": True} if self.repeated else {}), **({"declined": True} if self.declined else {})}
+                **({"repeated": True} if self.repeated else {}), **({"declined": True} if self.declined else {}),
+                **({"calibration": self.calibration} if self.calibration else {})}
 
 
 def _finite(value: float) -> float | None:
@@ -345,7 +347,11 @@ class ShareLedgers:
     only), the last :data:`LEDGERS_KEPT` kept open."""
 
     def __init__(self, directory: Path | None = None):
+        from lcrag.strategies.router_calibration import CalibrationStore
+
         self.directory = directory
+        # the readers' routing calibrations (`lcrag route calibrate`), beside the ledgers in the same cache
+        self.calibrations = CalibrationStore(directory.parent / "routing-calibrations") if directory else None
         self._ledgers: OrderedDict[tuple[str, str], ShareLedger] = OrderedDict()
         self._lock = threading.Lock()
         self._answering = threading.local()  # per thread: the decisions of the question being answered
