@@ -44,6 +44,9 @@ from lcrag.evaluation.route_report import (
 )
 from lcrag.storage import atomic_write_text
 from lcrag.strategies.learned_router import Router, declining
+from lcrag.strategies.router_calibration import (
+    PRIOR_STRENGTH, Label, RoutingCalibration, answers_agree, disagreement_rates, group_of, router_prior,
+)
 from lcrag.strategies.share_control import HORIZON, ShareTarget
 from lcrag.types import Document
 from lock_lara_split import reader_styles, style_table  # benchmarks/: the script that chose the split
@@ -129,8 +132,10 @@ def targets_paragraph(cells: list[dict]) -> list[str]:
     return [f"- Quality ≥ always-LC at LC share ≤ 40% where LC beats RAG: **{len(held)} of {len(lc_wins)}** (reader, "
             f"length) cells" + (f"; the worst, {worst['reader']} {worst['length']}, is {worst['vs_lc']:+.3f}."
                                 if worst and worst["vs_lc"] < 0 else "."),
-            f"- Oracle gain over max(LC, RAG) recovered, mean over cells: **{100 * sum(gains) / len(gains):.0f}%** "
-            f"(target ≥ 50%; per cell from {100 * min(gains):.0f}% to {100 * max(gains):.0f}%).",
+            (f"- Oracle gain over max(LC, RAG) recovered, mean over cells: **{100 * sum(gains) / len(gains):.0f}%** "
+             f"(target ≥ 50%; per cell from {100 * min(gains):.0f}% to {100 * max(gains):.0f}%)." if gains else
+             "- Oracle gain over max(LC, RAG) recovered: no cell has one defined (no operating point within the "
+             "budget, or no oracle gain over max(LC, RAG))."),
             f"- Cost ≤ 45% of always-LC's: **{len(cheap)} of {len(cells)}** cells (the operating point is chosen "
             "within that budget; where none fits, the cell shows —).",
             f"- Better than Self-Route's written rule at the rule's own LC share: **{len(rule)} of {len(cells)}** cells."]
@@ -548,11 +553,25 @@ def fit_all(questions: list[Question], out: Path, split: LockedSplit) -> None:
         warnings.simplefilter("ignore")
         router = fit_training_router(questions, split, MODEL)
     fitted = dict(router.fitted_on, readers=sorted({reader_of(q) for q in questions}),
+                  disagreement=disagreement_rates(agreement_labels(questions)),
                   split=f"{split.name}: training part only (locked at {LOCK_COMMIT[:7]})",
                   data="LaRA (ICML 2025) recorded LC and RAG answers, scored by lcrag's offline LaRA scorer",
                   refit="benchmarks/run_eval_lara.sh, then python benchmarks/route_lara.py RUNS --router-out FILE")
     fitted.pop("runs", None)  # local paths: not what a shipped file should carry
     replace(router, fitted_on=fitted, default_share=DEFAULT_SHARE).save(out)
+
+
+def write_test_only(args, top: list[str]) -> int:
+    """--test-only: the locked split and test sections, with the command."""
+    command = ("python benchmarks/route_lara.py " + " ".join(str(r) for r in args.runs) + f" --out {args.out}"
+               + (f" --router-out {args.router_out}" if args.router_out else "")
+               + (f" --dataset {args.dataset}" if args.dataset else "") + f" --test-router {args.test_router} --test-only")
+    lines = ["# Routing with strong readers: LaRA's locked test part", "", f"Command: `{command}`", "",
+             f"Machine: {platform.machine()}, Python {platform.python_version()} (2 cores, no GPU).", "", *top]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
+    return 0
 
 
 def arguments() -> argparse.Namespace:
@@ -572,6 +591,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--split", type=Path, help="the locked split (default: lcrag's, "
                         "lcrag/evaluation/calibration/lara_locked_split.json): everything is fitted, selected and "
                         "calibrated on its training part only")
+    parser.add_argument("--test-only", action="store_true", help="with --test-router: write the locked test "
+                        "part's sections only (the test, and the calibrated rows), not the training part's tables")
     parser.add_argument("--test-router", help="score the locked test part once with this router file (the shipped "
                         "one: src/lcrag/strategies/routers/lara.json; the --router-out path: the router this run "
                         "fits), held at LC share 0.3")
@@ -607,6 +628,9 @@ def main() -> int:
                          (len(questions), len(test), len(neither)))
     if tested is not None:
         top += test_section(test, tested, args.test_router, split, prices)
+        top += calibration_section(everything, test, tested, split, prices) if test else []
+    if args.test_only:
+        return write_test_only(args, top)
     analyse(args, split, questions, skipped, items, prices, top)
     return 0
 
@@ -883,6 +907,120 @@ def test_section(test: list[Question], router: Router, name: str, split: LockedS
             f"- Quality ≥ always-LC where LC beats RAG: **{sum(c['held'] >= c['lc'] for c in wins)} of {len(wins)}**; "
             f"below it by more than the interval allows: **{sum(c['vs_lc_ci'][1] < 0 for c in wins)} of "
             f"{len(wins)}**.", "", _md_table(TEST_HEADER, [test_row(c) for c in cells]), ""]
+
+
+CALIBRATION_SIZES = (50, 100, 200)  # the reader's own questions a calibration is made from (issue 44)
+CALIBRATION_SEED = 0  # the order the calibration questions are drawn in (each N the first N: nested)
+CALIBRATION_HEADER = ["reader", "length", "policy (LC share 0.3)", "quality", "vs always-LC (paired 95% CI)",
+                      "LC's gain over RAG recovered (paired 95% CI)", "LC share", "cost vs LC"]
+
+
+def question_group(q: Question) -> str:
+    return group_of(q.texts["question"], q.texts.get("rag") or "")
+
+
+def agreement_labels(questions: list[Question]) -> list[tuple[str, bool]]:
+    """Each question's group and whether its recorded RAG and LC answers disagree: read from the two answers
+    alone, no score (what `lcrag route calibrate` reads of a user's reader)."""
+    return [(question_group(q), not answers_agree(q.texts["question"], q.texts.get("rag") or "",
+                                                  q.texts.get("lc") or "")) for q in questions]
+
+
+def calibration_pool(everything: list[Question], split: LockedSplit, reader: str) -> list[Question]:
+    """A test reader's answers about the training documents (in neither part of the split: never fitted on, and
+    not the test part), in a seeded random order: the questions a user would calibrate with."""
+    import random
+
+    pool = [q for q in everything if reader_of(q) == reader and split.document_of.get(q.item_id) in split.train_documents]
+    return random.Random(f"{CALIBRATION_SEED}:{reader}").sample(pool, len(pool))
+
+
+def reader_calibrations(everything: list[Question], readers: list[str], router: Router, split: LockedSplit,
+                        size: int) -> dict[str, RoutingCalibration]:
+    """Each reader's calibration of ``router`` from the agreement of its first ``size`` pool questions."""
+    prior = router_prior(router.fitted_on)
+    return {reader: RoutingCalibration(reader, router.digest, tuple(
+        Label(group, disagree) for group, disagree in agreement_labels(calibration_pool(everything, split, reader)[:size])),
+        prior, PRIOR_STRENGTH) for reader in readers}
+
+
+def calibrated_routes(test: list[Question], router: Router, calibrations: dict | None) -> list[bool]:
+    """The test part held at 0.3 with the router's scores, each adapted by its reader's calibration (None: as
+    shipped)."""
+    scores = [router.probability(q.x) for q in test]
+    if calibrations is not None:
+        scores = [calibrations[reader_of(q)].adapt(s, question_group(q)) for q, s in zip(test, scores)]
+    return held_by_reader(test, scores, {reader_of(q): router.calibration for q in test})
+
+
+def calibration_row(reader: str, length: str, name: str, qs: list[Question], sent: list[bool], price) -> list:
+    lc = evaluate(qs, [True] * len(qs), False)[0]
+    quality, share, _ = evaluate(qs, sent)
+    low, high = bootstrap_scores([(0.0 if to_lc else q.rag_score - q.lc_score) for q, to_lc in zip(qs, sent)])
+    gain = gain_recovered(qs, sent)
+    cost = cost_of(qs, sent, True, price) / cost_of(qs, [True] * len(qs), False, price)
+    return [reader, length, name, f"{quality:.3f}", f"{quality - lc:+.3f} ({low:+.3f} to {high:+.3f})",
+            f"{100 * gain[0]:.0f}% ({100 * gain[1]:.0f}% to {100 * gain[2]:.0f}%)", f"{share:.3f}",
+            f"{100 * cost:.0f}%"]
+
+
+def calibration_section(everything: list[Question], test: list[Question], router: Router, split: LockedSplit,
+                        prices: PriceTable) -> list[str]:
+    """Shipped vs calibrated on each test reader's own LC/RAG agreement (N = 50/100/200) vs Self-Route's rule vs
+    random, on the test part held at 0.3, per (reader, length)."""
+    readers = sorted({reader_of(q) for q in test})
+    routes = {"shipped router": calibrated_routes(test, router, None)}
+    factors = {}
+    for size in CALIBRATION_SIZES:
+        calibrations = reader_calibrations(everything, readers, router, split, size)
+        routes[f"calibrated, N = {size}"] = calibrated_routes(test, router, calibrations)
+        factors[size] = calibrations
+    rows, verdicts = [], {name: [] for name in routes}
+    for reader, length, mine in reader_cells(test):
+        qs, price = [test[i] for i in mine], prices.prices.get(reader)
+        lc, rag = evaluate(qs, [True] * len(qs), False)[0], evaluate(qs, [False] * len(qs))[0]
+        for name, sent in routes.items():
+            rows.append(calibration_row(reader, length, name, qs, [sent[i] for i in mine], price))
+            if lc > rag:
+                verdicts[name].append(evaluate(qs, [sent[i] for i in mine])[0] - lc)
+        rows.append(calibration_row(reader, length, "Self-Route rule (its own share)", qs,
+                                    [q.text_routed for q in qs], price))
+        rows.append([reader, length, "random at 0.3 (expected)", f"{random_quality(qs, HELD_SHARE):.3f}",
+                     f"{random_quality(qs, HELD_SHARE) - lc:+.3f}", "30%", "0.300", "—"])
+    return ["## Calibrated on the reader's own answers (no judge, no score)", "", *CALIBRATION_READING, "",
+            *agreement_lines(everything, split, readers, factors),
+            *(f"- {name}: quality ≥ always-LC in **{sum(v >= 0 for v in d)} of {len(d)}** LC-winning cells (mean "
+              f"{sum(d) / len(d):+.4f} vs always-LC)." for name, d in verdicts.items() if d), "",
+            _md_table(CALIBRATION_HEADER, rows), ""]
+
+
+def agreement_lines(everything: list[Question], split: LockedSplit, readers: list[str], factors: dict) -> list[str]:
+    """Per test reader: its calibration pool, how often its answers agree, and how much of LC's gain (measured by
+    the scorer, only here, to say what the label is worth) sits on the questions where they disagree."""
+    lines = []
+    for reader in readers:
+        pool = calibration_pool(everything, split, reader)
+        labels = agreement_labels(pool)
+        moved = sum(abs(q.lc_score - q.rag_score) for q, (_, d) in zip(pool, labels) if d)
+        total = sum(abs(q.lc_score - q.rag_score) for q in pool) or math.nan
+        biggest = factors[max(CALIBRATION_SIZES)][reader].factors()
+        shown = ", ".join(f"{g} ×{f:.2f}" for g, f in sorted(biggest.items(), key=lambda gf: -abs(math.log(gf[1])))[:4])
+        lines.append(f"- {reader}: {len(pool)} answers on training documents; RAG and LC agree on "
+                     f"{100 * (1 - sum(d for _, d in labels) / len(labels)):.0f}%, and the disagreeing questions hold "
+                     f"{100 * moved / total:.0f}% of |LC − RAG| (scorer, measured here only). Largest factors at "
+                     f"N = {max(CALIBRATION_SIZES)}: {shown}.")
+    return [*lines, ""]
+
+
+CALIBRATION_READING = [
+    "`lcrag route calibrate` as run on a user's reader: for each locked test reader, the router is adapted from that "
+    "reader's own LC and RAG answers on N of its questions about the *training* documents (drawn in a seeded order; "
+    "pairs the split puts in neither part, so never fitted on), labelled only by whether the two answers agree "
+    "(lcrag.strategies.router_calibration.answers_agree: no score, no judge). The router's score per group (question "
+    "form × RAG answer declines) is multiplied by the reader's disagreement rate over the fitting readers' "
+    f"(`fitted_on.disagreement`), shrunk toward it with a strength of {PRIOR_STRENGTH:g} questions. Then the test "
+    "part is routed held at 0.3, as the shipped router is above. Intervals: paired 95% bootstrap over questions.",
+]
 
 
 if __name__ == "__main__":
