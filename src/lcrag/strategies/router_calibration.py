@@ -6,14 +6,15 @@ answer to the question *agree* does not: where they agree, LC would have been pa
 LC may gain (or lose). LC's expected gain is the chance that the two disagree times the gain when they do, so this
 reader's disagreement rate, against the rate the router was fitted with, rescales the router's score:
 
-    adapted score = router score × d̃_g / p_g
+    adapted score = router score × (k_g + S·p_g + 1) / (n_g·p_g + S·p_g + 1)
 
 per *group* ``g`` of questions a router can tell apart before choosing (:func:`group_of`: the question's form and
 whether the RAG answer declines), where ``p_g`` is the fitting readers' disagreement rate in the group (stored with
 the router as ``fitted_on["disagreement"]``; a router without it: this reader's own overall rate, so only the
-groups' differences from each other count) and ``d̃_g`` this reader's rate shrunk toward ``p_g`` with the strength of
-:data:`PRIOR_STRENGTH` questions: ``(disagreements_g + S·p_g) / (questions_g + S)``. With 50 calibration questions
-spread over a few groups the router moves little; with 200 more; with none it is the shipped router.
+groups' differences from each other count), and ``k_g`` of this reader's ``n_g`` calibration questions in the group
+disagree: its rate shrunk toward ``p_g`` with the strength of ``S`` = :data:`PRIOR_STRENGTH` questions, over the
+rate it would have matching ``p_g`` (one question more either way keeps ``p_g = 0`` finite). With 50 calibration
+questions spread over a few groups the router moves little; with 200 more; with none it is the shipped router.
 
 Agreement is read without a model (:func:`answers_agree`): both answers decline; or neither does, and they say
 the same figures and mostly the same words beyond the question's. A judge (``lcrag route calibrate --judge``) may
@@ -131,17 +132,19 @@ class RoutingCalibration:
 
     def prior_rate(self, group: str) -> float:
         rate = self.prior.get(group, self.prior.get("*")) if self.prior else None
-        return min(0.99, max(0.01, float(rate))) if rate is not None else self.overall()
+        return min(1.0, max(0.0, float(rate))) if rate is not None else self.overall()
 
     def factors(self) -> dict[str, float]:
         """Per group with labels: the factor its router scores are multiplied by (1: as shipped)."""
         return {g: self._factor(g, n, k) for g, (n, k) in self.counts().items()}
 
     def _factor(self, group: str, n: int, k: int) -> float:
-        p = self.prior_rate(group)
-        shrunk = (k + self.strength * p) / (n + self.strength)
+        """The reader's shrunk rate over the rate it would have if it disagreed as the router's readers did (k =
+        n·p), each with one more question either way: exactly 1 where the reader matches the router, also where
+        the router's readers never disagreed in the group (p = 0)."""
+        p, s = self.prior_rate(group), self.strength
         low, high = FACTOR_LIMITS
-        return min(high, max(low, shrunk / p))
+        return min(high, max(low, (k + s * p + 1) / (n * p + s * p + 1)))
 
     @cached_property
     def _factors(self) -> dict[str, float]:  # computed once: a calibration is immutable
