@@ -120,8 +120,8 @@ def _parse_line(line: str, where: str) -> tuple[str, str | None, tuple[str, ...]
         if isinstance(answers, str):
             answers = [answers]
     else:
-        question, document, *answers = line.split("\t")
-        document = document if line.count("\t") else None
+        question, *rest = line.split("\t")
+        document, answers = (rest[0], rest[1:]) if rest else (None, [])
     if not isinstance(question, str) or not question.strip():
         raise InputError(f"{where}: no question (JSONL needs a \"question\" field; TSV: the question first)")
     if document is not None and not isinstance(document, str):
