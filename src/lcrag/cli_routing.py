@@ -190,6 +190,7 @@ def calibrate(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Answer length limit.", min=1)] = 64,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")] = None,
     cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="The cache the calibration is kept in (the one `lcrag ask`/`eval`/`serve` use).")] = None,
+    explore: Annotated[float, typer.Option("--explore", help="Keep adapting as traffic flows: of the questions the router keeps on RAG, this share (0..1) is sent to LC as well (counted in the held share and the cost), and whether the two answers agree is added to the calibration.", min=0.0, max=1.0)] = 0.0,
     strength: Annotated[float, typer.Option("--strength", help="How many of the reader's questions a group needs before its own rate counts as much as the router's (larger: moves less).", min=1.0)] = 50.0,
     judge: Judge = None,
     judge_sample: JudgeSample = None,
@@ -212,7 +213,7 @@ def calibrate(
              "max_tokens": max_tokens, "threads": threads, "cache_dir": cache_dir}
     settings = Config().merged({key: value for key, value in given.items() if value is not None}).settings()
     _run_calibration(settings, documents or [], questions, n, fitted, router, sampled, judge_sample, judge_seed,
-                     strength)
+                     strength, explore)
 
 
 def _calibration_judge(judge: str | None, size: int | None):
@@ -223,7 +224,8 @@ def _calibration_judge(judge: str | None, size: int | None):
     return open_judge(judge, size)
 
 
-def _run_calibration(settings, documents, questions, n, router, name, judge, judge_sample, seed, strength) -> None:
+def _run_calibration(settings, documents, questions, n, router, name, judge, judge_sample, seed, strength,
+                     explore) -> None:
     from lcrag.evaluation.calibrate_router import calibrate, generate_questions, read_questions
     from lcrag.pipeline import Pipeline, as_document
     from lcrag.progress import progress_factory
@@ -239,7 +241,7 @@ def _run_calibration(settings, documents, questions, n, router, name, judge, jud
             reader = reader_identity(pipeline.reader)
             run, calibration = calibrate(pipeline.ask, asked, reader, router, judge, judge_sample, seed, strength,
                                          lambda i: typer.echo(f"answered {i} of {len(asked)} both ways", err=True)
-                                         if i % 10 == 0 or i == len(asked) else None)
+                                         if i % 10 == 0 or i == len(asked) else None, explore)
         finally:
             pipeline.close()
     store = ShareLedgers(pipeline.cache_dir / "routing-shares").calibrations
@@ -263,4 +265,6 @@ def _report_calibration(run, calibration, name: str, path: Path, generated: bool
     typer.echo(_md_table(["question form / RAG answer", "questions", "LC may gain (disagree)",
                           "router's rate" if calibration.prior else "this reader's overall rate", "factor"], rows))
     typer.echo(f"\ncalibration of `{name}` for reader {calibration.reader}: {path}\n"
-               f"`lcrag ask`/`eval`/`serve` with --router {name} and this reader now route with it")
+               f"`lcrag ask`/`eval`/`serve` with --router {name} and this reader now route with it"
+               + (f", and send {calibration.explore:.0%} of the questions it keeps on RAG to LC as well, adding what "
+                  "they show" if calibration.explore else ""))

@@ -153,9 +153,10 @@ def judged_label(judge: Any, q: CalibrationQuestion, rag: str, lc: str) -> Label
 def calibrate(ask: Callable[..., Any], questions: list[CalibrationQuestion], reader: str, router: Any,
               judge: Any = None, judge_sample: int | None = None, seed: int = 0,
               strength: float = PRIOR_STRENGTH, progress: Callable[[int], None] | None = None,
-              ) -> tuple[CalibrationRun, RoutingCalibration]:
+              explore: float = 0.0) -> tuple[CalibrationRun, RoutingCalibration]:
     """Answer every question both ways, label it, and the reader's calibration of ``router`` from the labels (a
-    judge's label in place of the agreement's on ``judge_sample`` questions drawn with ``seed``)."""
+    judge's label in place of the agreement's on ``judge_sample`` questions drawn with ``seed``); ``explore``: the
+    share of RAG-routed questions the router in use also sends to LC, adding their labels."""
     run = CalibrationRun(questions)
     judged = set(random.Random(seed).sample(range(len(questions)), min(judge_sample or 0, len(questions))))
     for i, q in enumerate(questions):
@@ -170,4 +171,4 @@ def calibrate(ask: Callable[..., Any], questions: list[CalibrationQuestion], rea
         if progress is not None:
             progress(i + 1)
     prior = router_prior(router.fitted_on)
-    return run, RoutingCalibration(reader, router.digest, tuple(run.labels), prior, strength)
+    return run, RoutingCalibration(reader, router.digest, tuple(run.labels), prior, strength, explore)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from lcrag.errors import InputError
 from lcrag.readers.base import reader_identity
+from lcrag.strategies.router_calibration import Label, RoutingCalibration, answers_agree, group_of
 from lcrag.strategies.routing import is_unanswerable
 from lcrag.strategies.share_control import Decision, ShareLedgers, ShareTarget, question_key
 from lcrag.text import QUESTION_WORDS, content_words, declines, declines_first, hedges, question_type
@@ -384,27 +385,59 @@ class RouterCondition:
         signals = self.signals(answer, ctx)
         ledgers = (ctx.share_ledgers if ctx is not None and ctx.share_ledgers is not None else self._ledgers)
         reader = reader_identity(ctx.reader) if ctx is not None else ""
-        score, calibrated = self.score(answer, signals, ledgers, reader)
+        score, calibration = self.score(answer, signals, ledgers, reader)
         declined = self.declines_to_lc and declining(answer.text)
+        key = (question_key(answer.question, ctx.document.content_hash, "declines-to-lc" * self.declines_to_lc)
+               if ctx is not None else None)
+        explore = calibration is not None and key is not None and calibration.explores(key) and _cached(ctx)
         if self.target is None:
-            return declined or score >= self.threshold
+            sent = declined or score >= self.threshold
+            if not sent and explore:
+                self._explore(answer, ctx, ledgers, calibration)
+            return sent or explore
         ledger = ledgers.get(reader, self.router.digest, self.router.calibration)
-        question = (question_key(answer.question, ctx.document.content_hash, "declines-to-lc" * self.declines_to_lc)
-                    if ctx is not None else None)
         decision = ledger.decide(self.target, score, _lc_tokens(ctx, signals.document_tokens),
-                                 signals.context_tokens, question, declined)
-        return dataclasses.replace(decision, calibration=calibrated) if calibrated else decision
+                                 signals.context_tokens, key, declined or explore)
+        explored = explore and decision.declined and not declined  # LC only because it was explored
+        if explored and not decision.repeated:
+            self._explore(answer, ctx, ledgers, calibration)
+        if calibration is None:
+            return decision
+        group = group_of(answer.question, answer.text)
+        said = {**calibration.summary(), "factor": round(calibration.factor(group), 4)}
+        return dataclasses.replace(decision, calibration=said, explored=explored,
+                                   declined=decision.declined and not explored)
 
     def score(self, answer: Answer, signals: RouteSignals, ledgers: ShareLedgers,
-              reader: str) -> tuple[float, dict | None]:
-        """The router's score, adapted to the reader when ``lcrag route calibrate`` (or exploration) made it a
-        calibration in this cache (:mod:`lcrag.strategies.router_calibration`), and that calibration's summary."""
-        from lcrag.strategies.router_calibration import group_of
-
+              reader: str) -> tuple[float, RoutingCalibration | None]:
+        """The router's score, adapted to the reader when ``lcrag route calibrate`` made it a calibration in this
+        cache (:mod:`lcrag.strategies.router_calibration`), and that calibration."""
         score = self.router.probability(features(signals))
         store = getattr(ledgers, "calibrations", None)
         calibration = store.load(reader, self.router.digest) if store is not None and reader else None
         if calibration is None:
             return score, None
-        group = group_of(answer.question, answer.text)
-        return calibration.adapt(score, group), {**calibration.summary(), "factor": round(calibration.factor(group), 4)}
+        return calibration.adapt(score, group_of(answer.question, answer.text)), calibration
+
+    def _explore(self, answer: Answer, ctx: QueryContext, ledgers: ShareLedgers,
+                 calibration: RoutingCalibration) -> None:
+        """LC's answer to a question the router kept on RAG, and whether the two agree added to the reader's
+        calibration. LC is asked here through the completion cache (:func:`_cached`), so the fallback that follows
+        (this question goes to LC, billed and counted) reads the same answer from it instead of asking again."""
+        from lcrag.readers import streaming
+        from lcrag.strategies.lc_and_rag import LongContext  # below at run time: lc_and_rag imports this module
+
+        with streaming.provisional():  # the fallback's answer is the one shown
+            lc = LongContext().run(ctx, answer.question)
+        label = Label(group_of(answer.question, answer.text), not answers_agree(answer.question, answer.text, lc.text),
+                      "explore")
+        ledgers.calibrations.add(calibration.reader, calibration.router, [label], calibration.prior,
+                                 calibration.strength, calibration.explore)
+
+
+def _cached(ctx: QueryContext) -> bool:
+    """Whether the reader answers through a completion cache: exploring asks LC before the fallback does, and only
+    a cache makes the second ask free (without one, no question is explored)."""
+    from lcrag.readers.cache import CachedReader
+
+    return isinstance(ctx.reader, CachedReader)

@@ -23,7 +23,10 @@ replace that reading on a sample.
 A calibration is kept per (reader identity, router digest) under the cache directory
 (``CACHE/routing-calibrations/<hash>.json``), with the labels it was fitted from; it is written atomically under a
 file lock (processes adding labels as traffic flows do not lose each other's), and a damaged file is reported and
-started afresh. A router in use finds its reader's calibration there (:class:`CalibrationStore`).
+started afresh. A router in use finds its reader's calibration there (:class:`CalibrationStore`). A calibration made
+with ``--explore E`` keeps adapting: of the questions the router would keep on RAG, a share E (by the question's
+hash) goes to LC as well — counted in the held share and billed as any LC answer — and whether its two answers agree
+is added to the calibration.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class RoutingCalibration:
     labels: tuple[Label, ...] = ()
     prior: dict = field(default_factory=dict)
     strength: float = PRIOR_STRENGTH
+    explore: float = 0.0  # the share of questions the router keeps on RAG that LC also answers (labels as traffic flows)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """Per group: calibration questions, and those where LC may gain."""
@@ -169,7 +173,7 @@ class RoutingCalibration:
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "version": 1, "reader": self.reader, "router": self.router,
-                "strength": self.strength, "prior": self.prior, "questions": len(self.labels),
+                "strength": self.strength, "prior": self.prior, "explore": self.explore, "questions": len(self.labels),
                 "factors": {g: round(f, 4) for g, f in sorted(self.factors().items())},
                 "labels": [[label.group, int(label.may_gain), label.source] for label in self.labels]}
 
@@ -181,7 +185,15 @@ class RoutingCalibration:
         if any(label.source not in SOURCES for label in labels):
             raise ValueError("a label of unknown source")
         prior = {str(g): float(r) for g, r in (data.get("prior") or {}).items()}
-        return cls(str(data["reader"]), str(data["router"]), labels, prior, float(data["strength"]))
+        explore = float(data.get("explore") or 0.0)
+        if not 0.0 <= explore <= 1.0:
+            raise ValueError(f"explore {explore} is not a share in [0, 1]")
+        return cls(str(data["reader"]), str(data["router"]), labels, prior, float(data["strength"]), explore)
+
+    def explores(self, key: str) -> bool:
+        """Whether the question of ``key`` (its ledger key) is one of the :attr:`explore` share explored: decided
+        by the key's hash, so a question asked again is explored again or not at all."""
+        return self.explore > 0 and int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:8], 16) < self.explore * 2**32
 
 
 def router_prior(fitted_on: dict) -> dict:
@@ -231,7 +243,7 @@ class CalibrationStore:
         return path
 
     def add(self, reader: str, router: str, labels: list[Label], prior: dict,
-            strength: float = PRIOR_STRENGTH) -> RoutingCalibration:
+            strength: float = PRIOR_STRENGTH, explore: float = 0.0) -> RoutingCalibration:
         """Add labels to the reader's calibration (made if missing; a damaged one started afresh), read and written
         under the file lock so that concurrent processes keep each other's labels."""
         path = self.path(reader, router)
@@ -240,7 +252,7 @@ class CalibrationStore:
         with file_lock(path.with_name(path.name + ".lock")):
             current = self._read(path) if path.exists() else None
             if current is None or (current.reader, current.router) != (reader, router):
-                current = RoutingCalibration(reader, router, (), prior, strength)
+                current = RoutingCalibration(reader, router, (), prior, strength, explore)
             updated = current.added(labels)
             atomic_write_text(path, json.dumps(updated.to_dict(), separators=(",", ":")))
         return updated

@@ -91,6 +91,7 @@ class Decision:
     declined: bool = False  # sent to LC because the RAG answer declined, whatever its score (counted)
     key: str | None = None  # the question's key in the ledger (its target's and the question's), not shown
     calibration: dict | None = None  # the reader's routing calibration the score was adapted by (its summary)
+    explored: bool = False  # sent to LC to explore: the router would have kept RAG (router_calibration)
 
     def __bool__(self) -> bool:
         return self.to_lc
@@ -100,7 +101,8 @@ class Decision:
                 self.target.name: self.target.value, "realized_lc_share": round(self.realized_share, 4),
                 "realized_lc_cost_share": round(self.realized_cost_share, 4), "questions": self.questions,
                 **({"repeated": True} if self.repeated else {}), **({"declined": True} if self.declined else {}),
-                **({"calibration": self.calibration} if self.calibration else {})}
+                **({"calibration": self.calibration} if self.calibration else {}),
+                **({"explored": True} if self.explored else {})}
 
 
 def _finite(value: float) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+from dataclasses import replace
 
 import pytest
 
@@ -91,6 +92,15 @@ def test_processes_adding_labels_at_once_keep_every_label(tmp_path):
     assert len(kept.labels) == 40 and kept.summary()["sources"] == {"explore": 40}
 
 
+def test_exploration_is_a_share_of_questions_fixed_by_their_key():
+    keys = [f"question {i}" for i in range(2000)]
+    explored = [k for k in keys if replace(calibration(10, 1.0), explore=0.1).explores(k)]
+    assert 0.07 < len(explored) / len(keys) < 0.13
+    assert explored == [k for k in keys if replace(calibration(10, 1.0), explore=0.1).explores(k)]  # the same again
+    assert not any(calibration(10, 1.0).explores(k) for k in keys)  # explore 0: none
+    assert set(explored) <= {k for k in keys if replace(calibration(10, 1.0), explore=0.3).explores(k)}
+
+
 def test_a_damaged_calibration_is_reported_and_started_afresh(tmp_path, caplog):
     store = CalibrationStore(tmp_path)
     path = store.save(calibration(30, 1.0))
@@ -112,8 +122,8 @@ def test_a_router_in_use_adapts_its_score_by_the_readers_calibration_and_says_so
     assert none is None
     labels = tuple(Label("what/declines", True) for _ in range(200))
     ledgers.calibrations.save(RoutingCalibration("reader", router.digest, labels, {"what/declines": 0.25}))
-    adapted, said = RouterCondition(router).score(answer, signals, ShareLedgers(tmp_path / "routing-shares"), "reader")
-    assert said["questions"] == 200 and said["factor"] > 1.0
-    assert adapted == pytest.approx(shipped * said["factor"], rel=1e-3)
+    adapted, found = RouterCondition(router).score(answer, signals, ShareLedgers(tmp_path / "routing-shares"), "reader")
+    assert len(found.labels) == 200 and found.factor("what/declines") > 1.0
+    assert adapted == pytest.approx(shipped * found.factor("what/declines"))
     # another reader's routing is the shipped router's
     assert condition.score(answer, signals, ledgers, "another reader") == (shipped, None)
