@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lcrag.strategies.router_calibration import CalibrationStore
+
 log = logging.getLogger(__name__)
 
 WINDOW = 800  # recent questions whose scores set the threshold (chosen with HORIZON on the LaRA replay)
@@ -349,8 +351,6 @@ class ShareLedgers:
     only), the last :data:`LEDGERS_KEPT` kept open."""
 
     def __init__(self, directory: Path | None = None):
-        from lcrag.strategies.router_calibration import CalibrationStore
-
         self.directory = directory
         # the readers' routing calibrations (`lcrag route calibrate`), beside the ledgers in the same cache
         self.calibrations = CalibrationStore(directory.parent / "routing-calibrations") if directory else None
