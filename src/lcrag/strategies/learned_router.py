@@ -425,10 +425,10 @@ class RouterCondition:
         calibration. LC is asked here through the completion cache (:func:`_cached`), so the fallback that follows
         (this question goes to LC, billed and counted) reads the same answer from it instead of asking again."""
         from lcrag.readers import streaming
-        from lcrag.strategies.lc_and_rag import LongContext  # below at run time: lc_and_rag imports this module
+        from lcrag.registry import STRATEGIES  # LC by its registered name: lc_and_rag imports this module
 
         with streaming.provisional():  # the fallback's answer is the one shown
-            lc = LongContext().run(ctx, answer.question)
+            lc = STRATEGIES.get("lc").create().run(ctx, answer.question)
         label = Label(group_of(answer.question, answer.text), not answers_agree(answer.question, answer.text, lc.text),
                       "explore")
         ledgers.calibrations.add(calibration.reader, calibration.router, [label], calibration.prior,
