@@ -13,7 +13,8 @@ probability.
 The judge does not care how an answer is phrased, so neither does the scorer: it reads the answer without courtesy
 ("Sure! … I hope this helps.") or a leading restatement of the question, with every number in one form
 (:func:`canonical`), and it reads the lead rather than the answer's length, so elaboration after a complete answer
-moves the score little. ``benchmarks/validate_lara_scorer.py`` measures this with the perturbations of
+moves the score little. A caveat ("However, the text does not explicitly say …") is read before the claims it
+qualifies, wherever the reader put it. ``benchmarks/validate_lara_scorer.py`` measures this with the perturbations of
 :mod:`lcrag.evaluation.perturbations`.
 
 Calibration: LaRA publishes only the judge's accuracy per (reader, length, task, LC/RAG) cell, not per answer, so
@@ -177,14 +178,29 @@ def _after_restatement(text: str, question: str, asked: set[str]) -> str | None:
     return None
 
 
+_CONNECTIVE = re.compile(r"^(?:however|but|although|though|that said|still|nevertheless|yet),?\s+", re.I)
+
+
+def _caveats_first(text: str) -> str:
+    """An answer with both a caveat (a sentence that declines) and a claim, read caveats first and without the
+    connectives that tied them ("X. However, the text does not say Y." and "The text does not say Y. However, X."
+    both read "The text does not say Y. X."): the judge reads the same doubt and the same claim in either order."""
+    parts = sentences(text)
+    declining = [declines(p) for p in parts]
+    if len(parts) < 2 or all(declining) or not any(declining):
+        return text
+    ordered = [p for p, d in zip(parts, declining) if d] + [p for p, d in zip(parts, declining) if not d]
+    return " ".join(s[:1].upper() + s[1:] for s in (_CONNECTIVE.sub("", p) for p in ordered))
+
+
 def canonical_answer(question: str, answer: str) -> str:
     """What the answer says, as the scorer reads it: courtesy and a leading restatement of the question dropped,
-    numbers in one form. Style the judge does not score does not change the features."""
+    numbers in one form, caveats before claims. Style the judge does not score does not change the features."""
     text, question = _without_courtesy(canonical_numbers(answer)), canonical_numbers(question)
     asked = content_words(question)
     while text and (rest := _after_restatement(text, question, asked)) is not None:
         text = _without_courtesy(rest)
-    return text
+    return _caveats_first(text)
 
 
 def _unit(value: float) -> float:

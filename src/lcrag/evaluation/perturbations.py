@@ -11,6 +11,10 @@ applies them to every recorded LaRA answer and reports how far each moves the sc
 - ``polite``: a courtesy opener and closer around the answer (three wordings): no claim either.
 - ``number formats``: every number written another way with the same value (``$36.6 million`` ↔ ``$36,600,000``,
   ``234,051`` ↔ ``234051``, ``12.5%`` ↔ ``12.5 percent``); four-digit plain numbers (years) are left alone.
+
+:data:`DECLINE_PERTURBATIONS` rewrite answers that decline (:mod:`lcrag.evaluation.decline_families`): a one-sentence
+decline in another family's wording (the same topic), an answer-then-caveat with the caveat first, a
+caveat-then-answer with the caveat last.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
+from lcrag.evaluation.decline_families import caveat_last, reorder_caveat, reword_decline
 from lcrag.evaluation.freeform import Number, number_mentions, number_recall, render_number, sentences
 from lcrag.text import content_words, declines
 
@@ -96,4 +101,33 @@ PERTURBATIONS: tuple[tuple[str, Perturbation], ...] = (
     ("first sentence", first_sentence), ("question restated", restate_question), ("polite", polite),
     ("number formats", switch_number_formats))
 
-__all__ = ["PERTURBATIONS", "first_sentence", "polite", "restate_question", "switch_number_formats"]
+
+def reworded_as(name: str) -> Perturbation:
+    """A one-sentence decline ("The book does not specify the type of perfume.") re-worded as family ``name``'s
+    decline of the same topic ("There is no mention of the type of perfume in the text."): both decline, so the
+    judge's verdict on a question the document does not answer is the same."""
+    def perturb(question: str, gold: str, answer: str) -> str:
+        return reword_decline(answer, name, zlib.crc32(answer.encode("utf-8")))
+    perturb.__doc__ = f"A one-sentence decline re-worded as a decline of the family '{name}' (same topic)."
+    return perturb
+
+
+def caveat_first(question: str, gold: str, answer: str) -> str:
+    """An answer-then-caveat ("X. However, the text does not explicitly state Y.") re-ordered caveat first."""
+    return reorder_caveat(answer, sentences(answer))
+
+
+def caveat_after(question: str, gold: str, answer: str) -> str:
+    """A caveat-then-answer ("The text does not say Y. However, X.") re-ordered answer first."""
+    return caveat_last(answer, sentences(answer))
+
+
+# Rewrites of answers to questions the document does not answer (LaRA's hallucination task): another family's decline,
+# or the caveat moved before or after the answer.
+DECLINE_PERTURBATIONS: tuple[tuple[str, Perturbation], ...] = (
+    *((f"as '{name}'", reworded_as(name)) for name in ("does not say", "cannot find", "no mention", "unclear",
+                                                         "bare refusal")),
+    ("caveat first", caveat_first), ("caveat last", caveat_after))
+
+__all__ = ["DECLINE_PERTURBATIONS", "PERTURBATIONS", "caveat_after", "caveat_first", "first_sentence", "polite",
+           "restate_question", "reworded_as", "switch_number_formats"]

@@ -107,7 +107,8 @@ def test_what_looks_like_a_restatement_but_says_something_stays(answer):
 def test_a_subject_that_repeats_the_question_is_not_cut_at_an_abbreviation():
     question = "What is the projected revenue growth for High Wire Networks, Inc. over the next five years?"
     answer = "The projected revenue growth for High Wire Networks, Inc. is not stated. However, revenue fell."
-    assert canonical_answer(question, answer) == answer
+    # the subject is kept whole; only the connective that tied the caveat to the claim goes (caveats read first)
+    assert canonical_answer(question, answer) == answer.replace("However, revenue", "Revenue")
 
 
 def test_first_sentence_only_when_it_holds_everything_the_answer_says_of_the_gold():
