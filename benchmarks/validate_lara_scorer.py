@@ -35,9 +35,11 @@ from scipy.stats import spearmanr
 from lcrag.evaluation.freeform import (
     FEATURES, TASKS, Calibration, answer_features, canonical, content_words, number_recall,
 )
-from lcrag.evaluation.perturbations import PERTURBATIONS
+from lcrag.evaluation.decline_families import FAMILIES, generate
+from lcrag.evaluation.locked_split import LockedSplit
+from lcrag.evaluation.perturbations import DECLINE_PERTURBATIONS, PERTURBATIONS
 from lcrag.retrieval.embedders import make_embedder
-from lcrag.text import declines
+from lcrag.text import declines, declines_first
 
 from common import log, machine, md_table
 
@@ -132,26 +134,33 @@ class Cells:
         per_type = np.bincount(self.type_of, weights=scores, minlength=len(self.type_count)) / self.type_count
         return np.bincount(self.cell_of_type, weights=per_type, minlength=len(self.cells)) / self.types_per_cell
 
-    def agreement(self, values: np.ndarray) -> dict:
+    def agreement(self, values: np.ndarray, use: np.ndarray | None = None) -> dict:
+        """Spearman, LC − RAG sign, mean and largest absolute difference (points) over the cells ``use``."""
+        use = np.ones(len(self.cells), bool) if use is None else use
         signs = [np.sign(values[self.index[c]] - values[self.index[c[:3] + ("rag",)]])
                  == np.sign(self.target[self.index[c]] - self.target[self.index[c[:3] + ("rag",)]])
-                 for c in self.cells if c[3] == "lc"]
-        return {"spearman": float(spearmanr(values, self.target).correlation), "sign": int(sum(signs)),
-                "pairs": len(signs), "mad": float(np.abs(100 * (values - self.target)).mean()),
-                "max": float(np.abs(100 * (values - self.target)).max())}
+                 for c, u in zip(self.cells, use) if c[3] == "lc" and u]
+        error = np.abs(100 * (values - self.target))[use]
+        return {"spearman": float(spearmanr(values[use], self.target[use]).correlation), "sign": int(sum(signs)),
+                "pairs": len(signs), "mad": float(error.mean()), "max": float(error.max())}
 
-    def by_reader(self, values: np.ndarray) -> dict[str, tuple[float, float]]:
-        """Each reader's mean and largest absolute difference to the table, in points."""
-        error = np.abs(100 * (values - self.target))
-        readers = np.array([c[0] for c in self.cells])
-        return {r: (float(error[readers == r].mean()), float(error[readers == r].max())) for r in sorted(set(readers))}
+    def by(self, values: np.ndarray, use: np.ndarray, field: int) -> dict[str, tuple[float, float, float]]:
+        """Per reader (``field`` 0) or task (2) among the cells ``use``: mean and largest absolute difference to
+        the table and the mean signed difference, in points."""
+        error = 100 * (values - self.target)
+        keys = np.array([c[field] for c in self.cells])
+        return {k: (float(np.abs(error[use & (keys == k)]).mean()), float(np.abs(error[use & (keys == k)]).max()),
+                    float(error[use & (keys == k)].mean())) for k in sorted(set(keys[use]))}
 
 
 class Fit:
     """The label-proportion fit of a :class:`Calibration` (weights per group, bias per task)."""
 
-    def __init__(self, x: np.ndarray, present: np.ndarray, tasks: list[str], cells: Cells, ridge: float = 1e-4):
-        self.mean, self.scale = x[present].mean(axis=0), x[present].std(axis=0) + 1e-9
+    def __init__(self, x: np.ndarray, present: np.ndarray, tasks: list[str], cells: Cells, ridge: float = 1e-4,
+                 standardise_on: np.ndarray | None = None):
+        # standardised on the training readers' answers only: the test readers' features are never looked at
+        on = present if standardise_on is None else present & standardise_on
+        self.mean, self.scale = x[on].mean(axis=0), x[on].std(axis=0) + 1e-9
         self.z, self.present, self.cells, self.ridge = (x - self.mean) / self.scale, present, cells, ridge
         self.groups = sorted(set(GROUPS.values()))
         self.group_of = np.array([self.groups.index(GROUPS[t]) for t in tasks])
@@ -166,12 +175,13 @@ class Fit:
         z = (features * weights[self.group_of]).sum(axis=1) + bias[self.task_of]
         return np.where(self.present, 1 / (1 + np.exp(-z)), 0.0)
 
-    def leave_one_reader_out(self) -> np.ndarray:
-        """Each reader's cells predicted by a calibration fitted on the other readers only."""
-        held_out = np.zeros(len(self.cells.cells))
-        for reader in sorted({c[0] for c in self.cells.cells}):
+    def leave_one_reader_out(self, among: np.ndarray) -> np.ndarray:
+        """Each reader's cells (of the cells ``among``) predicted by a calibration fitted on the other readers
+        ``among`` only (NaN outside ``among``)."""
+        held_out = np.full(len(self.cells.cells), np.nan)
+        for reader in sorted({c[0] for c, use in zip(self.cells.cells, among) if use}):
             mine = np.array([c[0] == reader for c in self.cells.cells])
-            held_out[mine] = self.cells.means(self.probabilities(self.fit(~mine)))[mine]
+            held_out[mine] = self.cells.means(self.probabilities(self.fit(among & ~mine)))[mine]
         return held_out
 
     def loss(self, w: np.ndarray, use: np.ndarray) -> tuple[float, np.ndarray]:
@@ -214,13 +224,18 @@ def crude_scores(answers: list[dict]) -> np.ndarray:
     return np.array(out)
 
 
-def style_shifts(answers: list[dict], fit: Fit, weights: np.ndarray, cache: Path) -> dict[str, dict]:
-    """Per perturbation: how many answers it changed and how far it moves each reader's mean score (points)."""
+def style_shifts(answers: list[dict], fit: Fit, weights: np.ndarray, cache: Path, perturbations,
+                 rows: np.ndarray | None = None) -> dict[str, dict]:
+    """Per perturbation: how many answers it changed and how far it moves each reader's mean score (points) over
+    ``answers`` (``rows``: where they are among the fitted answers, all of them by default)."""
+    rows = np.ones(len(fit.present), bool) if rows is None else rows
     readers = np.array([a["reader"] for a in answers])
-    before, out = fit.probabilities(weights), {}
-    for name, perturb in PERTURBATIONS:
+    before, out = fit.probabilities(weights)[rows], {}
+    for name, perturb in perturbations:
         texts = [perturb(a["question"], a["gold"], a["answer"]) if a["answer"] else None for a in answers]
-        after = fit.probabilities(weights, feature_matrix(answers, texts, cache))
+        x = fit.mean + fit.z * fit.scale  # the fitted features, with the perturbed answers' in their rows
+        x[np.flatnonzero(rows)] = feature_matrix(answers, texts, cache)
+        after = fit.probabilities(weights, x)[rows]
         changed = np.array([t != a["answer"] for t, a in zip(texts, answers)])
         moved = 100 * (after - before)[changed] if changed.any() else np.zeros(1)
         out[name] = {"changed": int(changed.sum()), "describe": (perturb.__doc__ or "").strip(),
@@ -240,77 +255,154 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lara", type=Path, required=True, help="the LaRA folder (../shared/data/lara)")
     parser.add_argument("--out", type=Path, required=True, help="the validation table (Markdown)")
-    parser.add_argument("--calibration-out", type=Path, help="write the calibration fitted on every reader here")
+    parser.add_argument("--calibration-out", type=Path,
+                        help="write the calibration fitted on the locked split's training readers here")
+    parser.add_argument("--split", type=Path, help="the locked split (default: the shipped LaRA split)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "lcrag" / "bench")
     parser.add_argument("--sample", type=float, default=1.0, help="score this share of the questions (iterations)")
     args = parser.parse_args()
     started = time.perf_counter()
+    split = LockedSplit.load(args.split)
     answers, table = subsample(load_answers(args.lara), args.sample), load_table(args.lara)
     x = feature_matrix(answers, [a["answer"] for a in answers], args.cache)
     present = np.array([a["answer"] is not None for a in answers])
     cells = Cells(answers, table)
-    fit = Fit(x, present, [a["task"] for a in answers], cells)
-    weights = fit.fit(np.ones(len(cells.cells), bool))
-    held_out = fit.leave_one_reader_out()
+    train = np.array([c[0] in split.train_readers for c in cells.cells])
+    test = np.array([c[0] in split.test_readers for c in cells.cells])
+    fit = Fit(x, present, [a["task"] for a in answers], cells,
+              standardise_on=np.array([a["reader"] in split.train_readers for a in answers]))
+    weights = fit.fit(train)  # the test readers' cells never enter the fit
+    held_out = fit.leave_one_reader_out(train)
+    shipped = cells.means(fit.probabilities(weights))
     if args.calibration_out:
-        write_calibration(args.calibration_out, fit, weights, len(answers), int((~present).sum()))
-    variants = {"crude (token/number recall, decline)": cells.means(crude_scores(answers)),
-                "offline, leave-one-reader-out": held_out,
-                "offline, in-sample (shipped)": cells.means(fit.probabilities(weights))}
-    shifts = style_shifts(answers, fit, weights, args.cache)
-    write_report(args, cells, variants, shifts, int((~present).sum()), time.perf_counter() - started)
+        write_calibration(args.calibration_out, fit, weights, train, split.name)
+    variants = {"crude (token/number recall, decline)": (cells.means(crude_scores(answers)), train),
+                "offline, leave-one-reader-out among the training readers": (held_out, train),
+                "offline, in-sample on the training readers (shipped)": (shipped, train),
+                "**offline, locked test readers (scored once)**": (shipped, test)}
+    shifts = style_shifts(answers, fit, weights, args.cache, PERTURBATIONS)
+    hallu = [a for a in answers if a["task"] == "hallu"]
+    decline_shifts = style_shifts(hallu, fit, weights, args.cache, DECLINE_PERTURBATIONS,
+                                  np.array([a["task"] == "hallu" for a in answers]))
+    write_report(args, cells, variants, (shifts, decline_shifts), int((~present).sum()),
+                 time.perf_counter() - started, (split, train, test, held_out, shipped))
 
 
-def write_calibration(path: Path, fit: Fit, weights: np.ndarray, answers: int, missing: int) -> None:
-    fitted_on = {"data": "LaRA paper_table.csv (judge accuracy per cell)",
-                 "readers": sorted({c[0] for c in fit.cells.cells}), "answers": answers, "missing_answers": missing,
+def write_calibration(path: Path, fit: Fit, weights: np.ndarray, train: np.ndarray, split: str) -> None:
+    readers = sorted({c[0] for c, use in zip(fit.cells.cells, train) if use})
+    fitted_on = {"data": "LaRA paper_table.csv (judge accuracy per cell)", "readers": readers,
+                 "locked_split": f"{split}: fitted on its training readers only (test readers never fitted on)",
+                 "answers": int(fit.present[np.isin(fit.cells.cell_of, np.flatnonzero(train))].size),
                  "fit": f"label proportions: squared error of cell means, ridge {fit.ridge:g}, L-BFGS-B",
                  "refit": "python benchmarks/validate_lara_scorer.py --lara LARA --calibration-out FILE"}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(fit.calibration(weights, fitted_on).to_dict(), indent=1))
 
 
-def write_report(args, cells: Cells, variants: dict[str, np.ndarray], shifts: dict[str, dict], missing: int,
-                 seconds: float) -> None:
-    held_out = variants["offline, leave-one-reader-out"]
+def write_report(args, cells: Cells, variants: dict, shifts: tuple[dict, dict], missing: int, seconds: float,
+                 locked: tuple) -> None:
+    split, train, test, held_out, shipped = locked
     lines = ["# The offline free-form scorer against LaRA's LLM judge", "",
              f"Command: `python benchmarks/validate_lara_scorer.py {' '.join(sys.argv[1:])}`", "",
-             f"Machine: {machine()}; {seconds:.0f} s. {len(cells.type_of)} recorded answers of "
-             f"{len({c[0] for c in cells.cells})} readers ({missing} missing answers score 0, as LaRA's judge saw "
-             "`False`). Cells: reader × length × task × LC/RAG (each task the mean over book, financial, paper, as "
-             "LaRA averages); the judge's values are the paper's table (GPT-4o judge).", "",
-             "Targets: Spearman ≥ 0.95 over cells, LC − RAG sign agreeing in ≥ 90% of (reader, length, task), mean "
-             "absolute difference ≤ 4 points, and ≤ 5 points for the worst reader left out. *Leave-one-reader-out* is "
-             "the honest figure: each reader scored by a calibration fitted without it.", "",
-             md_table(["scorer", "Spearman", "LC − RAG sign", "mean abs diff (points)", "max abs diff"],
-                      [[name, f"{a['spearman']:.3f}", f"{a['sign']}/{a['pairs']} ({100 * a['sign'] / a['pairs']:.0f}%)",
-                        f"{a['mad']:.2f}", f"{a['max']:.1f}"] for name, a in
-                       ((n, cells.agreement(v)) for n, v in variants.items())])]
-    lines += reader_section(cells, held_out) + style_section(shifts) + cell_section(cells, held_out)
+             f"Machine: {machine()}; {seconds:.0f} s, on a machine shared with a long benchmark run using both cores "
+             f"(this script measures agreement, not speed, so it ran outside the benchmark lock). "
+             f"{len(cells.type_of)} recorded answers of {len({c[0] for c in cells.cells})} readers ({missing} "
+             "missing answers score 0, as LaRA's judge saw `False`). Cells: reader × length × task × LC/RAG (each "
+             "task the mean over book, financial, paper, as LaRA averages); the judge's values are the paper's table "
+             "(GPT-4o judge).", "",
+             f"**Locked split** `{split.name}` (issue 44, `calibration/lara_locked_split.json`): the calibration, and "
+             "every choice of features, decline reading, ridge and groups, is made on the training readers only "
+             f"({', '.join(sorted({c[0] for c, u in zip(cells.cells, train) if u}))}; gpt-4o-0806, the seventh, "
+             "has"
+             " no row in the judge table), selecting by leave-one-reader-out among them. The test readers "
+             f"({', '.join(sorted(split.test_readers))}) are scored once, by the calibration fitted on the training "
+             "readers (the one shipped), and nothing was changed after seeing them.", "",
+             md_table(["scorer", "readers", "Spearman", "LC − RAG sign", "mean abs diff (points)", "max abs diff"],
+                      [[name, "test" if use is test else "training", f"{a['spearman']:.3f}",
+                        f"{a['sign']}/{a['pairs']} ({100 * a['sign'] / a['pairs']:.0f}%)", f"{a['mad']:.2f}",
+                        f"{a['max']:.1f}"] for name, (v, use) in variants.items()
+                       for a in [cells.agreement(v, use)]])]
+    lines += locked_section(cells, shipped, test) + reader_section(cells, held_out, train)
+    lines += decline_section(shifts[1]) + style_section(shifts[0])
+    lines += cell_section(cells, np.where(train, held_out, shipped), test)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines[: lines.index("## Every cell (offline: leave-one-reader-out)")]))
+    print("\n".join(lines[: lines.index("## Every cell")]))
 
 
-def reader_section(cells: Cells, held_out: np.ndarray) -> list[str]:
-    per_reader = cells.by_reader(held_out)
+def locked_section(cells: Cells, shipped: np.ndarray, test: np.ndarray) -> list[str]:
+    per_reader, per_task = cells.by(shipped, test, 0), cells.by(shipped, test, 2)
+    agreement = cells.agreement(shipped, test)
+    met = [agreement["spearman"] >= 0.9, agreement["mad"] <= 5, all(m <= 8 for m, _, _ in per_task.values())]
+    return ["", "## The locked test readers (scored once)", "",
+            "Targets (issue 44): Spearman ≥ 0.9 over their cells, mean absolute difference ≤ 5 points, every task "
+            "family within 8 points of the judge table (its mean absolute difference over the test readers' cells; "
+            "the largest single cell is given beside it). "
+            f"Reached: Spearman {agreement['spearman']:.3f} ({'met' if met[0] else 'missed'}), mean absolute "
+            f"difference {agreement['mad']:.2f} ({'met' if met[1] else 'missed'}), task families "
+            f"{'all within 8' if met[2] else 'not all within 8'}.", "",
+            md_table(["test reader", "mean abs diff (points)", "max abs diff", "mean signed (offline − judge)"],
+                     [[r, f"{m:.2f}", f"{x:.1f}", f"{d:+.2f}"] for r, (m, x, d) in per_reader.items()]), "",
+            md_table(["task family (test readers)", "mean abs diff (points)", "worst cell", "mean signed",
+                      "within 8"],
+                     [[t, f"{m:.2f}", f"{x:.1f}", f"{d:+.2f}", "yes" if m <= 8 else "**no**"]
+                      for t, (m, x, d) in per_task.items()])]
+
+
+def reader_section(cells: Cells, held_out: np.ndarray, train: np.ndarray) -> list[str]:
+    per_reader = cells.by(held_out, train, 0)
     worst = max(per_reader, key=lambda r: per_reader[r][0])
-    return ["", "## Every reader left out", "",
-            "Each reader's 16 cells (2 lengths × 4 tasks × LC/RAG) scored by a calibration fitted on the other "
-            "readers.", "", md_table(["reader", "mean abs diff (points)", "max abs diff", ""],
-                         [[r, f"{m:.2f}", f"{x:.1f}", "worst" if r == worst else ""]
-                          for r, (m, x) in per_reader.items()]),
-            "", f"Worst reader: {worst}, {per_reader[worst][0]:.2f} points (target ≤ 5). The features and the ridge "
-            "were chosen among about twenty variants by these leave-one-reader-out figures, so they are somewhat "
-            "optimistic: across the variants tried the worst reader ranged from 4.7 to 5.4 points."]
+    return ["", "## Every training reader left out", "",
+            "Each training reader's 16 cells (2 lengths × 4 tasks × LC/RAG) scored by a calibration fitted on the "
+            "other training readers: the figure every choice was made by.", "",
+            md_table(["reader", "mean abs diff (points)", "max abs diff", ""],
+                     [[r, f"{m:.2f}", f"{x:.1f}", "worst" if r == worst else ""]
+                      for r, (m, x, _) in per_reader.items()]),
+            "", f"Worst training reader: {worst}, {per_reader[worst][0]:.2f} points."]
+
+
+def decline_section(shifts: dict[str, dict]) -> list[str]:
+    recognised = []
+    for family in FAMILIES:
+        row = [family.name]
+        for held_out in (False, True):
+            texts = generate(family.name, held_out, count=200)
+            row += [f"{sum(map(declines, texts))}/{len(texts)}", f"{sum(map(declines_first, texts))}"]
+        recognised.append(row)
+    lines = ["", "## How a decline is phrased (hallucination answers)", "",
+             "The decline reading (`lcrag.text.declines`, used by the scorer and by the router's `declining`) is a "
+             "general one — within a clause, a negation close before a verb of saying or finding with the source "
+             "named, \"unclear\"/\"unknown\" with the source named, or \"no mention/information of …\" — checked on "
+             "generated paraphrase families (`lcrag.evaluation.decline_families`, seeded): each family's "
+             "development wordings and held-out wordings (other sources, verbs and frames) it was not written from. "
+             "`declines_first` is the lead: answer-then-caveat wordings decline but do not lead with it.", "",
+             md_table(["family", "declines (development)", "leads with it", "declines (held out)", "leads with it"],
+                      recognised), "",
+             "Each perturbation rewrites the recorded hallucination answers it can rewrite faithfully (a one-sentence "
+             "decline whose topic can be read off, re-worded as another family's decline of the same topic; an "
+             "answer-then-caveat with the caveat moved first; a caveat-then-answer with it moved last) and leaves "
+             "the others. The table gives how far each moves each reader's hallucination mean (LC and RAG answers), "
+             "in points, scored by the shipped calibration (target: |change| ≤ 2 for every family and reader; test "
+             "readers included, as a check — nothing was fitted on this table).", ""]
+    return lines + shift_lines(shifts)
+
+
+def shift_lines(shifts: dict[str, dict]) -> list[str]:
+    readers = sorted(next(iter(shifts.values()))["shift"])
+    lines = [f"- **{name}** ({s['changed']} answers changed; over those the mean change is {s['changed_shift']:+.2f}"
+             f" points, the largest {s['largest']:+.1f}): {' '.join(s['describe'].split())}"
+             for name, s in shifts.items()]
+    rows = [[r] + [f"{s['shift'][r]:+.2f}" for s in shifts.values()] for r in readers]
+    rows.append(["**max \\|change\\|**"] + [f"**{max(abs(v) for v in s['shift'].values()):.2f}**"
+                                               for s in shifts.values()])
+    return lines + ["", md_table(["reader"] + list(shifts), rows)]
 
 
 def style_section(shifts: dict[str, dict]) -> list[str]:
-    readers = sorted(next(iter(shifts.values()))["shift"])
     lines = ["", "## How the answer is phrased", "",
              "Each perturbation rewrites every recorded answer (LC and RAG, all readers) where it can do so "
              "faithfully — so that LaRA's judge, which compares the answer with the gold answer, would give the same "
-             "verdict — and leaves the others as they are. The calibration fitted on every reader (the shipped one) "
+             "verdict — and leaves the others as they are. The shipped calibration (fitted on the training readers) "
              "scores the answers before and after; the table gives the change of each reader's mean score over all "
              "its answers, in points (target: |change| ≤ 2 for every reader and perturbation).", "",
              "The scorer reads an answer without courtesy and without a leading restatement of the question, with "
@@ -321,27 +413,22 @@ def style_section(shifts: dict[str, dict]) -> list[str]:
              "similarity, hedges and figures of its own still count. The largest single changes are answers to "
              "questions the document does not answer that decline and then go on (\"However, revenue fell from "
              "…\"): cut to the decline, they read as a plain decline.", ""]
-    lines += [f"- **{name}** ({s['changed']} answers changed; over those the mean change is {s['changed_shift']:+.2f}"
-              f" points, the largest {s['largest']:+.1f}): {' '.join(s['describe'].split())}"
-              for name, s in shifts.items()]
-    rows = [[r] + [f"{s['shift'][r]:+.2f}" for s in shifts.values()] for r in readers]
-    rows.append(["**max \\|change\\|**"] + [f"**{max(abs(v) for v in s['shift'].values()):.2f}**"
-                                               for s in shifts.values()])
-    return lines + ["", md_table(["reader"] + list(shifts), rows)]
+    return lines + shift_lines(shifts)
 
 
-def cell_section(cells: Cells, held_out: np.ndarray) -> list[str]:
+def cell_section(cells: Cells, values: np.ndarray, test: np.ndarray) -> list[str]:
     rows = []
     for c in cells.cells:
         if c[3] != "lc":
             continue
         i, j = cells.index[c], cells.index[c[:3] + ("rag",)]
-        t, v = 100 * cells.target, 100 * held_out
-        rows.append([*c[:3], f"{t[i]:.1f}", f"{v[i]:.1f}", f"{t[j]:.1f}", f"{v[j]:.1f}", f"{t[i] - t[j]:+.1f}",
-                     f"{v[i] - v[j]:+.1f}"])
-    return ["", "## Every cell (offline: leave-one-reader-out)", "",
-            md_table(["reader", "length", "task", "judge LC", "offline LC", "judge RAG", "offline RAG",
-                      "LC − RAG judge", "offline"], rows)]
+        t, v = 100 * cells.target, 100 * values
+        rows.append([c[0] + (" (test)" if test[i] else ""), *c[1:3], f"{t[i]:.1f}", f"{v[i]:.1f}", f"{t[j]:.1f}",
+                     f"{v[j]:.1f}", f"{t[i] - t[j]:+.1f}", f"{v[i] - v[j]:+.1f}"])
+    return ["", "## Every cell", "",
+            "Training readers: leave-one-reader-out among them; test readers: the shipped calibration, scored once.",
+            "", md_table(["reader", "length", "task", "judge LC", "offline LC", "judge RAG", "offline RAG",
+                          "LC − RAG judge", "offline"], rows)]
 
 
 if __name__ == "__main__":
