@@ -413,7 +413,7 @@ class RouterCondition:
         """The router's score, adapted to the reader when ``lcrag route calibrate`` made it a calibration in this
         cache (:mod:`lcrag.strategies.router_calibration`), and that calibration."""
         score = self.router.probability(features(signals))
-        store = getattr(ledgers, "calibrations", None)
+        store = ledgers.calibrations  # None for ledgers kept in memory only (no cache directory)
         calibration = store.load(reader, self.router.digest) if store is not None and reader else None
         if calibration is None:
             return score, None
