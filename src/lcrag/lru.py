@@ -1,9 +1,13 @@
-"""A least-recently-used cache bounded by the approximate bytes its values hold.
+"""A least-recently-used cache bounded by the approximate bytes its values hold, or by how many it holds.
 
 What a long-running process keeps warm (a document's index, its answering context) is measured, not counted: one
 book's index weighs as much as a thousand notes'. A value's size is measured again whenever it is used, as indexes
 grow after they are cached (a retriever's vectors load on first use). The value just used always stays, even alone
-over the bound: it is the one being worked with."""
+over the bound: it is the one being worked with.
+
+Where the values weigh alike (a parsed setting, a file's hash, an open ledger), :meth:`SizedLRU.counted` bounds
+the number of entries instead: each weighs 1. It is the one LRU type of lcrag: every cache that keeps the recently
+used is one, with its bound a setting or a named default."""
 
 from __future__ import annotations
 
@@ -29,6 +33,13 @@ class SizedLRU(Generic[K, V]):
         self._lock = threading.Lock()
         self._building: dict[K, list] = {}  # key -> [its build lock, threads waiting on it]
 
+    @classmethod
+    def counted(cls, max_items: int) -> SizedLRU[K, V]:
+        """At most ``max_items`` entries (each weighs 1), the least recently used going first."""
+        if max_items < 1:
+            raise ValueError(f"max_items must be >= 1, not {max_items}")
+        return cls(max_items, _one)
+
     @property
     def bytes(self) -> int:
         """The cached values' size when each was last used."""
@@ -44,6 +55,25 @@ class SizedLRU(Generic[K, V]):
         """The keys, least recently used first."""
         with self._lock:
             return list(self._entries)
+
+    def values(self) -> list[V]:
+        """The values, least recently used first."""
+        with self._lock:
+            return [value for value, _ in self._entries.values()]
+
+    def items(self) -> list[tuple[K, V]]:
+        """The keys and values, least recently used first."""
+        with self._lock:
+            return [(key, value) for key, (value, _) in self._entries.items()]
+
+    def pop(self, key: K) -> V | None:
+        """Take ``key``'s value out of the cache (None when it holds none)."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self._bytes -= entry[1]
+            return entry[0]
 
     def get(self, key: K) -> V | None:
         """The value (now the most recently used, its size measured again), or None."""
@@ -102,3 +132,8 @@ class SizedLRU(Generic[K, V]):
         self._bytes += size
         while self._bytes > self.max_bytes and len(self._entries) > 1:
             self._bytes -= self._entries.popitem(last=False)[1][1]
+
+
+def _one(_value: object) -> int:
+    """The weight of every value in a cache bounded by count."""
+    return 1

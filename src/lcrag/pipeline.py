@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-from collections import OrderedDict
 from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,6 +51,7 @@ DEFAULT_MEMORY_BYTES = 512 << 20
 _PIPELINE_NUMBERS = itertools.count()
 _CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set of per-question choices
 _STRATEGIES_KEPT = 128  # strategies kept per pipeline, one per strategy spec (a router in them is shared)
+_CORPORA_KEPT = 16  # corpus indexes kept open per pipeline (one per directory and unit kind)
 
 
 def as_document(document: QuestionSource | str | Path) -> QuestionSource:
@@ -96,14 +96,13 @@ class Pipeline:
         self._progress = progress
         self.memory: SizedLRU = memory if memory is not None else SizedLRU(memory_bytes, _memory_bytes)
         self._number = next(_PIPELINE_NUMBERS)  # this pipeline's contexts, in a memory it may share
-        self._strategies: OrderedDict[tuple, Strategy] = OrderedDict()
-        self._choices: OrderedDict[tuple, Settings] = OrderedDict()
-        self._corpora: dict[str, CorpusUnits] = {}  # by directory and unit kind
-        # One lock for the small maps above, held for lookups only (never while a file is read or a model loads);
-        # another for the lazily made reader and embedder, so each is made once however many threads ask first.
-        self._lock = threading.Lock()
+        self._strategies: SizedLRU[tuple, Strategy] = SizedLRU.counted(_STRATEGIES_KEPT)
+        self._choices: SizedLRU[tuple, Settings] = SizedLRU.counted(_CHOICES_KEPT)
+        # By directory and unit kind. One dropped is not closed here (a question may still read it): its store
+        # closes when the last one using it lets go of it.
+        self._corpora: SizedLRU[str, CorpusUnits] = SizedLRU.counted(_CORPORA_KEPT)
+        # A lock for the lazily made reader and embedder, so each is made once however many threads ask first.
         self._parts_lock = threading.RLock()
-        self._corpus_lock = threading.Lock()
         # How an answering context is made over each kind of source (lcrag.types.QuestionSource.kind).
         self._opens = {DOCUMENT: self._document_context, CORPUS: self._corpus_context}
 
@@ -174,16 +173,7 @@ class Pipeline:
             raise OptionError(f"{', '.join(fixed)}: a setting of the pipeline itself (its reader, embedder or cache), "
                               "not of one question; make a Pipeline with it")
         key = tuple(sorted((name, frozen(value)) for name, value in choices.items()))
-        with self._lock:
-            settings = self._choices.get(key)
-        if settings is None:
-            settings = replace(self.settings, **choices)  # checked by the config sections
-        with self._lock:
-            settings = self._choices.setdefault(key, settings)
-            self._choices.move_to_end(key)
-            while len(self._choices) > _CHOICES_KEPT:
-                self._choices.popitem(last=False)
-        return settings
+        return self._choices.get_or_put(key, lambda: replace(self.settings, **choices))  # checked by the sections
 
     def chunker(self, chunking: str) -> Chunker:
         unit, size, overlap = parse_chunking(chunking)
@@ -220,15 +210,14 @@ class Pipeline:
         return self.memory.drop(lambda key: key[1] == content_hash)
 
     def corpus(self, source: CorpusSource) -> CorpusUnits:
-        """The corpus index's units, opened once (the embedder only loads if dense search is used); under a lock of
-        their own, so that opening one never holds up another question's settings or strategy."""
-        with self._corpus_lock:
-            key = f"{source.directory}:{source.unit}"
-            if key not in self._corpora:
-                from lcrag.retrieval.corpus.source import CorpusUnits  # imported when a corpus is read
+        """The corpus index's units, opened once (the embedder only loads if dense search is used); opening one never
+        holds up another question's corpus, settings or strategy."""
+        def opened() -> CorpusUnits:
+            from lcrag.retrieval.corpus.source import CorpusUnits  # imported when a corpus is read
 
-                self._corpora[key] = CorpusUnits.open(source, lambda: self.embedder)
-            return self._corpora[key]
+            return CorpusUnits.open(source, lambda: self.embedder)
+
+        return self._corpora.get_or_put(f"{source.directory}:{source.unit}", opened)
 
     def context(self, document: QuestionSource, strategy: str, settings: Settings | None = None,
                 spec: QuestionSpec | None = None) -> QueryContext:
@@ -280,19 +269,13 @@ class Pipeline:
         options = spec.strategy.kwargs
         router = options.get("router")
         key = (spec.strategy, router_file_identity(router) if router else None)
-        with self._lock:
-            strategy = self._strategies.get(key)
-            if strategy is not None:
-                self._strategies.move_to_end(key)
-                return strategy
-        if router:
-            options["router"] = Router.load(router)
-        strategy = make_strategy(name, **options)
-        with self._lock:
-            strategy = self._strategies.setdefault(key, strategy)
-            while len(self._strategies) > _STRATEGIES_KEPT:
-                self._strategies.popitem(last=False)
-            return strategy
+
+        def made() -> Strategy:
+            if router:
+                options["router"] = Router.load(router)
+            return make_strategy(name, **options)
+
+        return self._strategies.get_or_put(key, made)
 
     def ask(
         self,

@@ -23,7 +23,6 @@ import threading
 import types
 import time
 import zlib
-from collections import OrderedDict
 from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -50,6 +49,7 @@ PRELOAD = ["lcrag.documents", "lcrag.documents.sandbox", "pypdfium2", "docx", "t
            "lxml.etree", "charset_normalizer"]
 MAX_CACHE_MB = 2048  # the parse cache on disk (LCRAG_PARSE_CACHE_MB); the least recently used go first
 RECENT_BYTES = 64 << 20  # parses kept in memory besides the disk (the one just used always stays)
+HASHES_KEPT = 4096  # files' content hashes remembered while the files are unchanged
 KILL_GRACE = 5.0  # seconds to reap a killed parsing process
 
 
@@ -412,8 +412,8 @@ class Sandbox:
         self._slots = threading.BoundedSemaphore(workers)
         # Parses just made or read (refusals by the deadline only here: a busy machine may pass it next time).
         self._recent: SizedLRU[str, Kept] = SizedLRU(RECENT_BYTES, lambda kept: kept.size)
-        self._hashes: OrderedDict[tuple, str] = OrderedDict()
-        self._hash_lock = threading.Lock()
+        # Files' SHA-256 by (device, inode, size, times): a file unchanged since is not read again to be named.
+        self._hashes: SizedLRU[tuple, str] = SizedLRU.counted(HASHES_KEPT)
         self._versions = _versions()
         self.parses = 0  # parsing processes started: what the cache saves is what this does not count
         self._running: set = set()  # the parsing processes now running (killed by close)
@@ -426,17 +426,11 @@ class Sandbox:
         """The file's SHA-256, streamed; remembered while the file is unchanged (device, inode, size, times)."""
         info = path.stat()
         key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        with self._hash_lock:
-            if key in self._hashes:
-                self._hashes.move_to_end(key)
-                return self._hashes[key]
+        kept = self._hashes.get(key)
+        if kept is not None:
+            return kept
         with open(path, "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-        with self._hash_lock:
-            self._hashes[key] = digest
-            while len(self._hashes) > 4096:
-                self._hashes.popitem(last=False)
-        return digest
+            return self._hashes.put(key, hashlib.file_digest(f, "sha256").hexdigest())
 
     def key(self, path: Path) -> str:
         """What a parse of ``path`` depends on: its content, its name (documents are named after it), the limits

@@ -17,7 +17,6 @@ import os
 import platform
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -28,6 +27,7 @@ from lcrag.errors import InputError, NoAnswer, OptionError, RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem, file_hash
 from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
 from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
+from lcrag.lru import SizedLRU
 from lcrag.evaluation.rundir import (
     MANIFEST,
     ROWS,
@@ -48,6 +48,12 @@ from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F40
 from lcrag.strategies.learned_router import bundled_router, numbers_in, retrieved_text, shipped_name, text_signals
 from lcrag.strategies import needs_corpus, strategy_needs
 from lcrag.types import Document
+
+# Document texts whose Document, content words and figures the workers keep (each of the three kinds an entry): at
+# least this many, and this many per worker (each works on one document at a time, others may wait their turn).
+DOCUMENTS_KEPT = 16
+DOCUMENTS_KEPT_PER_WORKER = 4
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -142,35 +148,6 @@ def router_sha256(router: str) -> str:
     return hashlib.sha256(bundled_router(name).encode("utf-8")).hexdigest() if name else file_hash(router)
 
 
-class _DocumentMemo:
-    """What the runner's workers keep per document text: its :class:`Document` (content hash computed once) and
-    its content words and figures (router signals). Shared by every worker thread, so behind the runner's lock;
-    bounded, least recently used dropped first, so a long dataset does not keep every document's words."""
-
-    def __init__(self, size: int, lock: threading.Lock):
-        self.size = size
-        self._lock = lock
-        self._entries: OrderedDict[tuple[str, str], object] = OrderedDict()
-
-    def get(self, kind: str, text: str, make: Callable[[], object]) -> object:
-        key = (kind, text)  # a str caches its hash: a long text is looked up in O(1)
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key]
-        value = make()  # outside the lock: a long document's words take a while; two workers may both make them
-        with self._lock:
-            value = self._entries.setdefault(key, value)  # the first one made is the one every worker uses
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-            return value
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-
 class EvalRunner:
     def __init__(
         self,
@@ -205,7 +182,11 @@ class EvalRunner:
         # Shared by the worker threads (--concurrency), behind one lock: the documents and their content words
         # (bounded: a few per worker) and what this session answered or could not.
         self._lock = threading.Lock()
-        self._documents = _DocumentMemo(max(16, 4 * concurrency), self._lock)
+        # What the workers keep per document text: its Document (content hash computed once), its content words and
+        # figures (router signals); made once however many workers ask, the least recently used dropped first, so a
+        # long dataset does not keep every document's words.
+        self._documents: SizedLRU[tuple[str, str], object] = SizedLRU.counted(
+            max(DOCUMENTS_KEPT, DOCUMENTS_KEPT_PER_WORKER * concurrency))
         self.unanswered: list[str] = []  # (question, config) pairs the reader holds no answer for, with why
         self.out = Path(out_dir)
         ensure_run_dir(self.out)
@@ -391,8 +372,8 @@ class EvalRunner:
         """A router's term signals: the share of the question's key terms in the document and in the chunks, and
         the RAG answer's grounding in them (its own terms and figures)."""
         text = item.context
-        words = self._documents.get("words", text, lambda: content_words(text))
-        figures = self._documents.get("numbers", text, lambda: numbers_in(text))
+        words = self._documents.get_or_put(("words", text), lambda: content_words(text))
+        figures = self._documents.get_or_put(("numbers", text), lambda: numbers_in(text))
         document, chunks, grounding = text_signals(item.question, answer.raw_route_answer, words, figures,
                                                    retrieved_text(text, answer.chunks))
         return {"question_terms": {"document": round(document, 4), "chunks": round(chunks, 4)},
@@ -453,7 +434,7 @@ class EvalRunner:
             return corpus
         text = item.context if item.context is not None else item.question
         # Named by the first question that reads it: the name is not part of any answer.
-        return self._documents.get("document", text, lambda: Document(text, id=item.id))
+        return self._documents.get_or_put(("document", text), lambda: Document(text, id=item.id))
 
     def _run(self, pipeline: Pipeline, closed_book: RunConfig,
              progress: Callable[[int, int, dict], None] | None) -> list[dict]:

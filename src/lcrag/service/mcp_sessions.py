@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,9 @@ class Sessions:
 
     def __init__(self, app, limits: SessionLimits | None = None, command: str = "lcrag mcp"):
         self.app, self.limits, self.command = app, limits or SessionLimits(), command
-        self.sessions: OrderedDict[str, _Session] = OrderedDict()  # oldest first
+        # The live sessions, oldest first (a dict keeps insertion order). Not a cache: bounded by --max-sessions at
+        # admission, and one goes only by being ended (the SDK told), never dropped silently as an LRU would.
+        self.sessions: dict[str, _Session] = {}
         self.ended: dict[str, int] = {}  # sessions ended or refused here, by reason
         self._sweeper: asyncio.Task | None = None
         self._reported, self._since = time.monotonic(), 0

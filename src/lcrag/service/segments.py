@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ from lcrag.chunking import Chunker, SentenceChunker
 from lcrag.documents.loaders import join_documents
 from lcrag.documents.sandbox import die_with
 from lcrag.errors import LcragError
+from lcrag.lru import SizedLRU
 from lcrag.readers import streaming
 from lcrag.registry import RETRIEVERS
 from lcrag.retrieval.bm25 import terms_query
@@ -55,6 +55,7 @@ _COUNT_WHOLE_CHARS_PER_TOKEN = 8
 _BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
 _CHUNK_HERE_CHARS = 1 << 20  # a file's text longer than this is chunked in a process of its own
 _SPANS_KEPT = 200_000  # files' chunk spans kept in memory (a few hundred bytes each)
+_LIVE_BM25_KEPT = 256  # collections' live BM25 indexes kept (one per collection and chunking)
 # The chunking key of a file's sentence segments (sentence-window's sentences, syntok's, and their vectors).
 SENTENCES = "sentence-window:syntok"
 # Retrievers made of the chunks' vectors: loaded from the store before a collection index's lock is taken.
@@ -302,28 +303,24 @@ class Segments:
     def __init__(self, store: Any, tokenizer_lock: Callable[[], AbstractContextManager] | None = None):
         self.store = store
         self._tokenizer_lock = tokenizer_lock or nullcontext
-        self._bm25: dict[tuple[str, str], LiveBM25] = {}
-        self._spans: OrderedDict[tuple[SegmentKey, str], tuple[tuple[int, int], ...]] = OrderedDict()
+        # per (collection, chunker); one dropped is built again from the collection's chunks when next asked
+        self._bm25: SizedLRU[tuple[str, str], LiveBM25] = SizedLRU.counted(_LIVE_BM25_KEPT)
+        self._spans: SizedLRU[tuple[SegmentKey, str], tuple[tuple[int, int], ...]] = SizedLRU.counted(_SPANS_KEPT)
         self._pool = None  # a process that chunks large files, started when one comes
-        self._lock = threading.Lock()  # for the two maps and the pool above
+        self._lock = threading.Lock()  # for the pool above
 
     def spans(self, entry: FileEntry, chunker: Chunker) -> tuple[tuple[int, int], ...]:
         """The file's chunks' spans for ``chunker``: kept in memory, else from the store, else chunked now and
         kept in both."""
         key = SegmentKey(entry.content_hash, chunker.key)
-        with self._lock:
-            kept = self._spans.get((key, entry.document.content_hash))
+        kept = self._spans.get((key, entry.document.content_hash))
         if kept is not None:
             return kept
         segment = self.store.segment(key)
         if segment is None or segment.text_hash != entry.document.content_hash:
             segment = Segment(key, entry.document.content_hash, self._chunk(entry.document, chunker))
             self.store.put_segment(segment)
-        with self._lock:
-            self._spans[(key, segment.text_hash)] = segment.spans
-            self._spans.move_to_end((key, segment.text_hash))
-            while len(self._spans) > _SPANS_KEPT:
-                self._spans.popitem(last=False)
+        self._spans.put((key, segment.text_hash), segment.spans)
         return segment.spans
 
     def _chunk(self, document: Document, chunker: Chunker) -> tuple[tuple[int, int], ...]:
@@ -429,15 +426,12 @@ class Segments:
         """BM25 over the collection's chunks (``ranges``: each file's, by name): its live index brought to this
         version (new files added, gone ones deleted)."""
         key = (document.collection_id, chunker.key)
-        with self._lock:
-            live = self._bm25.get(key) or self._bm25.setdefault(key, LiveBM25())
+        live = self._bm25.get_or_put(key, LiveBM25)
         return SegmentBM25(live.sync(document.files, chunks, ranges), live.schema, chunks, ranges)
 
     def forget(self, collection_id: str) -> None:
         """Drop a deleted collection's live indexes."""
-        with self._lock:
-            for key in [k for k in self._bm25 if k[0] == collection_id]:
-                del self._bm25[key]
+        self._bm25.drop(lambda key: key[0] == collection_id)
 
 
 class CollectionIndex(DocumentIndex):

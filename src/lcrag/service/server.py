@@ -50,7 +50,7 @@ import socket
 import sys
 import threading
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -118,8 +118,10 @@ class Gate:
     def __init__(self, limits: ConnectionLimits, command: str = "lcrag serve"):
         self.limits, self.command = limits, command
         self.open: dict[object, str] = {}
-        self.waiting: OrderedDict[object, float] = OrderedDict()  # idle, with when they began to be
-        self.stalled: OrderedDict[object, None] = OrderedDict()  # part of their headers in, the rest not
+        # Ordered sets of open connections, oldest first (a dict keeps insertion order). Not caches: bounded by
+        # --max-connections at admission, and one leaves only by closing, never dropped silently as an LRU would.
+        self.waiting: dict[object, float] = {}  # idle, with when they began to be
+        self.stalled: dict[object, None] = {}  # part of their headers in, the rest not
         self.clients: dict[str, Client] = {}
         self.counts: Counter[str] = Counter()
         self._since: Counter[str] = Counter()
@@ -270,15 +272,15 @@ class Client:
     """One address's open connections, and those of them waiting for their request headers (idle, with when they
     began to be, and stalled), oldest first."""
 
-    open: OrderedDict = field(default_factory=OrderedDict)
-    waiting: OrderedDict = field(default_factory=OrderedDict)
-    stalled: OrderedDict = field(default_factory=OrderedDict)
+    open: dict = field(default_factory=dict)
+    waiting: dict = field(default_factory=dict)
+    stalled: dict = field(default_factory=dict)
 
     def victim(self, idle_since: float):
         return _victim(self.stalled, self.waiting, idle_since)
 
 
-def _victim(stalled: OrderedDict, waiting: OrderedDict, idle_since: float):
+def _victim(stalled: dict, waiting: dict, idle_since: float):
     """The connection to push out for another: the longest stalled, else the longest idle if idle since before
     ``idle_since``; None."""
     victim = next(iter(stalled), None)
@@ -516,7 +518,7 @@ class Lobby:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, gate: Gate):
         self.loop, self.gate = loop, gate
-        self.waiting: OrderedDict[socket.socket, Waiting] = OrderedDict()  # oldest first
+        self.waiting: dict[socket.socket, Waiting] = {}  # oldest first; bounded by --max-connections, as the gate's
         self._sweep: asyncio.TimerHandle | None = None
 
     def enter(self, conn: socket.socket, address, admit: Callable[[bytes], None]) -> None:

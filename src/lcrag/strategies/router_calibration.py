@@ -35,12 +35,12 @@ import hashlib
 import json
 import logging
 import re
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+from lcrag.lru import SizedLRU
 from lcrag.strategies.routing import is_unanswerable
 from lcrag.text import content_words, declines_first, question_type
 
@@ -51,6 +51,7 @@ PRIOR_STRENGTH = 50.0  # calibration questions a group needs before its own rate
 FACTOR_LIMITS = (0.25, 4.0)  # how far a group's score may be scaled either way
 AGREE_OVERLAP = 0.4  # two answers agree when this share of their words (beyond the question's) are shared (Dice)
 LABELS_KEPT = 20_000  # labels a calibration file keeps (the oldest dropped): its data, bounded
+CALIBRATIONS_KEPT = 64  # calibrations a process keeps read (one per reader and router, as the share ledgers)
 SOURCES = ("agreement", "judge", "explore")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _YES_NO = re.compile(r"^\W*(yes|no)\b", re.I)
@@ -208,8 +209,8 @@ class CalibrationStore:
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self._seen: dict[Path, tuple[tuple, RoutingCalibration | None]] = {}
-        self._lock = threading.Lock()
+        # each file's identity when last read, and what it held (the least recently used dropped past the bound)
+        self._seen: SizedLRU[Path, tuple[tuple, RoutingCalibration | None]] = SizedLRU.counted(CALIBRATIONS_KEPT)
 
     def path(self, reader: str, router: str) -> Path:
         name = hashlib.sha256(f"{reader}\n{router}".encode("utf-8")).hexdigest()[:32]
@@ -221,16 +222,14 @@ class CalibrationStore:
         identity = _identity(path)
         if identity is None:
             return None
-        with self._lock:
-            seen = self._seen.get(path)
-            if seen is not None and seen[0] == identity:
-                return seen[1]
+        seen = self._seen.get(path)
+        if seen is not None and seen[0] == identity:
+            return seen[1]
         calibration = self._read(path)
         if calibration is not None and (calibration.reader, calibration.router) != (reader, router):
             log.warning("%s: a routing calibration of another reader or router: ignored", path)
             calibration = None
-        with self._lock:
-            self._seen[path] = (identity, calibration)
+        self._seen.put(path, (identity, calibration))
         return calibration
 
     def save(self, calibration: RoutingCalibration) -> Path:

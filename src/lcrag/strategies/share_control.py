@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lcrag.lru import SizedLRU
 from lcrag.strategies.router_calibration import CalibrationStore
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ class ShareState:
     """The recent questions (score, LC tokens, RAG-step tokens) and the realized counts per target."""
 
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    counts: OrderedDict = field(default_factory=OrderedDict)
+    counts: SizedLRU[str, Counts] = field(default_factory=lambda: SizedLRU.counted(TARGETS_KEPT))
     routed: OrderedDict = field(default_factory=OrderedDict)  # a recent question's key -> (to LC, its threshold)
     pinned: OrderedDict = field(default_factory=OrderedDict)  # the same, of questions counted and never answered
     questions: int = 0
@@ -194,11 +195,8 @@ class ShareState:
         return changed
 
     def _counts(self, target: ShareTarget) -> Counts:
-        counts = self.counts.pop(target.key, None) or Counts()
-        self.counts[target.key] = counts  # the most recent last; the oldest dropped past TARGETS_KEPT
-        while len(self.counts) > TARGETS_KEPT:
-            self.counts.popitem(last=False)
-        return counts
+        # the most recent last; the oldest dropped past TARGETS_KEPT
+        return self.counts.get_or_put(target.key, Counts)
 
     def threshold(self, target: ShareTarget, counts: Counts) -> float:
         """The score the next question must reach: the recent scores' quantile at the target, corrected by the
@@ -224,7 +222,7 @@ class ShareState:
         state = cls(questions=int(data["questions"]))
         state.recent.extend((float(s), float(lc), float(rag)) for s, lc, rag in data["recent"])
         for key, values in data["counts"].items():
-            state.counts[str(key)] = Counts(*(float(v) for v in values))
+            state.counts.put(str(key), Counts(*(float(v) for v in values)))
         # a ledger written before routes were kept (or pinned) has none
         for kept, written in ((state.routed, data.get("routed", [])), (state.pinned, data.get("pinned", []))):
             for key, to_lc, threshold in written:
@@ -354,8 +352,7 @@ class ShareLedgers:
         self.directory = directory
         # the readers' routing calibrations (`lcrag route calibrate`), beside the ledgers in the same cache
         self.calibrations = CalibrationStore(directory.parent / "routing-calibrations") if directory else None
-        self._ledgers: OrderedDict[tuple[str, str], ShareLedger] = OrderedDict()
-        self._lock = threading.Lock()
+        self._ledgers: SizedLRU[tuple[str, str], ShareLedger] = SizedLRU.counted(LEDGERS_KEPT)
         self._answering = threading.local()  # per thread: the decisions of the question being answered
 
     @contextmanager
@@ -380,14 +377,9 @@ class ShareLedgers:
                 outer.extend(decided)
 
     def get(self, reader: str, router: str, calibration: tuple[float, ...]) -> ShareLedger:
-        key = (reader, router)
-        with self._lock:
-            ledger = self._ledgers.pop(key, None)
-            if ledger is None:
-                name = hashlib.sha256(f"{reader}\n{router}".encode("utf-8")).hexdigest()[:32]
-                ledger = ShareLedger(self.directory / f"{name}.json" if self.directory else None, calibration,
-                                     self._answering)
-            self._ledgers[key] = ledger
-            while len(self._ledgers) > LEDGERS_KEPT:
-                self._ledgers.popitem(last=False)
-            return ledger
+        def opened() -> ShareLedger:
+            name = hashlib.sha256(f"{reader}\n{router}".encode("utf-8")).hexdigest()[:32]
+            return ShareLedger(self.directory / f"{name}.json" if self.directory else None, calibration,
+                               self._answering)
+
+        return self._ledgers.get_or_put((reader, router), opened)

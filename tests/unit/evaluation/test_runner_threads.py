@@ -54,7 +54,7 @@ def test_document_words_are_shared_safely_by_many_workers(tmp_path):
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
-    assert len(runner._documents) <= runner._documents.size
+    assert len(runner._documents) <= runner._documents.max_bytes
 
 
 def comparable(rows: list[dict]) -> dict:
