@@ -28,7 +28,8 @@ from lcrag.readers import (
     make_reader,
     server_stats,
 )
-from lcrag.readers import call_context, streaming
+from lcrag.readers import streaming
+from lcrag.readers.call_context import Asking
 from lcrag.lru import SizedLRU
 from lcrag.readers.kv_store import max_bytes_from_env
 from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
@@ -316,11 +317,11 @@ class Pipeline:
             streaming.emit("conversation", **asked.to_dict())  # a stream shows how the follow-up is asked
         if asked.query != asked.question:
             ctx = replace(ctx, query=asked.query)
-        # Readers may ask which question, document and route a call is for (the replay reader does): set here, the
-        # one place a strategy is run for a question.
+        # Which question, document and route each answering call is for, given to the reader with the call (the
+        # replay reader answers by it): set here, the one place a strategy is run for a question.
+        ctx = replace(ctx, asking=Asking(question, ctx.document, runner.route or None))
         streaming.check_cancelled()
-        with call_context.asking(question, ctx.document, runner.route):
-            answer = runner.run(ctx, asked.question)
+        answer = runner.run(ctx, asked.question)
         if asked.method != "as-asked":
             answer.question, answer.calls = question, asked.calls + answer.calls
             answer.conversation = asked.to_dict()

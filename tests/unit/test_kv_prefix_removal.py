@@ -7,7 +7,9 @@ import os
 import time
 from types import SimpleNamespace
 
-from lcrag.readers import call_context
+from lcrag.readers.base import GenerationParams
+from lcrag.readers.cache import question_tags
+from lcrag.readers.call_context import Asking
 from lcrag.readers.kv_store import KVStore, forget_collection_prefixes
 
 
@@ -19,8 +21,8 @@ def _saved(store: KVStore, key: str, collection: str | None) -> None:
         return True
 
     document = SimpleNamespace(id=collection, collection_id="id" if collection else None)
-    with call_context.asking("What is the codeword?", document):
-        store.save(post, key)
+    params = GenerationParams(asking=Asking("What is the codeword?", document))
+    store.save(post, key, question_tags(params))
 
 
 def test_a_collections_saved_states_go_when_it_loses_a_file_and_others_stay(tmp_path):

@@ -4,6 +4,7 @@ calls retried on another (no question lost), a server that comes back used again
 without repeating text, the cached-token share in /metrics, and --base-url given several ways."""
 
 import json
+from dataclasses import replace
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,8 @@ from reader_servers import PIECES, Stub, answer_of
 from lcrag.config import Config, Settings
 from lcrag.errors import LcragError, ReaderError
 from lcrag.http_client import ServerUnavailable, resolve_endpoint
-from lcrag.readers import GenerationParams, PooledReader, call_context, make_reader, server_stats, streaming
+from lcrag.readers import GenerationParams, PooledReader, make_reader, server_stats, streaming
+from lcrag.readers.call_context import Asking
 from lcrag.readers.pool import ServerPool, pooled_reader
 from lcrag.service.metrics import Metrics
 from lcrag.types import Document
@@ -46,10 +48,9 @@ def pool_of(stubs, backoff=0.2, max_backoff=2.0, timeout=20.0, affinity=True) ->
 
 
 def ask(reader, document: Document | None, question: str):
-    """A question's answering call, as a strategy makes it: inside the question's call context."""
+    """A question's answering call, as a strategy makes it: the question it is for in its parameters."""
     prompt = f"{document.text if document else ''}\nQuestion: {question}"
-    with call_context.asking(question, document):
-        return reader.complete([{"role": "user", "content": prompt}], PARAMS)
+    return reader.complete([{"role": "user", "content": prompt}], replace(PARAMS, asking=Asking(question, document)))
 
 
 def documents(n: int) -> list[Document]:

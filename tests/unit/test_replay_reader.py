@@ -6,6 +6,7 @@ import logging
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,11 @@ from lcrag.evaluation.datasets import detect_format, load_dataset
 from lcrag.evaluation.runner import EvalRunner, expand_configs
 from lcrag.pipeline import Settings
 from lcrag.readers import make_reader
-from lcrag.readers import call_context
+from lcrag.readers.call_context import Asking
 from lcrag.readers.base import GenerationParams
 from lcrag.readers.replay import TEMPLATE_TOKENS_PER_MESSAGE, Recordings, ReplayReader, TokenizerStandIn
 from lcrag.errors import DatasetError
+from lcrag.strategies.base import QueryContext, Timer, call_reader
 from lcrag.types import Document
 from tests.conftest import WhitespaceTokenizer
 
@@ -166,8 +168,9 @@ def test_an_unrecorded_question_is_skipped_counted_and_named_by_lcrag_eval(logs,
 
 # -- matching a call to its recording -------------------------------------------------------------------------------
 def answer(reader, question, document, route):
-    with call_context.asking(question, document), call_context.answering_route(route):
-        return reader.complete([{"role": "user", "content": f"{question}"}], GenerationParams()).text
+    """An answering call for ``question`` on ``route``, as a strategy makes one: what it is for in its parameters."""
+    params = GenerationParams(asking=Asking(question, document, route))
+    return reader.complete([{"role": "user", "content": f"{question}"}], params).text
 
 
 def test_a_question_on_two_documents_is_matched_by_text_or_path(logs, tmp_path):
@@ -183,16 +186,34 @@ def test_a_question_on_two_documents_is_matched_by_text_or_path(logs, tmp_path):
 
 def test_calls_that_are_not_answering_calls_are_refused(logs):
     reader = replay(logs)
-    with pytest.raises(InputError, match="this call is for no question"):
+    # e.g. a summariser's call while a question is answered: its parameters name no question
+    with pytest.raises(InputError, match="this call is for no question .*summariser"):
         reader.complete([{"role": "user", "content": "x"}], GenerationParams())
-    with call_context.asking(SHARED, Document(DOCS["docs/alpha.txt"])):  # e.g. a summariser's call
-        with pytest.raises(InputError, match="no answering call"):
-            reader.complete([{"role": "user", "content": "x"}], GenerationParams())
     with pytest.raises(InputError, match="'rag-wide' call has none"):
         answer(reader, SHARED, Document(DOCS["docs/alpha.txt"]), "rag-wide")
+    with pytest.raises(InputError, match="a call on no route has none"):
+        answer(reader, SHARED, Document(DOCS["docs/alpha.txt"]), None)
     # a strategy's own route is the default of its calls
-    with call_context.asking("Who founded Alpha?", None, "lc"), call_context.answering_route(None):
-        assert reader.complete([{"role": "user", "content": "x"}], GenerationParams()).text == "Ada"
+    assert Asking("Who founded Alpha?", None, "lc").on_route(None).route == "lc"
+
+
+def test_the_question_reaches_the_reader_through_its_parameters_not_ambient_state(logs):
+    """A strategy run by the pipeline gives each call the question it answers: the replay reader finds it in the
+    call's parameters, with no context variable set anywhere (issue 45, item 6)."""
+    import contextvars
+
+    reader = replay(logs)
+    seen: list[GenerationParams] = []
+    complete = reader.complete
+    reader.complete = lambda messages, params: seen.append(params) or complete(messages, params)
+    ctx = QueryContext(Document(DOCS["docs/alpha.txt"]), reader, index=lambda: None,
+                       asking=Asking("Who founded Alpha?", Document(DOCS["docs/alpha.txt"]), "lc"))
+    # run in a fresh, empty context: nothing ambient to read the question from
+    text, call = contextvars.Context().run(call_reader, ctx, "answer", [{"role": "user", "content": "x"}], Timer())
+    assert text == "Ada" and seen[0].asking.question == "Who founded Alpha?" and seen[0].asking.route == "lc"
+    # and the same reader called without the question in its parameters has none to answer
+    with pytest.raises(InputError, match="no question"):
+        call_reader(replace(ctx, asking=None), "answer", [{"role": "user", "content": "x"}], Timer())
 
 
 # -- checking recordings --------------------------------------------------------------------------------------------

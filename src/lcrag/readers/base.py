@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from lcrag.readers import streaming
+from lcrag.readers.call_context import Asking
 from lcrag.tokenization import Tokenizer
 from lcrag.types import Usage
 
@@ -38,6 +39,10 @@ class GenerationParams:
     # Names the prompt's document prefix (model, document, prompt) for readers that keep its KV state on disk; not
     # part of the request nor of the completion cache's key (it changes no answer).
     prefix_key: str | None = None
+    # What the call is for (the question, its document, the call's route: :mod:`lcrag.readers.call_context`), for
+    # readers that answer by it (replay) or place the call by it (a pool); None for a call for no question (a
+    # summariser's). Not part of the request nor of the completion cache's key.
+    asking: Asking | None = None
 
     def as_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}

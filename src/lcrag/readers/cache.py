@@ -20,7 +20,6 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from lcrag.errors import RunDirectoryError
-from lcrag.readers.call_context import current_question
 from lcrag.readers.base import Completion, GenerationParams, Message, Reader, reader_identity
 from lcrag.sqlite_store import KeyValueStore
 
@@ -40,11 +39,10 @@ def collection_tag(name: str) -> str:
     return f"collection:{name}"
 
 
-def question_tags() -> tuple[str, ...]:
-    """The tags of a completion made now: its question's collection, when it asks about one (a service's
-    collection document carries its ``collection_id``)."""
-    asked = current_question()
-    document = asked.document if asked is not None else None
+def question_tags(params: GenerationParams) -> tuple[str, ...]:
+    """The tags of a completion made with ``params``: its question's collection, when it asks about one (a
+    service's collection document carries its ``collection_id``)."""
+    document = params.asking.document if params.asking is not None else None
     if document is None or getattr(document, "collection_id", None) is None:
         return ()
     return (collection_tag(document.id),)
@@ -198,7 +196,7 @@ class CachedReader:
             hit.seconds = 0.0
             return hit
         completion = self.inner.complete(messages, params)
-        self.cache.put(key, completion, question_tags())
+        self.cache.put(key, completion, question_tags(params))
         with self._log_lock:
             self.misses += 1
             if self.miss_log:

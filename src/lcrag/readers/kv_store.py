@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lcrag.readers.cache import collection_tag, question_tags
+from lcrag.readers.cache import collection_tag
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,15 @@ class KVStore:
         path.unlink(missing_ok=True)
         return False
 
-    def save(self, post: Post, key: str) -> None:
-        """Save the slot's state under the key (once), then keep the directory within its byte limit."""
+    def save(self, post: Post, key: str, tags: tuple[str, ...] = ()) -> None:
+        """Save the slot's state under the key (once), tagged with ``tags`` (its question's collection: see
+        :func:`lcrag.readers.cache.question_tags`), then keep the directory within its byte limit."""
         path = self.path(key)
         if path.is_file():
             return
         temporary = f".{key}.{os.getpid()}.tmp"
         if post("save", temporary) and (self.directory / temporary).is_file():
             os.replace(self.directory / temporary, path)
-            tags = question_tags()
             if tags:
                 path.with_suffix(".tags").write_text("\n".join(tags) + "\n", encoding="utf-8")
             self.evict(keep=path)

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from lcrag.errors import InputError, ModelNotFoundError
+from lcrag.readers.cache import question_tags
 from lcrag.readers.kv_store import KVStore
 from lcrag.readers.openai_compat import OpenAIChatReader
 from lcrag.registry import READERS
@@ -94,7 +95,7 @@ class EmbeddedLlamaReader(OpenAIChatReader):
                 self._kv.restore(self._slot, key)
             self._slot_key = None  # until done: a cancelled or failed call leaves the slot holding part of it
             completion = super().complete(messages, params)
-            self._kv.save(self._slot, key)
+            self._kv.save(self._slot, key, question_tags(params))
             self._slot_key = key
         return completion
 

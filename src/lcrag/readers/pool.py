@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from lcrag.errors import Cancelled, InputError
 from lcrag.http_client import DEFAULT_TIMEOUT, ServerUnavailable, resolve_endpoints, split_base_urls
-from lcrag.readers import call_context, streaming
+from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.readers.openai_compat import OpenAIChatReader
 from lcrag.registry import READERS
@@ -169,8 +169,7 @@ def affinity_key(params: GenerationParams) -> str | None:
     """What keeps a call on one server: the content hash of the document its question is about; else the prompt's
     document prefix (``prefix_key``); None (any server) for a question over a corpus index, whose prompts share
     no document."""
-    asked = call_context.current_question()
-    source = asked.document if asked is not None else None
+    source = params.asking.document if params.asking is not None else None
     if source is not None and getattr(source, "kind", None) == DOCUMENT:
         return source.content_hash
     return params.prefix_key

@@ -9,8 +9,8 @@ SOURCE is a recordings JSONL (see :mod:`lcrag.readers.recordings`), or a LaRA pr
 model (``predictions/MODEL/{full,rag}_preds_*_{length}_{type}_{task}.jsonl``, ``full`` = lc; its documents are
 ``LARA_ROOT/datasets/{length}/{type}/{file}``, LARA_ROOT the folder two levels above).
 
-Which recording answers a call is read from :mod:`lcrag.readers.call_context` (the question, its document and the
-call's route), never parsed from the prompt. A question recorded on several documents (LaRA's 32k and 128k splits)
+Which recording answers a call is read from what the call is for, given with it (``params.asking``: the
+question, its document and the call's route, see :mod:`lcrag.readers.call_context`), never parsed from the prompt. A question recorded on several documents (LaRA's 32k and 128k splits)
 is matched to the current document by its path (a suffix of the recorded one) or by its text (sha256 of the file
 read as lcrag reads it). Token counts come from a stand-in tokenizer (the recorded readers' own are not available
 offline): the bundled SmolLM2's (its chat template included), or ``--tokenizer tokenizer.json``; the counts of long
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcrag.errors import InputError, NoAnswer
-from lcrag.readers import call_context
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.registry import READERS
 
@@ -454,22 +453,21 @@ class ReplayReader:
         return self.counts.count(f"{self.tokenizer.name}\0chat", text,
                                  lambda: self.stand_in.count_prompt_tokens(messages, self.tokenizer))
 
-    def recording(self) -> Recording:
-        """The recording that answers the call in progress (see :mod:`lcrag.readers.call_context`)."""
-        asked, route = call_context.current_question(), call_context.current_route()
+    def recording(self, params: GenerationParams) -> Recording:
+        """The recording that answers a call made with ``params`` (what it is for: ``params.asking``)."""
+        asked = params.asking
         if asked is None:
             raise InputError(f"{self.model} answers questions asked through lcrag (a strategy answering a question); "
-                             "this call is for no question")
-        if route not in ("lc", "rag"):
-            what = (f"a {route!r} call" if route else
-                    "a call that is no answering call (a retriever's or summariser's: give those another reader, "
-                    "e.g. --summary-llm)")
+                             "this call is for no question (a retriever's or summariser's call: give those another "
+                             "reader, e.g. --summary-llm)")
+        if asked.route not in ("lc", "rag"):
+            what = f"a {asked.route!r} call" if asked.route else "a call on no route"
             raise InputError(f"{self.model} replays recorded lc and rag answers; {what} has none")
-        return self.recordings.find(asked.question, route, asked.document)
+        return self.recordings.find(asked.question, asked.route, asked.document)
 
     def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
         started = time.perf_counter()
-        rec = self.recording()
+        rec = self.recording(params)
         prompt_tokens = self.count_prompt_tokens(messages)
         completion_tokens = self.tokenizer.count(rec.prediction)
         return Completion(text=rec.prediction, model=self.model, prompt_tokens=prompt_tokens,

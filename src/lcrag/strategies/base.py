@@ -17,8 +17,9 @@ from lcrag.assembly import (
     truncate_middle,
 )
 from lcrag.errors import InputError
-from lcrag.readers import call_context, streaming
+from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
+from lcrag.readers.call_context import Asking
 from lcrag.retrieval.base import RetrievalIndex
 from lcrag.strategies.prompts import PromptSet
 from lcrag.tokenization import Tokenizer
@@ -49,6 +50,9 @@ class QueryContext:
     last_calls: dict[str, LLMCall] = field(default_factory=dict)
     # Where a learned router holding an LC share at run time keeps its state (the pipeline's cache); None: its own.
     share_ledgers: Any = None
+    # The question being answered, its document and the strategy's route (set by Pipeline.ask): what each answering
+    # call is for, given to the reader in its GenerationParams (read_completion). None: answering no question.
+    asking: Asking | None = None
     # One lock for this context's shared state; a shallow copy (``replace``) shares it with its memo.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
@@ -92,7 +96,7 @@ def call_reader(ctx: QueryContext, stage: str, messages: list[dict[str, str]], t
                 route: str | None = None) -> tuple[str, LLMCall]:
     """The reader's stripped answer and the call's accounting (the interface plugins use). ``route``: what the
     prompt holds, "lc" (the whole document) or "rag" (retrieved chunks); None: the running strategy's route
-    (readers may read it, see :mod:`lcrag.readers.call_context`)."""
+    (given to the reader with the question, see :mod:`lcrag.readers.call_context`)."""
     text, call, _ = read_completion(ctx, stage, messages, timer, route=route)
     return text, call
 
@@ -101,8 +105,9 @@ def read_completion(ctx: QueryContext, stage: str, messages: list[dict[str, str]
                     top_logprobs: int = 0, *, route: str | None = None) -> tuple[str, LLMCall, Completion]:
     """As :func:`call_reader`, plus the completion itself: its token probabilities when ``top_logprobs`` asks."""
     params = replace(ctx.params, top_logprobs=top_logprobs) if top_logprobs else ctx.params
-    with (timer.stage(f"llm:{stage}"), streaming.answering_call(stage) as live,
-          call_context.answering_route(route)):
+    if ctx.asking is not None:
+        params = replace(params, asking=ctx.asking.on_route(route))
+    with timer.stage(f"llm:{stage}"), streaming.answering_call(stage) as live:
         completion = ctx.reader.complete(messages, params)
         if live is not None and not live.streamed:  # from the completion cache, or a reader that cannot stream
             live.token(completion.text)
