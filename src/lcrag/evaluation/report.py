@@ -326,6 +326,16 @@ def judged_section(run_dir: Path) -> str:
         raise RunDirectoryError(f"{path}: not the table `lcrag eval --judge` writes; delete it or judge again") from None
 
 
+_TITLES = {"corpus": "LongRAG over a corpus (EM = LongRAG single_ans_em and refined EM = §6.2, both on the turn-2 short answer; F1 = LongBench qa_f1; long answer has it = LongRAG is_substring_match on the turn-1 answer)",
+           "table1": "a. LC, RAG and Self-Route (Self-Route paper, Table 1 layout)",
+           "by_config": "Every configuration, per dataset",
+           "overlap": "b. LC/RAG prediction overlap", "k_ablation": "c. k ablation",
+           "budget_curve": "d. OP-RAG vs score-ordered RAG across the budget",
+           "win_lose_by_dataset": "e. LC vs RAG win–lose, by dataset",
+           "win_lose_by_question_type": "e. LC vs RAG win–lose, by question type",
+           "retrievers": "f. Retrievers against LC (LC-vs-RAG study, Table 5 layout; prompt tokens = mean per RAG question)"}
+
+
 def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | None = None) -> Path:
     """report.md, CSV tables and plots in RUN/report/; ``cost`` (a row's calls priced in USD, e.g. by
     :func:`lcrag.evaluation.prices.calls_cost`) adds money next to tokens."""
@@ -333,28 +343,47 @@ def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | Non
     rows = load_rows(run_dir)
     if not rows:
         raise InputError(f"{run_dir} has no finished rows yet")
-    manifest = read_manifest(run_dir) or {}
     out = run_dir / "report"
     out.mkdir(exist_ok=True)
-    sections = []
-    t1 = table1(rows)
+    tables, diffs = _tables(rows, cost)
+    for name, (header, body) in tables.items():
+        _write_csv(out / f"{name}.csv", header, body)
+    plots, skipped = _plots(out, diffs, tables["k_ablation"][1], tables["budget_curve"][1])
+    if skipped:
+        log.warning("plots skipped (matplotlib is not installed): %s; to get them: %s", ", ".join(skipped), PLOTS_EXTRA)
+    sections = [_heading(run_dir, rows)]
+    for name, (header, body) in tables.items():
+        sections.append(f"## {_TITLES[name]}\n\n" + (_md_table(header, body) if body else "(no rows for this analysis in this run)"))
+    if (run_dir / JUDGED).is_file():
+        sections.append(judged_section(run_dir))
+    if skipped:
+        sections.append(f"## Plots\n\nNot drawn: {', '.join(skipped)} (matplotlib is not installed; `{PLOTS_EXTRA}`).")
+    if plots:
+        sections.append("## Plots\n\n" + "\n".join(f"![{p}]({p})" for p in plots))
+    path = out / "report.md"
+    path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+    return path
+
+
+def _tables(rows: list[dict], cost: Callable[[dict], float | None] | None) -> tuple[dict, list]:
+    """The report's tables by name (the corpus table first when the run has corpus rows, the retrievers' when it
+    compares several), and the LC/RAG prediction differences the overlap plot draws."""
     ov_header, ov_body, diffs = overlap(rows)
-    wl_ds, wl_qt = win_lose(rows, "dataset"), win_lose(rows, "question_type")
-    k_ab = _sweep([r for r in rows if r["budget"] is None], "k")
-    budget = _sweep(rows, "budget")
-    tables = {"table1": t1, "by_config": by_config(rows, cost), "overlap": (ov_header, ov_body), "k_ablation": k_ab, "budget_curve": budget,
-              "win_lose_by_dataset": wl_ds, "win_lose_by_question_type": wl_qt}
+    tables = {"table1": table1(rows), "by_config": by_config(rows, cost), "overlap": (ov_header, ov_body),
+              "k_ablation": _sweep([r for r in rows if r["budget"] is None], "k"),
+              "budget_curve": _sweep(rows, "budget"), "win_lose_by_dataset": win_lose(rows, "dataset"),
+              "win_lose_by_question_type": win_lose(rows, "question_type")}
     retrievers = retriever_table(rows)
     if len(retrievers[1]) > 1:
         tables["retrievers"] = retrievers
     corpus = corpus_table(rows)
-    if corpus[1]:
-        tables = {"corpus": corpus, **tables}
-    for name, (header, body) in tables.items():
-        _write_csv(out / f"{name}.csv", header, body)
-    plots, skipped = _plots(out, diffs, k_ab[1], budget[1])
-    if skipped:
-        log.warning("plots skipped (matplotlib is not installed): %s; to get them: %s", ", ".join(skipped), PLOTS_EXTRA)
+    return ({"corpus": corpus, **tables} if corpus[1] else tables), diffs
+
+
+def _heading(run_dir: Path, rows: list[dict]) -> str:
+    """The report's title paragraph: the run, its reader and prompts, its metrics, the harness's overhead and the
+    closed-book question filter."""
+    manifest = read_manifest(run_dir) or {}
     overhead = ""
     wall, llm, sequential = session_times(run_dir)
     if wall and sequential:
@@ -365,26 +394,7 @@ def write_report(run_dir: str | Path, cost: Callable[[dict], float | None] | Non
         overhead += (f"\n\nQuestion filter (closed-book stage): {sum(r['score'] >= 0.999 for r in closed)} of "
                      f"{len(closed)} questions answered correctly without any context.")
     metrics = "; ".join(f"`{k}` = {v}" for k, v in manifest.get("metrics", {}).items())
-    sections.append(f"# Evaluation report\n\nRun: `{run_dir}` · reader `{manifest.get('reader')}` · "
-                    f"prompts `{manifest.get('prompt_version')}` · {len(rows)} rows.\n\nMetrics: {metrics or 'see rows'}.\n"
-                    "Scores are ×100 means over questions; token % = Self-Route's (or the strategy's) prompt tokens "
-                    "over LC's on the same questions." + overhead)
-    titles = {"corpus": "LongRAG over a corpus (EM = LongRAG single_ans_em and refined EM = §6.2, both on the turn-2 short answer; F1 = LongBench qa_f1; long answer has it = LongRAG is_substring_match on the turn-1 answer)",
-              "table1": "a. LC, RAG and Self-Route (Self-Route paper, Table 1 layout)",
-              "by_config": "Every configuration, per dataset",
-              "overlap": "b. LC/RAG prediction overlap", "k_ablation": "c. k ablation",
-              "budget_curve": "d. OP-RAG vs score-ordered RAG across the budget",
-              "win_lose_by_dataset": "e. LC vs RAG win–lose, by dataset",
-              "win_lose_by_question_type": "e. LC vs RAG win–lose, by question type",
-              "retrievers": "f. Retrievers against LC (LC-vs-RAG study, Table 5 layout; prompt tokens = mean per RAG question)"}
-    for name, (header, body) in tables.items():
-        sections.append(f"## {titles[name]}\n\n" + (_md_table(header, body) if body else "(no rows for this analysis in this run)"))
-    if (run_dir / JUDGED).is_file():
-        sections.append(judged_section(run_dir))
-    if skipped:
-        sections.append(f"## Plots\n\nNot drawn: {', '.join(skipped)} (matplotlib is not installed; `{PLOTS_EXTRA}`).")
-    if plots:
-        sections.append("## Plots\n\n" + "\n".join(f"![{p}]({p})" for p in plots))
-    path = out / "report.md"
-    path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
-    return path
+    return (f"# Evaluation report\n\nRun: `{run_dir}` · reader `{manifest.get('reader')}` · "
+            f"prompts `{manifest.get('prompt_version')}` · {len(rows)} rows.\n\nMetrics: {metrics or 'see rows'}.\n"
+            "Scores are ×100 means over questions; token % = Self-Route's (or the strategy's) prompt tokens "
+            "over LC's on the same questions." + overhead)
