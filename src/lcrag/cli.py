@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ from lcrag.cli_mcp import mcp
 from lcrag.cli_worker import worker
 from lcrag.cli_serve import BaseUrl as BaseURL, PoolBackoff, PoolMaxBackoff, ServerSlots, serve
 from lcrag.assembly.context import ORDERS
+from lcrag.documents.limits import ParseLimits
 from lcrag.errors import LcragError, OptionError
 from lcrag.options import SettingError, at_least, cli_message, longrag_choices, option_values, reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
@@ -154,7 +154,7 @@ def ask(
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)  # an unknown model: one line now, before any model loads
-    document = as_document(doc)
+    document = as_document(doc, ctx.obj)
     live = TerminalAnswer(sys.stdout) if sys.stdout.isatty() and not as_json else None
     answer = _answer(settings, document, question, live)
     cost = calls_cost(answer.calls, table, price_as)
@@ -237,7 +237,7 @@ def index(
 
     settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
         {"chunking": chunking, "cache": False}).settings()  # indexing asks the reader nothing to cache
-    document = as_document(doc)
+    document = as_document(doc, ctx.obj)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
         try:
@@ -404,7 +404,8 @@ def evaluate(
     wanted = run.eval
     names, retrievers = list(wanted.strategies), list(wanted.retrievers)
     settings = run.settings()
-    loaded = load_dataset(wanted.dataset, wanted.format, skip_bad=wanted.skip_bad, limit=wanted.limit)
+    loaded = load_dataset(wanted.dataset, wanted.format, skip_bad=wanted.skip_bad, limit=wanted.limit,
+                          max_bytes=(ctx.obj or ParseLimits()).file_bytes)
     if loaded.skipped:
         stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
     configs = expand_configs(names, retrievers, list(wanted.ks), list(wanted.budgets), list(wanted.units))
@@ -497,16 +498,18 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A directory written by 
 
 @app.callback()
 def _global_options(
+    ctx: typer.Context,
     max_file_mb: Annotated[Optional[float], typer.Option(
-        "--max-file-mb", help="Largest input file read whole (documents, datasets, prompts), in MB; default 512 or "
-                              "LCRAG_MAX_FILE_MB. Corpora are streamed and have no limit.")] = None,
+        "--max-file-mb", envvar="LCRAG_MAX_FILE_MB",
+        help="Largest input file read whole (documents, datasets), in MB; default 512. Corpora are streamed and "
+             "have no limit.")] = None,
 ) -> None:
     """Answer questions over long documents: LC, RAG, OP-RAG, Self-Route."""
-    if max_file_mb is not None:
-        if not max_file_mb > 0:
-            raise SettingError("max_file_mb", f"must be > 0, got {max_file_mb:g}")
-        # The file readers take the limit from the environment, so every command (and its threads) sees it.
-        os.environ["LCRAG_MAX_FILE_MB"] = repr(max_file_mb)
+    if max_file_mb is not None and not max_file_mb > 0:
+        raise SettingError("max_file_mb", f"must be > 0, got {max_file_mb:g}")
+    # Handed to the commands in their context object (click passes a parent's obj to its subcommands), which give
+    # it to the readers of files: the ParseLimits a document is loaded with, a dataset's max_bytes.
+    ctx.obj = ParseLimits(file_mb=max_file_mb) if max_file_mb is not None else ParseLimits()
 
 
 def _usage_error_line(exc: Exception) -> str | None:

@@ -16,6 +16,7 @@ from lcrag.chunking import Chunker, make_chunker
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.config import MAX_WINDOW_TOKENS, PER_QUESTION, ChunkingConfig, Settings
 from lcrag.documents import load_document
+from lcrag.documents.limits import ParseLimits
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.errors import InputError, OptionError
 from lcrag.options import at_least, at_most
@@ -55,15 +56,15 @@ _STRATEGIES_KEPT = 128  # strategies kept per pipeline, one per strategy spec (a
 _CORPORA_KEPT = 16  # corpus indexes kept open per pipeline (one per directory and unit kind)
 
 
-def as_document(document: QuestionSource | str | Path) -> QuestionSource:
+def as_document(document: QuestionSource | str | Path, limits: ParseLimits | None = None) -> QuestionSource:
     """``document`` itself (a document, a corpus source), a corpus index (a directory written by ``lcrag corpus
     build``: the strategies that read a corpus then read its retrieval units), or the document loaded from a file
-    or directory."""
+    or directory within ``limits`` (None: the defaults; ``file_mb``: the largest file read whole)."""
     if not isinstance(document, (str, Path)):
         return document
     if is_corpus_index(document):
         return CorpusSource.open(document)
-    return load_document(document)
+    return load_document(document, limits)
 
 
 class Pipeline:
@@ -79,13 +80,16 @@ class Pipeline:
         memory: SizedLRU | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         query_cache: bool | None = None,
+        parse_limits: ParseLimits | None = None,
     ):
         """``memory``: where indexes and answering contexts are kept, least recently used dropped first beyond
         its bound (default: this pipeline's own, of ``memory_bytes``); pipelines may share one when they share
         their reader and embedder (an index is keyed by document, chunking, retriever options and cache directory,
         not by them). ``query_cache``: keep question vectors on disk under the cache directory (default: when
-        ``settings.cache`` is on; an eval, which keeps its own completion cache, turns it on by itself)."""
+        ``settings.cache`` is on; an eval, which keeps its own completion cache, turns it on by itself).
+        ``parse_limits``: what reading a document given by its path may cost (the largest file, its text)."""
         self.settings = settings or Settings()
+        self.parse_limits = parse_limits or ParseLimits()
         self.cache_dir = cache_directory(self.settings.cache_dir)
         # A router holding an LC share keeps it per reader in the cache, shared with other processes.
         self.share_ledgers = ShareLedgers(self.cache_dir / "routing-shares")
@@ -187,7 +191,7 @@ class Pipeline:
         per document and chunking, built by one thread while others asking for it wait (no pipeline-wide lock is
         held meanwhile). Its retrievers are built per :class:`~lcrag.specs.RetrieverSpec` (``index.retriever``)."""
         s = settings or self.settings
-        document = as_document(document)
+        document = as_document(document, self.parse_limits)
         if document.kind == CORPUS:
             raise InputError(f"{document.source} is a corpus index: its units were made by `lcrag corpus build`")
         chunking = chunking or s.chunking_for(s.strategy)
@@ -303,7 +307,7 @@ class Pipeline:
         s = self.settings_for(choices)
         strategy = strategy or s.strategy
         spec = resolve(s, strategy)  # every choice, once: the strategy and the context are found by it
-        source = as_document(document)
+        source = as_document(document, self.parse_limits)
         check_reads(strategy, source)  # a corpus index with a strategy that reads one text: refused in one line
         runner = self.strategy(strategy, s, spec)
         ctx = self.context(source, strategy, s, spec)

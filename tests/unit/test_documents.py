@@ -7,6 +7,7 @@ import signal
 import pytest
 
 from lcrag.documents import load_document, load_documents
+from lcrag.documents.limits import ParseLimits
 from lcrag.errors import InputError
 
 
@@ -160,14 +161,12 @@ def test_directory_skips_fifos_and_devices(tmp_path, no_hang, caplog):
     assert "skipped 2 entries that are not regular files" in caplog.text
 
 
-def test_size_limit_has_its_own_message(tmp_path, monkeypatch):
+def test_size_limit_has_its_own_message(tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("word " * 300_000)  # 1.5 MB
-    monkeypatch.setenv("LCRAG_MAX_FILE_MB", "1")
     with pytest.raises(InputError, match=r"big\.txt is 1\.4 MB, over the 1 MB limit \(raise it with --max-file-mb"):
-        load_document(path)
-    monkeypatch.setenv("LCRAG_MAX_FILE_MB", "2")
-    assert load_document(path).text.startswith("word word")
+        load_document(path, ParseLimits(file_mb=1))
+    assert load_document(path, ParseLimits(file_mb=2)).text.startswith("word word")
 
 
 # Corpora are streamed line by line, so they are strict UTF-8: an undecodable line is a bad record, never garbage.

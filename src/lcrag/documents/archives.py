@@ -119,7 +119,7 @@ def _inflated_size(raw: memoryview, most: int) -> int:
     return total
 
 
-def check_text(text: str, path: Path, max_chars: int | None = None) -> str:
-    """``text`` when within the characters one document may yield, else an :class:`InputError`."""
+def check_text(text: str, path: Path, max_chars: int) -> str:
+    """``text`` when within the ``max_chars`` characters one document may yield, else an :class:`InputError`."""
     check_chars(len(text), path, max_chars)
     return text

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
-from lcrag.documents.limits import TextBudget
+from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.errors import InputError
 from lcrag.provenance import PHYSICAL
 from lcrag.registry import LOADERS
@@ -104,14 +104,16 @@ def _rows(table, budget: TextBudget) -> str:
     return "\n".join(lines)
 
 
-def docx_document(path: Path) -> Document:
+def docx_document(path: Path, limits: ParseLimits | None = None) -> Document:
+    """The document at ``path``, read within ``limits`` (None: the defaults)."""
+    limits = limits or ParseLimits()
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
-    data = read_regular_file(path)
+    data = read_regular_file(path, limits.file_bytes)
     doc = _open(path, data)
     paged = _has_page_breaks(data, doc.part.partname.membername)  # the body the package names, not a fixed path
-    page, levels, budget = 1, _heading_levels(doc), TextBudget(path, len(data))
+    page, levels, budget = 1, _heading_levels(doc), TextBudget(path, limits, len(data))
     builder = budget.builder()
     for block in doc.iter_inner_content():
         if isinstance(block, Paragraph):
@@ -126,7 +128,7 @@ def docx_document(path: Path) -> Document:
             continue
         builder.add(text, page=str(page))
         page += _page_breaks(block._element) if paged else 0
-    if not check_text(builder.text, path):
+    if not check_text(builder.text, path, limits.chars):
         raise InputError(f"{path}: the Word document holds no text")
     layout = builder.layout(PHYSICAL, f"python-docx {version('python-docx')}")
     if page == 1:  # no page break recorded: the file has no pages to cite, only sections
@@ -136,5 +138,5 @@ def docx_document(path: Path) -> Document:
 
 @LOADERS.register("docx", help="Word .docx (python-docx): paragraphs and tables, heading styles as sections",
                   suffixes=(".docx",), forms=(".docx",))
-def load_docx(path: Path) -> list[Document]:
-    return [docx_document(path)]
+def load_docx(path: Path, limits: ParseLimits) -> list[Document]:
+    return [docx_document(path, limits)]

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.html import add_main_text, extractor_version
-from lcrag.documents.limits import TextBudget
+from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
 from lcrag.types import Document
@@ -61,17 +61,19 @@ def _toc_titles(book: zipfile.ZipFile, toc: str) -> dict[str, str]:
     return titles
 
 
-def epub_document(path: Path) -> Document:
+def epub_document(path: Path, limits: ParseLimits | None = None) -> Document:
+    """The document at ``path``, read within ``limits`` (None: the defaults)."""
+    limits = limits or ParseLimits()
     from lxml import etree
 
-    data = read_regular_file(path)
+    data = read_regular_file(path, limits.file_bytes)
     try:
         book = open_archive(data, path)  # before any part expands
         if any(name == "META-INF/encryption.xml" for name in book.namelist()):
             raise InputError(f"{path}: the e-book is encrypted (DRM); lcrag reads only unencrypted EPUB files")
         toc, spine, _ = _package(book)
         titles = _toc_titles(book, toc)
-        budget = TextBudget(path, len(data))
+        budget = TextBudget(path, limits, len(data))
         builder = budget.builder()
         for chapter in spine:
             title = titles.get(chapter)
@@ -82,7 +84,7 @@ def epub_document(path: Path) -> Document:
     except (zipfile.BadZipFile, KeyError, AttributeError, etree.XMLSyntaxError) as exc:
         raise InputError(f"{path}: not a valid EPUB ({exc.__class__.__name__}: {exc}); re-save it, e.g. with Calibre's "
                          "ebook-convert") from None
-    if not check_text(builder.text, path):
+    if not check_text(builder.text, path, limits.chars):
         raise InputError(f"{path}: the e-book holds no text (its chapters may be images: run OCR first)")
     return Document(text=builder.text, id=path.stem, title=path.stem, source=str(path),
                     layout=builder.layout(None, extractor_version() + "; epub 1"))
@@ -90,5 +92,5 @@ def epub_document(path: Path) -> Document:
 
 @LOADERS.register("epub", help="EPUB e-book: chapters in reading order through the HTML path, chapter titles as "
                   "sections", suffixes=(".epub",), forms=(".epub",))
-def load_epub(path: Path) -> list[Document]:
-    return [epub_document(path)]
+def load_epub(path: Path, limits: ParseLimits) -> list[Document]:
+    return [epub_document(path, limits)]

@@ -17,19 +17,15 @@ from lcrag.errors import InputError
 
 log = logging.getLogger(__name__)
 
-# Larger inputs are refused unless the user raises the limit (``lcrag --max-file-mb`` / ``LCRAG_MAX_FILE_MB``).
+# Larger inputs are refused unless the caller gives a larger limit (``lcrag --max-file-mb``; a loader is given it in
+# its ParseLimits, ``file_mb``): passed to every reader of a file, never read from the environment.
 DEFAULT_MAX_FILE_MB = 512
-_RAISE_LIMIT = "raise it with --max-file-mb or LCRAG_MAX_FILE_MB"
+DEFAULT_MAX_FILE_BYTES = DEFAULT_MAX_FILE_MB << 20
+_RAISE_LIMIT = "raise it with --max-file-mb"
 
 
-def max_file_bytes() -> int:
-    value = os.environ.get("LCRAG_MAX_FILE_MB")
-    try:
-        mb = float(value) if value else DEFAULT_MAX_FILE_MB
-    except ValueError:
-        raise InputError(f"LCRAG_MAX_FILE_MB must be a number of megabytes, not {value!r}") from None
-    if mb <= 0:
-        raise InputError(f"LCRAG_MAX_FILE_MB must be > 0, not {value!r}")
+def megabytes(mb: float) -> int:
+    """``mb`` megabytes (a file size limit as a user gives it) in bytes."""
     return int(mb * 1024 * 1024)
 
 
@@ -39,7 +35,7 @@ def _mb(size: int) -> str:
     return f"{size / 2**20:.1f}".removesuffix(".0") + " MB"
 
 
-def check_regular_file(path: Path, max_bytes: int | None = None) -> int:
+def check_regular_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> int:
     """The size of ``path``, after checking it is a readable regular file within the size limit (never blocks)."""
     path = Path(path)
     try:
@@ -52,16 +48,15 @@ def check_regular_file(path: Path, max_bytes: int | None = None) -> int:
         raise InputError(f"{path} is a directory, not a file")
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{path} is not a regular file (a pipe, socket or device); give a file")
-    limit = max_bytes if max_bytes is not None else max_file_bytes()
-    if info.st_size > limit:
-        raise InputError(f"{path} is {_mb(info.st_size)}, over the {_mb(limit)} limit ({_RAISE_LIMIT})")
+    if info.st_size > max_bytes:
+        raise InputError(f"{path} is {_mb(info.st_size)}, over the {_mb(max_bytes)} limit ({_RAISE_LIMIT})")
     return info.st_size
 
 
-def read_regular_file(path: Path, max_bytes: int | None = None) -> bytes:
-    """The bytes of a regular file within the size limit; anything else is an :class:`InputError`."""
+def read_regular_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file within ``max_bytes``; anything else is an :class:`InputError`."""
     check_regular_file(path, max_bytes)
-    limit = max_bytes if max_bytes is not None else max_file_bytes()
+    limit = max_bytes
     try:
         with open(path, "rb") as f:
             # Read what the file holds, not a buffer the size of the limit (512 MB, allocated up front by read(n));

@@ -13,7 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from lcrag.documents.files import decode_text, read_regular_file
-from lcrag.documents.limits import TextBudget
+from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.provenance import TextBuilder
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
@@ -103,10 +103,12 @@ def add_main_text(builder: TextBuilder, markup: str, chapter: str | None = None,
     return added
 
 
-def html_document(path: Path) -> Document:
-    data = read_regular_file(path)
+def html_document(path: Path, limits: ParseLimits | None = None) -> Document:
+    """The document at ``path``, read within ``limits`` (None: the defaults)."""
+    limits = limits or ParseLimits()
+    data = read_regular_file(path, limits.file_bytes)
     markup = decode_text(path, data)
-    budget = TextBudget(path, len(data))
+    budget = TextBudget(path, limits, len(data))
     builder = budget.builder()
     if not add_main_text(builder, markup, budget=budget):
         raise InputError(f"{path}: no main text found in the HTML page (only navigation, scripts or markup); save "
@@ -117,5 +119,5 @@ def html_document(path: Path) -> Document:
 
 @LOADERS.register("html", help="HTML page: main text without navigation and boilerplate (trafilatura), headings as "
                   "sections", suffixes=(".html", ".htm", ".xhtml"), forms=(".html",))
-def load_html(path: Path) -> list[Document]:
-    return [html_document(path)]
+def load_html(path: Path, limits: ParseLimits) -> list[Document]:
+    return [html_document(path, limits)]

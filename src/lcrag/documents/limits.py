@@ -6,9 +6,10 @@ the text it yields as it goes (page by page, chapter by chapter, row by row) aga
 document over a limit is refused at the limit, never after it was all extracted. What no loader can count (a parser
 stuck inside one C call) is bounded by the process it runs in: :mod:`lcrag.documents.sandbox`.
 
-The limits in force are the context's (:func:`applied`), else the defaults; ``lcrag serve`` and ``lcrag mcp`` set
-them with ``--max-document-chars``, ``--max-chars-per-byte``, ``--max-parse-seconds``, ``--max-parse-mb`` and
-``--max-title-chars``.
+The limits are passed to each loader (``load_documents(path, limits)``; a loader is called with the file and its
+:class:`ParseLimits`), never looked up: ``lcrag serve`` and ``lcrag mcp`` set them with ``--max-document-chars``,
+``--max-chars-per-byte``, ``--max-parse-seconds``, ``--max-parse-mb`` and ``--max-title-chars``; the largest file
+read whole is ``file_mb`` (``lcrag --max-file-mb``).
 
 What a document holds besides its text counts too: each heading (its title, cut to ``title_chars``, and a section's
 weight) and each segment of its layout (its page label and a segment's weight), so a small file of many long
@@ -16,12 +17,10 @@ headings is held to the same budget as its text would be."""
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lcrag.documents.files import DEFAULT_MAX_FILE_MB, megabytes
 from lcrag.errors import InputError
 from lcrag.provenance import MAX_TITLE_CHARS, Sections, TextBuilder
 
@@ -41,13 +40,15 @@ MAX_PARSE_MB = 1024.0
 class ParseLimits:
     """The limits one document's reading keeps within. ``chars`` and ``chars_per_byte`` are checked by the loaders
     as they read; ``seconds`` and ``memory_mb`` by the sandbox's process (reading in-process has no deadline);
-    ``title_chars``: the longest heading title or page label kept (a longer one is cut, with an ellipsis)."""
+    ``title_chars``: the longest heading title or page label kept (a longer one is cut, with an ellipsis);
+    ``file_mb``: the largest file read whole (a larger one is refused before it is read)."""
 
     seconds: float = MAX_PARSE_SECONDS
     memory_mb: float = MAX_PARSE_MB
     chars: int = MAX_DOCUMENT_CHARS
     chars_per_byte: float = MAX_CHARS_PER_BYTE
     title_chars: int = MAX_TITLE_CHARS
+    file_mb: float = DEFAULT_MAX_FILE_MB
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -63,36 +64,23 @@ class ParseLimits:
         with it.)"""
         return f"c{self.chars}-r{self.chars_per_byte:g}-t{self.title_chars}"
 
+    @property
+    def file_bytes(self) -> int:
+        """The largest file read whole, in bytes."""
+        return megabytes(self.file_mb)
+
     def process_bounds(self) -> dict[str, float]:
         """The limits of the process a file is parsed in."""
         return {"seconds": float(self.seconds), "memory_mb": float(self.memory_mb)}
-
-
-_LIMITS: contextvars.ContextVar[ParseLimits] = contextvars.ContextVar("lcrag_parse_limits", default=ParseLimits())
-
-
-def current() -> ParseLimits:
-    return _LIMITS.get()
-
-
-@contextmanager
-def applied(limits: ParseLimits) -> Iterator[ParseLimits]:
-    """``limits`` in force for the loaders called inside (in this thread or task)."""
-    token = _LIMITS.set(limits)
-    try:
-        yield limits
-    finally:
-        _LIMITS.reset(token)
 
 
 def _size(count: int) -> str:
     return f"{count / (1 << 20):,.1f} MB" if count >= 1 << 20 else f"{count:,} bytes"
 
 
-def check_chars(count: int, path: Path, max_chars: int | None = None, headings: int = 0) -> None:
+def check_chars(count: int, path: Path, limit: int, headings: int = 0) -> None:
     """Refuse a document whose text (``count`` characters, ``headings`` of them its headings' and layout's) has
-    reached a count over the limit."""
-    limit = current().chars if max_chars is None else max_chars
+    reached a count over ``limit``."""
     if count > limit:
         what = f"{count:,} characters of text" if not headings else \
             f"{count:,} characters of text and headings ({headings:,} of headings, sections and page labels)"
@@ -107,9 +95,9 @@ class TextBudget:
     and layout are counted by the :class:`Sections` and :class:`TextBuilder` it makes with :meth:`sections` and
     :meth:`builder`, through :meth:`add_headings`."""
 
-    def __init__(self, path: Path, file_bytes: int | None = None, limits: ParseLimits | None = None):
+    def __init__(self, path: Path, limits: ParseLimits, file_bytes: int | None = None):
         self.path = Path(path)
-        self.limits = limits or current()
+        self.limits = limits
         self.file_bytes = self.path.stat().st_size if file_bytes is None else file_bytes
         self.chars = 0
         self.headings = 0  # of chars: what headings, sections and segments weigh

@@ -11,8 +11,8 @@ import json
 import logging
 from pathlib import Path
 
-from lcrag.documents.files import decode_text, read_regular_file
-from lcrag.documents.limits import TextBudget
+from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES, decode_text, read_regular_file
+from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS, Part, spoken_list
 from lcrag.types import Document
@@ -20,16 +20,16 @@ from lcrag.types import Document
 log = logging.getLogger(__name__)
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     # Regular files only, within the size limit, decoded or refused: a FIFO, a device or random bytes never get in.
-    return decode_text(path, read_regular_file(path))
+    return decode_text(path, read_regular_file(path, max_bytes))
 
 
 @LOADERS.register("text", help="plain text, one document per file (and any file no loader claims)",
                   default=True, suffixes=(".txt", ".text"), forms=(".txt",))
-def load_text_file(path: Path) -> list[Document]:
+def load_text_file(path: Path, limits: ParseLimits) -> list[Document]:
     try:
-        text = read_text(path)
+        text = read_text(path, limits.file_bytes)
     except InputError as exc:
         if path.suffix.lower() not in (".txt", ".text", "") and "binary" in str(exc):
             raise InputError(f"{path}: {path.suffix} is not a format lcrag reads (it reads {spoken_list(_forms())}); "
@@ -37,15 +37,15 @@ def load_text_file(path: Path) -> list[Document]:
         raise
     if not text.strip():
         raise InputError(f"{path} is empty")
-    TextBudget(path).add(len(text))
+    TextBudget(path, limits).add(len(text))
     return [Document(text=text, id=path.stem, title=path.stem, source=str(path))]
 
 
 @LOADERS.register("jsonl", help="JSON Lines, one document per record: 'text', optional 'id' and 'title'",
                   suffixes=(".jsonl", ".ndjson"), forms=(".jsonl",))
-def load_jsonl(path: Path) -> list[Document]:
-    text = read_text(path)
-    budget = TextBudget(path)
+def load_jsonl(path: Path, limits: ParseLimits) -> list[Document]:
+    text = read_text(path, limits.file_bytes)
+    budget = TextBudget(path, limits)
     docs: list[Document] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -103,24 +103,26 @@ def _document_files(directory: Path) -> list[Path]:
     return files
 
 
-def load_documents(path: str | Path) -> list[Document]:
+def load_documents(path: str | Path, limits: ParseLimits | None = None) -> list[Document]:
     """Every document at ``path``: a file (read by the loader registered for its suffix), or a directory (its
-    files some loader reads, e.g. .txt, .md and .jsonl, recursively, sorted by path)."""
+    files some loader reads, e.g. .txt, .md and .jsonl, recursively, sorted by path); each file read within
+    ``limits`` (None: the defaults), which the loader is given with it."""
     p = Path(path)
+    limits = limits or ParseLimits()
     if not p.exists():
         raise InputError(f"{p} does not exist")
     if p.is_dir():
-        return _load_directory(p)
-    return list(_loader_for(p).create(p))
+        return _load_directory(p, limits)
+    return list(_loader_for(p).create(p, limits))
 
 
-def _load_directory(directory: Path) -> list[Document]:
+def _load_directory(directory: Path, limits: ParseLimits) -> list[Document]:
     """Every readable file's documents; a file that cannot be read (no text layer, encrypted, damaged) is reported
     and skipped, with a count, so the good ones are still answered. Refused only when no file can be read."""
     files = _document_files(directory)
     if not files:
         raise InputError(f"{directory} holds no {spoken_list(_forms())} files")
-    docs, failed = load_files(files)
+    docs, failed = load_files(files, limits=limits)
     if failed and not docs:
         raise InputError(f"none of the {len(files)} file(s) in {directory} could be read; the first: {failed[0]}")
     if failed:
@@ -128,7 +130,7 @@ def _load_directory(directory: Path) -> list[Document]:
     return docs
 
 
-def load_files(files: list[Path], progress=None) -> tuple[list[Document], list[str]]:
+def load_files(files: list[Path], progress=None, limits: ParseLimits | None = None) -> tuple[list[Document], list[str]]:
     """The documents of ``files``, and one line for each file that could not be read (skipped, with a warning);
     ``progress(done, total)`` after each file. A file a parser fails on in a way of its own (a damaged file it
     did not foresee) is skipped too, so one file never stops the others."""
@@ -136,7 +138,7 @@ def load_files(files: list[Path], progress=None) -> tuple[list[Document], list[s
     failed: list[str] = []
     for i, f in enumerate(files):
         try:
-            docs.extend(load_documents(f))
+            docs.extend(load_documents(f, limits))
         except InputError as exc:
             failed.append(str(exc))
             log.warning("skipped %s", exc)
@@ -148,9 +150,10 @@ def load_files(files: list[Path], progress=None) -> tuple[list[Document], list[s
     return docs, failed
 
 
-def load_document(path: str | Path) -> Document:
-    """One document from ``path``; several files or records are joined in order, separated by blank lines."""
-    return join_documents(load_documents(path), Path(path))
+def load_document(path: str | Path, limits: ParseLimits | None = None) -> Document:
+    """One document from ``path`` (read within ``limits``; None: the defaults); several files or records are joined
+    in order, separated by blank lines."""
+    return join_documents(load_documents(path, limits), Path(path))
 
 
 def join_documents(docs: list[Document], path: Path) -> Document:

@@ -8,7 +8,7 @@ import re
 from importlib.metadata import version
 from pathlib import Path
 
-from lcrag.documents.limits import TextBudget
+from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.documents.loaders import read_text
 from lcrag.provenance import SEGMENT_COST, Layout, Sections, Segment
 from lcrag.errors import InputError
@@ -52,10 +52,10 @@ def markdown_layout(text: str, budget: TextBudget | None = None) -> Layout:
 
 @LOADERS.register("markdown", help="Markdown, one document per file: heading paths as sections",
                   suffixes=(".md", ".markdown"), forms=(".md",))
-def load_markdown(path: Path) -> list[Document]:
-    text = read_text(path)
+def load_markdown(path: Path, limits: ParseLimits) -> list[Document]:
+    text = read_text(path, limits.file_bytes)
     if not text.strip():
         raise InputError(f"{path} is empty")
-    budget = TextBudget(path)
+    budget = TextBudget(path, limits)
     budget.add(len(text))
     return [Document(text=text, id=path.stem, title=path.stem, source=str(path), layout=markdown_layout(text, budget))]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lcrag.documents.cleaning import clean_pages
 from lcrag.documents.files import read_regular_file
-from lcrag.documents.limits import TextBudget
+from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.provenance import ELLIPSIS, PHYSICAL, PRINTED, clipped
 from lcrag.errors import InputError
 from lcrag.registry import LOADERS
@@ -104,14 +104,16 @@ def _split_at_headings(text: str, headings: list[Heading]) -> list[tuple[int, He
     return cuts
 
 
-def pdf_document(path: Path) -> Document:
+def pdf_document(path: Path, limits: ParseLimits | None = None) -> Document:
+    """The document at ``path``, read within ``limits`` (None: the defaults)."""
+    limits = limits or ParseLimits()
     import pypdfium2 as pdfium
 
-    data = read_regular_file(path)
+    data = read_regular_file(path, limits.file_bytes)
     pdf = _open(path, data)
     try:
         _check_page_count(path, len(pdf), len(data))
-        budget = TextBudget(path, len(data))
+        budget = TextBudget(path, limits, len(data))
         raw, labels = _page_texts(pdf, budget)
         outline = _outline(pdf, budget)
     except pdfium.PdfiumError as exc:
@@ -141,5 +143,5 @@ def pdf_document(path: Path) -> Document:
 
 @LOADERS.register("pdf", help="PDF text layer (pypdfium2): printed page labels or physical pages, outline sections",
                   suffixes=(".pdf",), forms=(".pdf",))
-def load_pdf(path: Path) -> list[Document]:
-    return [pdf_document(path)]
+def load_pdf(path: Path, limits: ParseLimits) -> list[Document]:
+    return [pdf_document(path, limits)]

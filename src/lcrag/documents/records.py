@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lcrag.documents.files import max_file_bytes, read_regular_file
+from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES, read_regular_file
 from lcrag.errors import DatasetError, InputError
 
 _SNIFF_BYTES = 8192  # a NUL byte this early means binary data or UTF-16, not UTF-8 JSON
@@ -45,30 +45,30 @@ def _json_text(source: str | Path, data: bytes) -> str:
     return text
 
 
-def _gunzip(path: Path, data: bytes) -> bytes:
+def _gunzip(path: Path, data: bytes, limit: int) -> bytes:
     if not data.startswith(b"\x1f\x8b"):
         raise DatasetError(f"{path}: not gzip data, though its name ends in .gz")
-    limit = max_file_bytes()
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
             out = f.read(limit + 1)  # bounded: a small .gz can expand enormously
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise DatasetError(f"{path}: damaged gzip data ({exc})") from None
     if len(out) > limit:
-        raise DatasetError(f"{path}: over {limit / 2**20:.0f} MB uncompressed (raise the limit with LCRAG_MAX_FILE_MB)")
+        raise DatasetError(f"{path}: over {limit / 2**20:.0f} MB uncompressed (raise the limit with --max-file-mb)")
     return out
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, max_bytes: int) -> bytes:
     try:
-        return read_regular_file(path)  # FIFOs, devices and oversized files are refused without blocking
+        return read_regular_file(path, max_bytes)  # FIFOs, devices and oversized files are refused without blocking
     except InputError as exc:
         raise DatasetError(str(exc)) from None
 
 
-def _file_text(path: Path) -> str:
-    data = _read_bytes(path)
-    return _json_text(path, _gunzip(path, data) if path.suffix == ".gz" else data)
+def _file_text(path: Path, max_bytes: int) -> str:
+    """The file's text: at most ``max_bytes`` read, and as many once a .gz file is uncompressed."""
+    data = _read_bytes(path, max_bytes)
+    return _json_text(path, _gunzip(path, data, max_bytes) if path.suffix == ".gz" else data)
 
 
 def _parse_json(text: str) -> Any:
@@ -80,9 +80,9 @@ def _parse_json(text: str) -> Any:
         raise RecordError("invalid JSON (nested too deeply)") from None
 
 
-def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+def jsonl_records(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Iterator[tuple[int, Any]]:
     # split on "\n" only: JSON strings may hold U+2028 and other characters str.splitlines() would break on
-    for lineno, line in enumerate(_file_text(path).split("\n"), start=1):
+    for lineno, line in enumerate(_file_text(path, max_bytes).split("\n"), start=1):
         if line.strip():
             try:
                 yield lineno, _parse_json(line)
@@ -90,9 +90,9 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
                 yield lineno, exc
 
 
-def json_list_records(path: Path) -> Iterator[tuple[int, Any]]:
+def json_list_records(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Iterator[tuple[int, Any]]:
     try:
-        data = json.loads(_file_text(path))
+        data = json.loads(_file_text(path, max_bytes))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     except (ValueError, RecursionError) as exc:

@@ -32,7 +32,7 @@ from typing import Any
 
 from lcrag import json_pieces
 from lcrag.documents.files import check_regular_file
-from lcrag.documents.limits import ParseLimits, applied
+from lcrag.documents.limits import ParseLimits
 from lcrag.errors import InputError
 from lcrag.lru import SizedLRU
 from lcrag.provenance import ROOT, Layout, Segment
@@ -295,8 +295,7 @@ def _parse_here(path: Path, limits: ParseLimits) -> dict[str, Any]:
     from lcrag.documents.loaders import load_documents
 
     try:
-        with applied(limits):
-            return outcome_of(load_documents(path), path)
+        return outcome_of(load_documents(path, limits), path)
     except InputError as exc:
         return outcome_of(None, path, str(exc))
     except MemoryError:
@@ -452,7 +451,7 @@ class Sandbox:
         """The documents of the file ``path``, parsed once per content; a file that cannot be read, or is over a
         limit, is an :class:`InputError` naming it and the limit."""
         path = Path(path)
-        check_regular_file(path)
+        check_regular_file(path, self.limits.file_bytes)
         try:
             key = self.key(path)
         except OSError as exc:

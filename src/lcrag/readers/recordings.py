@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES
 from lcrag.documents.records import (
     RecordError,
     jsonl_records,
@@ -96,13 +97,13 @@ def parse_recording(record: Any, path: Path, n: int, documents: dict[Path, bool]
                      gold_answers(record))
 
 
-def recording_groups(path: Path) -> Iterator[tuple[int, Any]]:
+def recording_groups(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Iterator[tuple[int, Any]]:
     """The recordings file as one record per distinct (question, document), numbered by its first line: question,
     document, the gold answers (None when no line has any) and the lines it was recorded on. A bad line is yielded
     as its :class:`RecordError` (the loader stops, or skips it with ``--skip-bad``)."""
     groups: dict[tuple[str, Path], dict] = {}
     documents: dict[Path, bool] = {}
-    for n, record in jsonl_records(path):
+    for n, record in jsonl_records(path, max_bytes):
         if isinstance(record, RecordError):
             yield n, record
             continue

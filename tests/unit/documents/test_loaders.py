@@ -22,10 +22,10 @@ def test_a_file_a_parser_fails_on_is_skipped_and_the_others_are_read(tmp_path, m
     good.write_text("The crane reset code is 7781.")
     bad.write_text("# Heading")
 
-    def parse(path):
+    def parse(path, limits=None):
         if path == bad:
             raise KeyError("a parser's own failure")
-        return load_documents(path)
+        return load_documents(path, limits)
 
     monkeypatch.setattr(loaders, "load_documents", parse)
     docs, skipped = load_files([bad, good])

@@ -16,6 +16,7 @@ from document_fixtures import write_docx, write_epub
 
 from lcrag.documents import load_document
 from lcrag.documents.archives import check_chars, check_text, open_archive
+from lcrag.documents.limits import MAX_DOCUMENT_CHARS
 from lcrag.errors import InputError
 
 pytestmark = pytest.mark.unit
@@ -143,11 +144,11 @@ def test_each_limit_can_be_given(tmp_path):
 
 
 def test_text_beyond_one_documents_characters_is_refused():
-    assert check_text("short", Path("/srv/a.docx")) == "short"
+    assert check_text("short", Path("/srv/a.docx"), MAX_DOCUMENT_CHARS) == "short"
     with pytest.raises(InputError, match=r"^a\.epub: 11 characters of text, over the 10 limit"):
         check_text("x" * 11, Path("/srv/a.epub"), max_chars=10)
     with pytest.raises(InputError, match=r"^a\.docx: 51,000,000 characters of text, over the 50,000,000 limit"):
-        check_chars(51_000_000, Path("/srv/a.docx"))
+        check_chars(51_000_000, Path("/srv/a.docx"), MAX_DOCUMENT_CHARS)
 
 
 def test_ordinary_documents_still_load(tmp_path):

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from lcrag.errors import DatasetError
 from lcrag.evaluation.datasets.formats import INFINITEBENCH_TASKS, LONGBENCH_TASKS, OPTION_LETTERS
+from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES
 from lcrag.documents.records import (
     RecordError,
     file_stem,
@@ -78,10 +79,12 @@ def _never(path: Path) -> bool:
     return False
 
 
-def load_dataset(path: str | Path, fmt: str | None = None, skip_bad: bool = False, limit: int | None = None) -> LoadReport:
+def load_dataset(path: str | Path, fmt: str | None = None, skip_bad: bool = False, limit: int | None = None,
+                 max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> LoadReport:
     """Items of one file, or of every ``.jsonl``/``.json``/``.gz`` file in a directory (sorted).
 
-    ``limit`` keeps the first N questions of each file. A malformed record raises ``DatasetError`` naming file and
+    ``limit`` keeps the first N questions of each file; ``max_bytes``: the largest question file read (``lcrag
+    --max-file-mb``; a .gz file's uncompressed text too). A malformed record raises ``DatasetError`` naming file and
     line, or, with ``skip_bad``, is skipped and counted. Ids are ``<file>/<id>`` and unique across the files.
     """
     path = Path(path)
@@ -93,13 +96,13 @@ def load_dataset(path: str | Path, fmt: str | None = None, skip_bad: bool = Fals
     if own is not None:
         return own(path, skip_bad=skip_bad, limit=limit)
     if not path.is_dir():
-        return _load_file(path, fmt, skip_bad, limit, {})
+        return _load_file(path, fmt, skip_bad, limit, {}, max_bytes)
     files = sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".json", ".gz"))
     if not files:
         raise DatasetError(f"{path} holds no .jsonl, .json or .gz files")
     report, seen = LoadReport([]), {}
     for f in files:
-        part = _load_file(f, fmt, skip_bad, limit, seen)
+        part = _load_file(f, fmt, skip_bad, limit, seen, max_bytes)
         report.items += part.items
         report.skipped += part.skipped
         report.errors += part.errors
@@ -115,12 +118,14 @@ def _own_loader(path: Path, fmt: str | None) -> Callable[..., LoadReport] | None
                 None)
 
 
-def _load_file(path: Path, fmt: str | None, skip_bad: bool, limit: int | None, seen: dict[str, str]) -> LoadReport:
-    """One file's items; ``seen`` maps every id loaded so far in this run to where it came from."""
+def _load_file(path: Path, fmt: str | None, skip_bad: bool, limit: int | None, seen: dict[str, str],
+               max_bytes: int) -> LoadReport:
+    """One file's items (the file within ``max_bytes``); ``seen`` maps every id loaded so far in this run to where
+    it came from."""
     part = DATASET_FORMATS.get(fmt or detect_format(path))
     reader, convert = part.meta.get("records", jsonl_records), part.factory  # records: JSONL unless the format says
     report = LoadReport([])
-    for n, record in reader(path):
+    for n, record in reader(path, max_bytes):
         # ``line_numbers``: a format whose own reader numbers its records by their lines
         where = f"{path}:{n}" if reader is jsonl_records or part.meta.get("line_numbers") else f"{path} record {n}"
         try:
