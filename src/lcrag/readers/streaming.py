@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -83,6 +83,12 @@ class FinalText:
         return answer[len(self.shown):] if answer.startswith(self.shown) else None
 
 
+# Why context variables here, when lcrag passes what a part reads (its input: the question, the limits) as an
+# argument: these carry no input. They are the question's live channel (where its tokens and stages go, and whether
+# it was cancelled), which the innermost reader and loops deep in retrieval must reach through every signature in
+# between, including plugins' and third-party code's that cannot take one more argument, and which follows the
+# question into the threads it fans out to (complete_many and the pool run each call in a copy of the context). A
+# part that never streams or checks for a cancel behaves the same whether they are set or not.
 _listener: ContextVar[Listener | None] = ContextVar("lcrag_listener", default=None)
 _call: ContextVar[AnsweringCall | None] = ContextVar("lcrag_answering_call", default=None)
 _provisional: ContextVar[int] = ContextVar("lcrag_provisional", default=0)
@@ -90,12 +96,18 @@ _relay: ContextVar[Callable[[str], None] | None] = ContextVar("lcrag_token_relay
 
 
 @contextmanager
-def listening(listener: Listener) -> Iterator[Listener]:
-    token = _listener.set(listener)
+def _scoped(variable: ContextVar[T], value: T) -> Iterator[T]:
+    """``variable`` set to ``value`` for the ``with`` block, then restored: the one set-and-reset of lcrag."""
+    token = variable.set(value)
     try:
-        yield listener
+        yield value
     finally:
-        _listener.reset(token)
+        variable.reset(token)
+
+
+def listening(listener: Listener) -> AbstractContextManager[Listener]:
+    """Inside, the question being answered in this context reports to ``listener`` and is cancelled by it."""
+    return _scoped(_listener, listener)
 
 
 def current() -> Listener | None:
@@ -128,14 +140,9 @@ def checked(items: Iterable[T], every: int = CHECK_EVERY) -> Iterator[T]:
         yield item
 
 
-@contextmanager
-def provisional() -> Iterator[None]:
+def provisional() -> AbstractContextManager[int]:
     """Answers written inside may be replaced by a later step (the first step of a routed strategy)."""
-    token = _provisional.set(_provisional.get() + 1)
-    try:
-        yield
-    finally:
-        _provisional.reset(token)
+    return _scoped(_provisional, _provisional.get() + 1)
 
 
 @contextmanager
@@ -148,11 +155,8 @@ def answering_call(stage: str) -> Iterator[AnsweringCall | None]:
     check_cancelled()
     call = AnsweringCall(listener, stage, _provisional.get() > 0)
     listener.on_event("call", {"stage": stage, "provisional": call.provisional})
-    token = _call.set(call)
-    try:
+    with _scoped(_call, call):
         yield call
-    finally:
-        _call.reset(token)
 
 
 def token_sink() -> Callable[[str], None] | None:
@@ -165,12 +169,7 @@ def token_sink() -> Callable[[str], None] | None:
     return call.token if call is not None else None
 
 
-@contextmanager
-def relaying(sink: Callable[[str], None]) -> Iterator[None]:
+def relaying(sink: Callable[[str], None]) -> AbstractContextManager[Callable[[str], None]]:
     """Inside, a streaming reader's text goes to ``sink``, which passes on what it chooses to the answering call's
     (a reader pool, :mod:`lcrag.readers.pool`, sends a completion retried on another server without repeating it)."""
-    token = _relay.set(sink)
-    try:
-        yield
-    finally:
-        _relay.reset(token)
+    return _scoped(_relay, sink)
