@@ -78,3 +78,31 @@ def test_max_file_mb_reaches_the_command_without_the_environment(tmp_path, monke
     assert exit_.value.code == 2
     assert "over the 10 bytes limit (raise it with --max-file-mb)" in capsys.readouterr().err
     assert ENV not in os.environ  # handed to the command, not left in the process's environment
+
+
+def test_a_folder_of_predictions_is_read_by_the_dataset_format_that_declares_its_layout(tmp_path, monkeypatch):
+    """The replay reader knows no dataset's folder layout: a folder is handed to the format declaring
+    ``predictions`` (LaRA's, in lcrag.evaluation.datasets.lara_predictions)."""
+    from types import SimpleNamespace
+
+    from lcrag.evaluation.datasets.lara_predictions import PredictionFolder
+    from lcrag.readers import replay
+    from lcrag.readers.recordings import Recording
+    from lcrag.registry import DATASET_FORMATS
+
+    folder = tmp_path / "answers"
+    folder.mkdir()
+    (folder / "all.txt").write_text("one answer")
+    document = tmp_path / "doc.txt"
+    document.write_text("The text.")
+
+    def read(directory):
+        records = iter([(Recording("Q?", document, "lc", "A.", f"{directory}/all.txt:1", "m", None), False)])
+        return PredictionFolder("stand-in model", [directory / "all.txt"], records)
+
+    monkeypatch.setattr(DATASET_FORMATS, "parts", lambda: [SimpleNamespace(meta={"predictions": read})])
+    recordings = replay.Recordings.load(folder)
+    assert recordings.model == "stand-in model" and recordings.find("Q?", "lc", None).prediction == "A."
+    monkeypatch.setattr(DATASET_FORMATS, "parts", lambda: [])
+    with pytest.raises(InputError, match="no dataset format reads a folder of predictions"):
+        replay.Recordings.load(folder)

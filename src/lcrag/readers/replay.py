@@ -5,13 +5,13 @@ A recording is a reader's answer to (question, mode) on a document: ``lc`` (the 
 Self-Route rows for recorded answers — lcrag's own retrieval runs on the same document as usual (chunks, scores,
 decline test); only the answer text is replayed — so routers can be fitted on answers of readers one cannot run.
 
-SOURCE is a recordings JSONL (see :mod:`lcrag.readers.recordings`), or a LaRA predictions folder of one
-model (``predictions/MODEL/{full,rag}_preds_*_{length}_{type}_{task}.jsonl``, ``full`` = lc; its documents are
-``LARA_ROOT/datasets/{length}/{type}/{file}``, LARA_ROOT the folder two levels above).
+SOURCE is a recordings JSONL (see :mod:`lcrag.readers.recordings`), or a folder of one model's predictions in a
+dataset's own layout, read by the dataset format that declares ``predictions`` (``DATASET_FORMATS``: LaRA's
+``predictions/MODEL`` folder, :mod:`lcrag.evaluation.datasets.lara_predictions`); this module knows no folder layout.
 
 Which recording answers a call is read from what the call is for, given with it (``params.asking``: the
-question, its document and the call's route, see :mod:`lcrag.readers.call_context`), never parsed from the prompt. A question recorded on several documents (LaRA's 32k and 128k splits)
-is matched to the current document by its path (a suffix of the recorded one) or by its text (sha256 of the file
+question, its document and the call's route, see :mod:`lcrag.readers.call_context`), never parsed from the prompt.
+A question recorded on several documents (LaRA's 32k and 128k splits) is matched to the current document by its path (a suffix of the recorded one) or by its text (sha256 of the file
 read as lcrag reads it). Token counts come from a stand-in tokenizer (the recorded readers' own are not available
 offline): the bundled SmolLM2's (its chat template included), or ``--tokenizer tokenizer.json``; the counts of long
 prompts are kept in ``CACHE/token_counts.sqlite``, so replaying a second reader over the same prompts costs a hash.
@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import threading
 import time
 from collections import Counter
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from lcrag.errors import InputError, NoAnswer
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.registry import READERS
+from lcrag.registry import DATASET_FORMATS, READERS
 
 if TYPE_CHECKING:
     from lcrag.readers.recordings import Recording
@@ -47,8 +46,6 @@ REPLAY_CONTEXT_WINDOW = 10_000_000
 TEMPLATE_TOKENS_PER_MESSAGE = 8
 # Texts at least this long are tokenized only when their ids are read (their length comes from the count cache).
 LONG_TEXT = 4096
-_LARA_FILE = re.compile(r"^(full|rag)_preds_(.+)_(\d+k)_([A-Za-z]+)_([A-Za-z]+)\.jsonl$")
-_LARA_FORM = "{full,rag}_preds_MODEL_LENGTH_TYPE_TASK.jsonl"
 
 
 def _short(text: str, limit: int = 100) -> str:
@@ -81,9 +78,9 @@ class Recordings:
         question is the error)."""
         path = Path(source).expanduser()
         if path.is_dir():
-            files = _lara_files(path)
-            recordings = cls(path, path.name, _files_sha256(files, path))
-            recordings._add(_lara_records(path, files), strict=False)
+            folder = _prediction_folder(path)
+            recordings = cls(path, folder.model, _files_sha256(folder.files, path))
+            recordings._add(folder.records, strict=False)
         elif path.is_file():
             with path.open("rb") as f:
                 recordings = cls(path, "", hashlib.file_digest(f, "sha256").hexdigest())
@@ -247,44 +244,20 @@ def _jsonl_records(path: Path) -> Iterator[tuple[Recording, bool]]:
             raise InputError(f"{path}:{n}: {exc}") from None
 
 
-def _lara_files(directory: Path) -> list[Path]:
-    files = sorted(p for p in directory.iterdir() if p.suffix == ".jsonl")
-    if not files:
-        raise InputError(f"{directory} holds no LaRA prediction files ({_LARA_FORM})")
-    for f in files:
-        if not _LARA_FILE.match(f.name):
-            raise InputError(f"{f}: not a LaRA prediction file; their names are {_LARA_FORM}")
-    return files
-
-
-def _lara_records(directory: Path, files: list[Path]) -> Iterator[tuple[Recording, bool]]:
-    """LaRA's predictions of one model (fields file, question, prediction, ground_truth), each with whether its
-    document is missing; documents are ``LARA_ROOT/datasets/{length}/{type}/{file}`` (the shared copy lacks one
-    book: its answers are counted and skipped, not an error, as upstream data cannot be fixed here)."""
-    from lcrag.readers.recordings import Recording, document_path, recorded_prediction
-    from lcrag.documents.records import RecordError, answer_text, jsonl_records, need_fields, string_field
-
-    datasets = directory.absolute().parent.parent / "datasets"
-    exists: dict[Path, bool] = {}
-    for f in files:
-        kind, _, length, doc_type, _ = _LARA_FILE.match(f.name).groups()
-        mode = "lc" if kind == "full" else "rag"
-        for n, record in jsonl_records(f):
-            try:
-                if isinstance(record, RecordError):
-                    raise record
-                if not isinstance(record, dict):
-                    raise RecordError("a record must be a JSON object")
-                need_fields(record, "file", "question", "prediction")
-                question = string_field(record["question"], "question").strip()
-                document = document_path(datasets, f"{length}/{doc_type}/{string_field(record['file'], 'file')}")
-                missing = not exists.setdefault(document, document.is_file())
-                gold = record.get("ground_truth")
-                yield Recording(question, document, mode, recorded_prediction(record["prediction"]), f"{f}:{n}",
-                                directory.name, (answer_text(gold, "ground_truth"),) if gold is not None else None
-                                ), missing
-            except RecordError as exc:
-                raise InputError(f"{f}:{n}: {exc}") from None
+def _prediction_folder(directory: Path) -> Any:
+    """The folder's recordings, read by the dataset format whose layout it is (the one declaring ``predictions``:
+    model, files, and each recording with whether its document is missing); the first format's refusal when none
+    reads it."""
+    readers = [part.meta["predictions"] for part in DATASET_FORMATS.parts() if part.meta.get("predictions")]
+    if not readers:
+        raise InputError(f"{directory} is a folder, and no dataset format reads a folder of predictions")
+    refusals: list[InputError] = []
+    for read in readers:
+        try:
+            return read(directory)
+        except InputError as exc:
+            refusals.append(exc)
+    raise refusals[0]
 
 
 # -- token counts ----------------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from lcrag.documents.records import (
     string_field,
 )
 from lcrag.evaluation.datasets.items import EvalItem, LoadReport
+from lcrag.evaluation.datasets.lara_predictions import prediction_folder
 from lcrag.registry import DATASET_FORMATS
 
 log = logging.getLogger(__name__)
@@ -263,4 +264,5 @@ def load_lara(path: str | Path, skip_bad: bool = False, limit: int | None = None
 DATASET_FORMATS.register(
     "lara", help="LaRA (ICML 2025): a LaRA folder, its datasets/query folder or one {length}_{type}_{task}.jsonl; "
     "documents read from datasets/{length}/{type}/", detect=detect, load=load_lara,
+    predictions=prediction_folder,  # a predictions/MODEL folder as the replay reader's recordings
 )(lara_items)
