@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.chunking.units import GROUPINGS
+from lcrag.cli.commands import command_group
+from lcrag.cli.flags import tokenizer_for
 from lcrag.errors import LcragError
 from lcrag.options import longrag_choices, reader_forms
 from lcrag.progress import progress_factory, spinner, stderr
@@ -19,21 +21,7 @@ from lcrag.registry import EMBEDDERS, spoken_list
 from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.executors import EXECUTORS  # imported at start-up anyway: the retrievers' registry loads its package
 
-corpus_app = typer.Typer(no_args_is_help=True, help="Answer over a document collection with long retrieval units (LongRAG).")
-
-
-def _tokenizer(spec: str, stack: ExitStack):
-    """words, a tokenizer.json path, or a reader spec (whose own tokenizer counts)."""
-    from lcrag.readers import make_reader
-    from lcrag.tokenization import HFTokenizer, WordCounter
-
-    if spec == "words":
-        return WordCounter()
-    if spec.endswith(".json") or Path(spec).is_dir():
-        return HFTokenizer(spec)
-    reader = make_reader(spec)
-    stack.callback(reader.close)
-    return reader.tokenizer
+corpus_app = command_group("Answer over a document collection with long retrieval units (LongRAG).")
 
 
 @corpus_app.command("build")
@@ -80,7 +68,7 @@ def build(
     index_directory(out)  # a bad --out fails before any model loads
     started = time.perf_counter()
     with ExitStack() as stack:
-        tok = _tokenizer(tokenizer, stack)
+        tok = tokenizer_for(tokenizer, stack)
         emb = make_embedder(embedder) if use_embedder else None
         batches = make_batches(executor, embedder, emb, ray_address) if use_embedder and executor != "local" else None
         progress = stack.enter_context(progress_factory())

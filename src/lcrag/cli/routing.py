@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from lcrag.cli.commands import command_group
 from lcrag.errors import InputError
 
-route_app = typer.Typer(no_args_is_help=True, help="Learned routing between LC and RAG: fit a router, report routers.")
+route_app = command_group("Learned routing between LC and RAG: fit a router, report routers.")
 
 Runs = Annotated[list[Path], typer.Argument(help="Run directories of `lcrag eval` with lc and self-route rows.")]
 

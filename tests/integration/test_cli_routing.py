@@ -15,7 +15,6 @@ from lcrag.evaluation.route_report import MAX_COST, MAX_SHARE, load_questions, p
 from lcrag.strategies.learned_router import Router
 from tests.unit.evaluation.test_route_report import write_run
 
-pytestmark = pytest.mark.unit
 
 
 def route_eval(*args):
@@ -82,7 +81,7 @@ def test_one_cell_is_not_reported_twice(tmp_path):
 
 
 def test_the_operating_points_flags_default_to_routing_laras_budget():
-    from lcrag.cli_routing import evaluate
+    from lcrag.cli.routing import evaluate
 
     parameters = inspect.signature(evaluate).parameters
     assert (parameters["max_share"].default, parameters["max_cost"].default) == (MAX_SHARE, MAX_COST)

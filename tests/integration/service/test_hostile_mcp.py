@@ -1,5 +1,5 @@
 """`lcrag mcp` over streamable HTTP against clients that hold it for free (issue 34, items 7-10 and 13 for MCP): the
-app `lcrag mcp --transport http` serves (cli_mcp.http_app: the guard, body limit and session bounds in front of the
+app `lcrag mcp --transport http` serves (lcrag.cli.mcp.http_app: the guard, body limit and session bounds in front of the
 SDK's app) on uvicorn with lcrag's connection guard, in a thread, on loopback, with a scripted reader. The client is
 plain JSON-RPC over HTTP, as a hostile one would be.
 
@@ -20,7 +20,7 @@ from service_fixtures import free_port
 
 pytest.importorskip("mcp")
 
-from lcrag.cli_mcp import http_app  # noqa: E402
+from lcrag.cli.mcp import http_app  # noqa: E402
 from lcrag.pipeline import Pipeline, Settings  # noqa: E402
 from lcrag.readers import streaming  # noqa: E402
 from lcrag.service.answering import Answering  # noqa: E402

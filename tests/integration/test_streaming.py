@@ -180,7 +180,7 @@ def test_a_cached_or_unstreamed_answer_is_told_as_one_token(scripted_reader):
 def test_the_terminal_prints_the_final_answer_as_it_arrives():
     import io
 
-    from lcrag.cli_stream import TerminalAnswer
+    from lcrag.cli.stream import TerminalAnswer
 
     out = io.StringIO()
     live = TerminalAnswer(out)

@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from lcrag.cli.commands import command_group
 from lcrag.errors import LcragError
 from lcrag.options import reader_forms
 from lcrag.progress import stderr
 
-analyze_app = typer.Typer(no_args_is_help=True, help="Analyse evaluation runs: why RAG failed, which questions each side wins.")
+analyze_app = command_group("Analyse evaluation runs: why RAG failed, which questions each side wins.")
 
 
 def _md(header: list[str], body: list[list]) -> str:

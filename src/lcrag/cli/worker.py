@@ -11,8 +11,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from lcrag.cli_serve import (JOB_RETENTION_SECONDS, CacheDir, IndexWorkers, JobLease, JobRetention, NewRunFile,
-                             Retrievers, RunFile, StoreUrl, engine)
+from lcrag.cli.engine import engine
+from lcrag.cli.service_flags import (JOB_RETENTION_SECONDS, CacheDir, IndexWorkers, JobLease, JobRetention, NewRunFile,
+                                     Retrievers, RunFile, ServiceFlags, StoreUrl)
 from lcrag.errors import OptionError
 
 
@@ -32,10 +33,9 @@ def worker(
     run file, so that segments are made as they would make them."""
     if not store:
         raise OptionError("lcrag worker needs --store postgresql://USER@HOST/DATABASE (or LCRAG_STORE)")
-    given = {"cache_dir": cache_dir, "embedder": embedder}
-    answering = engine(config, given, None, None, None, None, 1, 512, store=store, index_workers=workers,
-                       job_lease=lease, retrievers=retrievers, new_run_file=new_run_file,
-                       job_retention=job_retention)
+    flags = ServiceFlags(config=config, cache_dir=cache_dir, max_waiting=1, store=store, index_workers=workers,
+                         job_lease=lease, job_retention=job_retention, retrievers=retrievers, new_run_file=new_run_file)
+    answering = engine(flags, embedder)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     typer.echo(f"lcrag worker: {workers} indexing thread(s) on {answering.collections.db.shown} "

@@ -13,11 +13,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from lcrag.cli_serve import CacheDir, RunFile, StoreUrl
+from lcrag.cli.commands import command_group
+from lcrag.cli.service_flags import CacheDir, RunFile, StoreUrl
 from lcrag.errors import InputError, OptionError
 
-keys_app = typer.Typer(no_args_is_help=True, help="People's keys for lcrag serve and lcrag mcp, each with a role "
-                       "(reader, writer, admin) and the collections it may see; add, list, revoke.")
+keys_app = command_group("People's keys for lcrag serve and lcrag mcp, each with a role "
+                         "(reader, writer, admin) and the collections it may see; add, list, revoke.")
 
 Name = Annotated[str, typer.Argument(help="Whose key: a person's or a program's name (1-64 letters, digits, _ . @ -).")]
 
