@@ -118,3 +118,12 @@ def test_the_calibrations_a_process_keeps_read_are_bounded(tmp_path, monkeypatch
         store.save(RoutingCalibration(f"reader {n}", "digest"))
         assert store.load(f"reader {n}", "digest").reader == f"reader {n}"
     assert len(store._seen) == 3
+
+
+def test_the_replay_readers_token_counts_in_memory_are_bounded(monkeypatch):
+    from lcrag.readers import replay
+
+    monkeypatch.setattr(replay, "COUNTS_KEPT", 3)
+    counts = replay.TokenCounts(None)
+    assert [counts.count("t", f"text {n}", lambda n=n: n) for n in range(10)] == list(range(10))
+    assert len(counts._memory) == 3 and counts.count("t", "text 9", lambda: -1) == 9  # kept: not counted again

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcrag.errors import InputError, NoAnswer
+from lcrag.lru import SizedLRU
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.registry import DATASET_FORMATS, READERS
 
@@ -46,6 +47,8 @@ REPLAY_CONTEXT_WINDOW = 10_000_000
 TEMPLATE_TOKENS_PER_MESSAGE = 8
 # Texts at least this long are tokenized only when their ids are read (their length comes from the count cache).
 LONG_TEXT = 4096
+# Token counts kept in memory besides the disk (a hash and a number each: a few MB)
+COUNTS_KEPT = 50_000
 
 
 def _short(text: str, limit: int = 100) -> str:
@@ -272,7 +275,7 @@ class TokenCounts:
 
             self._store = KeyValueStore(path, "token_counts", "tokens", "INTEGER",
                                         ("counts are computed again", "counts are not kept"))
-        self._memory: dict[str, int] = {}
+        self._memory: SizedLRU[str, int] = SizedLRU.counted(COUNTS_KEPT)  # the disk (if any) keeps all
         self.hits = self.misses = 0
 
     def count(self, namespace: str, text: str, compute: Callable[[], int]) -> int:
@@ -284,10 +287,10 @@ class TokenCounts:
             found = stored if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 0 else None
         if found is not None:
             self.hits += 1
-            self._memory[key] = found
+            self._memory.put(key, found)
             return found
         self.misses += 1
-        found = self._memory[key] = compute()
+        found = self._memory.put(key, compute())
         if keep:
             self._store.put(key, found)
         return found
