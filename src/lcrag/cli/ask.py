@@ -75,7 +75,11 @@ def ask(
     document = as_document(doc, ctx.obj)
     live = TerminalAnswer(sys.stdout) if sys.stdout.isatty() and not as_json else None
     answer = _answer(settings, document, question, live)
-    cost = calls_cost(answer.calls, table, price_as)
+    _show(answer, calls_cost(answer.calls, table, price_as), price_as, as_json, live)
+
+
+def _show(answer: Answer, cost: float | None, price_as: str | None, as_json: bool, live) -> None:
+    """The answer as one JSON object, or its text (ending the live one) and then its provenance."""
     if as_json:
         print(json.dumps({**answer.to_dict(), "cost": {"currency": "USD", "total": cost, "priced_as": price_as}},
                          ensure_ascii=False))

@@ -88,7 +88,6 @@ def evaluate(
     judge_seed: Annotated[int, typer.Option("--judge-seed", help="The seed of the --judge-sample draw.")] = 0,
 ) -> None:
     """Run a strategies × retrievers × k/budget matrix over a dataset; resumable."""
-    from lcrag.evaluation.datasets import load_dataset
     from lcrag.evaluation.judge_sample import judge_run, open_judge
     from lcrag.evaluation.runner import EvalRunner, expand_configs
 
@@ -97,22 +96,35 @@ def evaluate(
     wanted = run.eval
     names, retrievers = list(wanted.strategies), list(wanted.retrievers)
     settings = run.settings()
-    loaded = load_dataset(wanted.dataset, wanted.format, skip_bad=wanted.skip_bad, limit=wanted.limit,
-                          max_bytes=(ctx.obj or ParseLimits()).file_bytes)
-    if loaded.skipped:
-        stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
+    loaded = _load_dataset(wanted, ctx.obj or ParseLimits())
     configs = expand_configs(names, retrievers, list(wanted.ks), list(wanted.budgets), list(wanted.units))
     runner = EvalRunner(loaded.items, configs, wanted.out, settings, dataset_path=wanted.dataset,
                         concurrency=wanted.concurrency, filter_closed_book=wanted.filter_closed_book,
                         drop_closed_book=wanted.drop_closed_book, corpus=wanted.corpus, eval_config=wanted)
     rows, tokens = _run_with_progress(runner)
+    _report_run(runner, rows, tokens, wanted.out)
+    if judged is not None:
+        stdout().print("\n" + judge_run(wanted.out, judged, judge_sample, judge_seed), markup=False, highlight=False)
+
+
+def _load_dataset(wanted, limits: ParseLimits):
+    """The eval section's dataset, read within the files' size limit; malformed records skipped are counted."""
+    from lcrag.evaluation.datasets import load_dataset
+
+    loaded = load_dataset(wanted.dataset, wanted.format, skip_bad=wanted.skip_bad, limit=wanted.limit,
+                          max_bytes=limits.file_bytes)
+    if loaded.skipped:
+        stderr.print(f"[yellow]skipped {loaded.skipped} malformed record(s); first: {loaded.errors[0]}[/yellow]")
+    return loaded
+
+
+def _report_run(runner, rows: list[dict], tokens: dict[str, int], out: Path) -> None:
+    """What the run wrote and this session's tokens, after the pairs skipped for want of a recorded answer."""
     if runner.unanswered:
         stderr.print(f"[yellow]skipped {len(runner.unanswered)} (question, strategy) pair(s) the reader holds no "
                      f"answer for; first: {runner.unanswered[0]}[/yellow]", highlight=False)
-    stdout().print(f"{len(rows)} rows in {wanted.out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
-                 f"{tokens['completion']} completion tokens · report: lcrag report {wanted.out}", highlight=False)
-    if judged is not None:
-        stdout().print("\n" + judge_run(wanted.out, judged, judge_sample, judge_seed), markup=False, highlight=False)
+    stdout().print(f"{len(rows)} rows in {out / 'rows.jsonl'} · this session: {tokens['prompt']} prompt + "
+                   f"{tokens['completion']} completion tokens · report: lcrag report {out}", highlight=False)
 
 
 def _run_with_progress(runner) -> tuple[list[dict], dict[str, int]]:
