@@ -350,6 +350,21 @@ def spoken_list(items: Iterable[str]) -> str:
 
 # The registries, one per kind of part. Each names the package whose modules define its built-in parts (imported on
 # first use; keep heavy imports inside functions there) and the entry-point group plugins use.
+def _loader_contract(part: Part) -> str | None:
+    """A loader is called with the file's path and the limits reading it must keep (``ParseLimits``: the largest file,
+    its text): it takes both, as it must read within what it is given."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(part.factory).parameters.values())
+    except (TypeError, ValueError):
+        return None  # a callable lcrag cannot inspect: checked when it is called
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return "it must take (path, limits): the file and the ParseLimits to read it within"
+    return None
+
+
 def _strategy_contract(part: Part) -> str | None:
     """A strategy is made by ``create(**options)`` with no other argument, into an object that answers with
     ``run(ctx, question)``: a class needs that method, and no required argument its options do not give."""
@@ -375,7 +390,7 @@ RETRIEVERS = Registry("retriever", "lcrag.retrievers", builtins=("lcrag.retrieva
 READERS = Registry("reader", "lcrag.readers", builtins=("lcrag.readers",))
 EMBEDDERS = Registry("embedder", "lcrag.embedders", builtins=("lcrag.retrieval",))
 CHUNKERS = Registry("chunk unit", "lcrag.chunkers", builtins=("lcrag.chunking",))
-LOADERS = Registry("loader", "lcrag.loaders", builtins=("lcrag.documents",))
+LOADERS = Registry("loader", "lcrag.loaders", builtins=("lcrag.documents",), contract=_loader_contract)
 # Formats and metrics name their own modules: importing all of lcrag.evaluation (runner, report) to list them would be
 # slow and circular.
 DATASET_FORMATS = Registry("dataset format", "lcrag.datasets", builtins=("lcrag.evaluation.datasets",))

@@ -106,3 +106,14 @@ def test_a_folder_of_predictions_is_read_by_the_dataset_format_that_declares_its
     monkeypatch.setattr(DATASET_FORMATS, "parts", lambda: [])
     with pytest.raises(InputError, match="no dataset format reads a folder of predictions"):
         replay.Recordings.load(folder)
+
+
+def test_a_loader_that_cannot_be_given_its_limits_is_refused_when_it_registers():
+    from lcrag.errors import OptionError
+    from lcrag.registry import LOADERS
+
+    with pytest.raises(OptionError, match=r"does not follow the loader contract: it must take \(path, limits\)"):
+        @LOADERS.register("path-only", help="a loader of the old form", suffixes=(".old",))
+        def load_path_only(path):
+            return []
+    assert "path-only" not in LOADERS.names()

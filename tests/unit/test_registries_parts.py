@@ -27,7 +27,7 @@ PART_MODULE = '''
 
 
     @LOADERS.register("reversed", help="text written backwards", suffixes=(".rev",), forms=(".rev",))
-    def load_reversed(path):
+    def load_reversed(path, limits):
         return [Document(text=path.read_text()[::-1], id=path.stem, title=path.stem, source=str(path))]
 
 
