@@ -7,13 +7,15 @@ import pytest
 from lcrag.readers.base import Completion, GenerationParams, Message
 
 
+TIERS = ("unit", "integration", "system")  # tests/<tier>/...: the folder a test lies in is its tier's marker
+
+
 def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
     for item in items:
-        parts = Path(str(item.fspath)).parts
-        if "unit" in parts:
-            item.add_marker(pytest.mark.unit)
-        elif "integration" in parts:
-            item.add_marker(pytest.mark.integration)
+        tier = Path(str(item.fspath)).relative_to(here).parts[0]
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 class WhitespaceTokenizer:

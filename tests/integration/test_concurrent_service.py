@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from service_fixtures import free_port, lcrag_process, wait_ready
-from test_concurrent_questions import random_choices
+from tests.integration.test_concurrent_questions import random_choices
 
 from lcrag import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache

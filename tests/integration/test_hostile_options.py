@@ -24,8 +24,7 @@ from lcrag.errors import LcragError
 pytestmark = pytest.mark.slow
 CASES = option_cases()
 QUESTION = "What is topic 3 about?"
-REFUSED_SECONDS = 5  # a refusal is a check before any work (generous for a loaded 2-core machine: a hang is caught)
-ANSWER_SECONDS = 300  # the bundled reader over the largest context an option's maximum allows
+ANSWER_SECONDS = 300  # a hang guard, no speed: the bundled reader over the largest context an option's maximum allows
 REFUSED_MB = 20  # what a refused request may add to the server's peak memory
 PEAK_MB = 2048  # any one process, answering (TARGETS.md: lcrag ask on a 150K-word document)
 # Retrievers clients may choose on the servers under test: every one that declares options (tree writes summaries
@@ -45,11 +44,10 @@ def material(tmp_path_factory) -> dict[str, Path]:
 
 
 def outcome(case: OptionCase, refused: str | None, seconds: float, front: str) -> None:
-    """What every front end must show: out of bounds refused; a refusal one line and quick; an answer in time."""
+    """What every front end must show: out of bounds refused; a refusal in one line; an answer (not a hang)."""
     if refused is not None:
         assert one_line(refused), f"{front} {case.id}: {refused!r}"
         assert case.out_of_bounds or not out_of_range(case, refused), f"{front} {case.id}: a valid value: {refused}"
-        assert seconds < REFUSED_SECONDS, f"{front} {case.id}: refused after {seconds:.1f} s"
     else:
         assert not case.out_of_bounds, f"{front} {case.id}: answered a value out of the option's bounds"
         assert seconds < ANSWER_SECONDS, f"{front} {case.id}: answered after {seconds:.1f} s"

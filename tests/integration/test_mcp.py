@@ -19,7 +19,6 @@ from importlib import metadata
 import httpx
 import pytest
 from document_fixtures import tool_manual
-from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from service_fixtures import free_port, lcrag_process, wait_ready
 
 pytest.importorskip("mcp")
@@ -45,7 +44,7 @@ def other_sdk(tmp_path_factory) -> str:
     done = subprocess.run([*pip, "--no-deps", "--target", str(target), *pins], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    probe = subprocess.run([sys.executable, "-c", "import lcrag.service.mcp as m, lcrag.cli_mcp as c; "
+    probe = subprocess.run([sys.executable, "-c", "import lcrag.service.mcp as m, lcrag.cli.mcp as c; "
                             "print(m.SDK_MAJOR, c.sdk_version())"], capture_output=True, text=True, timeout=120,
                            env=os.environ | server_path(str(target)))
     assert probe.returncode == 0, probe.stderr
@@ -205,30 +204,3 @@ def test_mcp_over_http_on_another_address_needs_a_key(cache_dir):
                            "--cache-dir", str(cache_dir)],  # its own: keys added to a cache directory would do
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "set --api-key" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-
-
-def test_over_a_shared_store_mcp_answers_what_a_serve_replica_uploaded(database, tmp_path):
-    """`lcrag mcp --store postgresql://…` on its own cache directory: a collection uploaded through a `lcrag serve`
-    replica on the same database (another machine, in effect) is listed, searched, asked and read as a resource."""
-    (tmp_path / "run.toml").write_text('[chunking]\nchunking = "words:60"\n')
-    manual = tool_manual(tmp_path)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with lcrag_process("serve", "--port", str(port), "--config", str(tmp_path / "run.toml"), "--store", database,
-                       url=url, cache_dir=tmp_path / "replica"):
-        httpx.post(f"{url}/v1/collections", json={"name": "tool"}).raise_for_status()
-        httpx.post(f"{url}/v1/collections/tool/files",
-                   files={"file": ("manual.md", manual.read_bytes())}).raise_for_status()
-        assert wait_ready(url, "tool", timeout=300)["state"] == "ready"
-    agent_cache = tmp_path / "agent" / "cache"  # run_file(agent_cache) is tmp_path/agent/run.toml
-    agent_cache.mkdir(parents=True)
-    (tmp_path / "agent" / "run.toml").write_text((tmp_path / "run.toml").read_text())
-    tools, listed, found, answered, resources, read = over_stdio(agent_cache, tools_search_ask_and_a_resource, None,
-                                                                 "--store", database)
-    listed, found, answered = wire(listed), wire(found), wire(answered)
-    assert [c["name"] for c in listed["structuredContent"]["collections"]] == ["tool"]
-    top = found["structuredContent"]["passages"][0]
-    assert not found["isError"] and top["file"] == "manual.md" and "L-BFGS" in top["snippet"]
-    assert not answered["isError"] and answered["structuredContent"]["sources"][0]["file"] == "manual.md"
-    assert [str(r.uri) for r in resources] == ["lcrag://collections/tool/files/manual.md"]
-    assert read.contents[0].text.startswith("# The fit command")

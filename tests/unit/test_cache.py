@@ -29,7 +29,6 @@ def test_cache_persists_across_processes(tmp_path, scripted_reader):
 import json  # noqa: E402
 import logging  # noqa: E402
 import sqlite3  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import textwrap  # noqa: E402
 
@@ -137,13 +136,3 @@ WRITER = textwrap.dedent("""
         assert cache.get(f"shared-{i}").text == f"shared {i}"
     cache.close()
 """)
-
-
-def test_two_processes_write_one_cache_at_once(tmp_path):
-    path, go = tmp_path / "completions.sqlite", tmp_path / "go"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, str(go)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
-    go.touch()  # both open a new file and write at the same moment
-    results = [w.communicate(timeout=300) for w in writers]
-    assert [w.returncode for w in writers] == [0, 0], [err for _, err in results]
-    assert len(CompletionCache(path)) == 900

@@ -214,19 +214,6 @@ def test_legacy_and_utf16_documents_are_indexed(tmp_path, monkeypatch, capsys, t
     assert "Traceback" not in err
 
 
-def test_usage_errors_exit_2(doc):
-    result = lcrag("ask", str(doc))  # missing QUESTION
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-
-
-def test_unreachable_server_is_one_line(doc):
-    result = lcrag("ask", str(doc), "q", "--strategy", "closed-book", "--no-cache",
-                   "--llm", "openai:m@http://127.0.0.1:9/v1")
-    assert result.returncode == 2
-    assert "failed after" in result.stderr and "Traceback" not in result.stderr
-
-
 @pytest.mark.parametrize("args, message", [
     (["analyze", "failures", "{run}"], "manifest.json:1: not valid JSON"),
     (["analyze", "questions", "{run}"], "manifest.json:1: not valid JSON"),

@@ -297,32 +297,3 @@ def test_a_second_build_waits_for_the_first_then_finds_it_done(tmp_path, caplog)
         assert not (out / "corpus.sqlite").exists() and results == []  # it waits: nothing built meanwhile
     waiting.join(timeout=60)
     assert results and results[0][0].meta["documents"] == len(RECORDS)
-
-
-def _build_in_process(src, out, queue):
-    from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
-    from lcrag.tokenization import WordCounter
-
-    config = CorpusBuildConfig(units=("document", "grouped"), embedder=None, piece_words=5, group_tokens=40)
-    queue.put(list(CorpusIndex.build(src, out, config, WordCounter())[1].seconds))
-
-
-def test_concurrent_builds_of_one_index_build_it_once(tmp_path):
-    import multiprocessing
-
-    src, out = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx"
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    workers = [context.Process(target=_build_in_process, args=(src, out, queue)) for _ in range(3)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=120)
-    assert [w.exitcode for w in workers] == [0, 0, 0]
-    steps = sorted((queue.get(timeout=5) for _ in workers), key=len)
-    assert steps[:2] == [[], []] and "ingest" in steps[2]  # one process built; the others found it done
-    single = tmp_path / "single"
-    _build_in_process(src, single, context.Queue())
-    for kind in ("document", "grouped"):  # the same index as one build alone
-        for name in ("ptr", "docs", "piece_unit"):
-            assert np.array_equal(getattr(CorpusIndex(out).units(kind), name), getattr(CorpusIndex(single).units(kind), name))

@@ -10,7 +10,7 @@ from lcrag.pipeline import Pipeline, Settings, as_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.tokenization import WordCounter
-from test_corpus import RECORDS, HashingEmbedder, write_corpus
+from tests.unit.test_corpus import RECORDS, HashingEmbedder, write_corpus
 
 FILLER = [{"id": f"f{i}", "title": f"Filler {i}", "text": " ".join(f"word{i}x{j}" for j in range(30))} for i in range(6)]
 

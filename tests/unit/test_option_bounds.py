@@ -4,8 +4,6 @@ here without a test of its own), and the sentence-window retriever computes its 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hostile_options import HUGE, extremes, one_line, option_cases
@@ -35,7 +33,6 @@ def test_an_option_without_a_maximum_is_refused_when_it_registers_naming_part_an
 
 @pytest.mark.parametrize("case", option_cases(), ids=lambda case: case.id)
 def test_each_options_extremes_are_refused_in_one_line_or_kept(case):
-    started = time.monotonic()
     try:
         checked = case.part.check_options({case.option.name: case.value})[case.option.name]
     except OptionError as exc:
@@ -44,7 +41,6 @@ def test_each_options_extremes_are_refused_in_one_line_or_kept(case):
     else:
         assert not case.out_of_bounds, f"{case.id} was accepted as {checked!r}"
         assert checked is case.value
-    assert time.monotonic() - started < 1  # a check, not work (generous: no speed is asserted, a hang is caught)
 
 
 def test_the_generated_cases_cover_every_option_of_every_strategy_and_retriever():

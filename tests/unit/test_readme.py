@@ -14,8 +14,9 @@ def readme_commands() -> list[str]:
 
 
 def test_ci_runs_the_readme_test_command_exactly():
-    tests = [c for c in readme_commands() if c.endswith("python -m pytest")]
+    tests = [c for c in readme_commands() if c.endswith('python -m pytest -m "not unit"')]
     assert len(tests) == 1, "the README has one test command"
+    assert " && python -m pytest -m unit -x -q && " in tests[0], "the unit tier runs first, stopping at a failure"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert ci[-1] == tests[0], "the last line of .ci/run must be the README's test command, verbatim"
     assert tests[0].startswith("sh tests/install-system-packages.sh && "), "the system packages come first"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import random
 from collections import OrderedDict
 
@@ -114,26 +113,6 @@ def test_processes_share_one_ledger_through_the_cache(tmp_path):
     assert second.state.questions == 60 and first.decide(ShareTarget(0.3), 0.0, 1000, 100).questions == 61
     other = ShareLedgers(tmp_path).get("reader-b", "router-1", CALIBRATION)
     assert other.decide(ShareTarget(0.3), 0.0, 1000, 100).questions == 1  # another reader: its own share
-
-
-def _decide_many(path: str, n: int) -> None:
-    from pathlib import Path
-
-    ledger = ShareLedger(Path(path), CALIBRATION)
-    for score in clustered_scores(n, seed=n):
-        ledger.decide(ShareTarget(0.3), score, 1000, 100)
-
-
-def test_concurrent_processes_lose_no_question(tmp_path):
-    path = tmp_path / "ledger.json"
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_decide_many, args=(str(path), 40)) for _ in range(3)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-    assert [w.exitcode for w in workers] == [0, 0, 0]
-    assert json.loads(path.read_text())["questions"] == 120
 
 
 def test_a_damaged_ledger_starts_afresh_and_says_so(tmp_path, caplog):

@@ -4,10 +4,9 @@ refusals of documents that cannot be read."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
-from document_fixtures import FILLER, html_page, write_docx, write_epub, write_pdf
+from document_fixtures import FILLER, write_docx, write_epub, write_pdf
 
 from lcrag.documents import load_document, load_documents
 from lcrag.errors import InputError
@@ -110,17 +109,6 @@ def test_docx_without_page_breaks_has_sections_only(tmp_path):
     doc = load_document(write_docx(tmp_path / "memo.docx", [("h1", "Memo"), ("p", "Lunch is at noon.")]))
     assert _where(doc, "Lunch") == {"file": str(tmp_path / "memo.docx"), "pages": [], "page_numbering": None,
                                     "section": ["Memo"]}
-
-
-def test_html_main_text_only_with_heading_sections(tmp_path):
-    page = tmp_path / "garden.html"
-    page.write_text(html_page("Gardening Guide", [("Roses", ["Prune roses in March."]),
-                                                  ("Tulips", ["Plant tulip bulbs in October."])]), encoding="utf-8")
-    doc = load_document(page)
-    for boilerplate in ("Log in", "analytics", "font-family", "Cookie settings", "Ten tips", "<"):
-        assert boilerplate not in doc.text
-    assert _where(doc, "tulip bulbs")["section"] == ["Gardening Guide", "Tulips"]
-    assert _where(doc, "Prune roses")["section"] == ["Gardening Guide", "Roses"]
 
 
 def test_html_table_rows_are_kept_as_text_rows(tmp_path):

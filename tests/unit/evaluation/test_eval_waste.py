@@ -10,7 +10,6 @@ from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.retrieval import index as index_module
-from lcrag.retrieval.query_cache import CachedQueryEmbedder
 from lcrag.types import Document
 from tests.conftest import ScriptedReader
 
@@ -48,9 +47,3 @@ def test_every_k_of_an_eval_reads_one_index_per_document(tmp_path, monkeypatch):
     monkeypatch.setattr(index_module.DocumentIndex, "__init__", counting)
     rows = run(tmp_path, ["rag"], [1, 2, 3])
     assert len(rows) == 9 and sorted(opened) == sorted({i for i in opened}) and len(opened) == 3
-
-
-def test_question_vectors_are_kept_when_asked_even_without_the_completion_cache(tmp_path):
-    settings = Settings(cache=False, cache_dir=tmp_path)
-    assert not isinstance(Pipeline(settings).embedder, CachedQueryEmbedder)
-    assert isinstance(Pipeline(settings, query_cache=True).embedder, CachedQueryEmbedder)

@@ -19,7 +19,6 @@ from lcrag.evaluation.route_report import load_questions, policies
 from lcrag.readers import CachedReader, CompletionCache
 from tests.unit.evaluation.test_judge import ScriptedJudge
 from tests.unit.evaluation.test_report import row
-from tests.unit.test_cli import run_main
 
 QUESTION = "True or false: the door in chapter {i} is open."  # a form the bundled 135M judge answers
 
@@ -156,22 +155,6 @@ def test_bad_judge_flags_are_refused_before_anything_runs():
     with pytest.raises(InputError, match="--judge-sample must be at least 2"):
         open_judge("gpt-4o", 1)
     assert open_judge(None) is None
-
-
-@pytest.mark.parametrize("args, message", [
-    (["route", "eval", "{run}", "--judge-sample", "10"], "--judge-sample needs --judge MODEL"),
-    (["eval", "--dataset", "{run}/rows.jsonl", "--out", "{run}/new", "--judge", "openai:j@http://127.0.0.1:9/v1"],
-     "the judge could not be asked"),  # nothing listens on port 9: found before any answer, not after them all
-    (["route", "eval", "{run}", "--judge", "gpt-4o", "--judge-sample", "0"], "--judge-sample must be at least 2"),
-    (["eval", "--dataset", "{run}/rows.jsonl", "--out", "{run}/new", "--judge-sample", "5"], "--judge-sample needs"),
-    (["eval", "--dataset", "{run}/rows.jsonl", "--out", "{run}/new", "--judge", "m", "--judge-sample", "-1"],
-     "--judge-sample must be at least 2"),
-])
-def test_bad_judge_flags_on_the_command_line(tmp_path, monkeypatch, capsys, args, message):
-    run = write_true_false_run(tmp_path / "run", n=6)
-    code, err = run_main([a.replace("{run}", str(run)) for a in args], monkeypatch, capsys)
-    assert code == 2 and err.strip().count("\n") == 0 and message in err, err
-    assert not (run / "new").exists()  # refused before the evaluation started
 
 
 def test_a_run_draws_the_same_questions_wherever_it_is_kept(tmp_path, judge):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from lcrag.errors import InputError
-from lcrag.evaluation.locked_split import LockedSplit, fit_training_router
-from lcrag.evaluation.route_report import Question, fit_router, load_questions
+from lcrag.evaluation.locked_split import LockedSplit
+from lcrag.evaluation.route_report import Question
 from lcrag.strategies.learned_router import FEATURES
 
 pytestmark = pytest.mark.unit
@@ -50,19 +50,6 @@ def test_the_shipped_split_keeps_readers_and_documents_apart():
     assert SPLIT.part("some-new-reader", train_doc) is None and SPLIT.part_of_item("gpt-4o", "nowhere/1") is None
 
 
-def test_a_fit_given_test_rows_or_rows_of_neither_part_refuses():
-    rng = random.Random(0)
-    train = [question("gpt-4o", i, rng) for i in items_of("train", "32k/financial", 6)]
-    fit_training_router(train, SPLIT)  # the training part alone fits
-    for reader, part in (("mistral-nemo", "test"), ("gpt-4o", "test"), ("mistral-nemo", "train")):
-        outside = question(reader, items_of(part, "32k/financial", 1)[0], rng)
-        with pytest.raises(InputError, match="outside the training part"):
-            fit_training_router([*train, outside], SPLIT)
-    kept, test, neither = SPLIT.partition([*train, question("mistral-nemo", items_of("test", "32k", 1)[0], rng),
-                                           question("gpt-4o", items_of("test", "32k", 1)[0], rng)])
-    assert kept == train and [q.run for q in test] == ["/runs/mistral-nemo"] and [q.run for q in neither] == ["/runs/gpt-4o"]
-
-
 def test_a_malformed_split_is_one_line(tmp_path):
     path = tmp_path / "split.json"
     for text, message in (("{", "not JSON"), ('{"format": "x"}', "not a locked split"),
@@ -93,30 +80,6 @@ def test_the_document_rule_takes_the_same_share_of_every_stratum_and_is_stable(m
     assert "gpt-4o-0806" not in readers or "gpt-4o" in readers
 
 
-def synthetic_runs(root: Path) -> list[Path]:
-    """A run per reader (three training readers and one test reader), each answering questions on training and
-    on test documents: rows as `lcrag eval --strategies lc,self-route` writes them."""
-    rng, runs = random.Random(1), []
-    items = items_of("train", "32k/financial", 2) + items_of("train", "32k/paper", 2)
-    test_items = items_of("test", "32k/financial", 2)
-    for reader in [*TRAIN_READERS, "mistral-nemo"]:
-        rows = []
-        for item in items + test_items:
-            top = rng.uniform(0.1, 0.9)  # LC wins more often the weaker the retrieval: scores that rank
-            weak = rng.random() < 0.9 - top
-            lc, rag = (1.0, 0.0) if weak else (rng.choice([0.0, 1.0]), rng.choice([0.0, 1.0]))
-            common = {"item_id": item, "dataset": "lara-32k", "question": f"What is {item}?"}
-            rows.append({**common, "config": "lc", "strategy": "lc", "score": lc, "prompt_tokens": 20000,
-                         "calls": [{"prompt_tokens": 20000}]})
-            rows.append({**common, "config": "self-route|bm25|k5", "strategy": "self-route", "score": rag,
-                         "route_score": rag, "route": "rag", "raw_route_answer": "Bob", "prompt_tokens": 1500,
-                         "calls": [{"prompt_tokens": 1500}], "chunk_scores": [top, top / 2, 0.1]})
-        (root / reader).mkdir(parents=True)
-        (root / reader / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        runs.append(root / reader)
-    return runs
-
-
 def route_lara(monkeypatch, *args) -> int:
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import route_lara as script
@@ -124,28 +87,6 @@ def route_lara(monkeypatch, *args) -> int:
     script.TARGETS.clear()
     monkeypatch.setattr(sys, "argv", ["route_lara.py", *map(str, args)])
     return script.main()
-
-
-def test_route_lara_fits_on_the_training_part_and_scores_the_test_part_only_when_asked(tmp_path, monkeypatch):
-    runs = synthetic_runs(tmp_path / "runs")
-    train_items = len(items_of("train", "32k/financial", 2) + items_of("train", "32k/paper", 2))
-    test_items = len(items_of("test", "32k/financial", 2))
-    out, router_file = tmp_path / "routing.md", tmp_path / "router.json"
-    assert route_lara(monkeypatch, *runs, "--out", out, "--router-out", router_file) == 0
-    fitted = json.loads(router_file.read_text())["fitted_on"]
-    assert fitted["questions"] == 3 * train_items and fitted["readers"] == TRAIN_READERS
-    report = out.read_text()
-    assert f"This run: {3 * train_items} training answers, {test_items} test answers" in report
-    assert "## Locked test set: scored once" not in report and "| mistral-nemo |" not in report  # never read
-
-    again = tmp_path / "again.json"  # fitted and scored in one run: the router this run fits
-    assert route_lara(monkeypatch, *runs, "--out", out, "--router-out", again, "--test-router", again) == 0
-    scored = out.read_text().split("## Locked test set: scored once")[1].split("## The training part")[0]
-    assert f"| mistral-nemo | 32k | {test_items} |" in scored and "Not a held-out measure" not in scored
-
-    fit_router(load_questions(runs)[0], "trees").save(tmp_path / "seen.json")  # a router that saw the test reader says so
-    assert route_lara(monkeypatch, *runs, "--out", out, "--test-router", tmp_path / "seen.json") == 0
-    assert "Not a held-out measure: this router was fitted on the test readers mistral-nemo" in out.read_text()
 
 
 def test_route_lara_refuses_a_bad_split_in_one_line(tmp_path, monkeypatch, capsys):

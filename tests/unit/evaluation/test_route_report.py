@@ -171,20 +171,6 @@ def test_summary_reports_every_router(tmp_path):
     assert [r[0] for r in body] == ["oracle", "self-route (text)", "self-route P(decline)", "learned router"]
 
 
-def test_cli_route_fit_and_eval(tmp_path):
-    import subprocess
-
-    run = write_run(tmp_path / "r")
-    cli = [sys.executable, "-m", "lcrag.cli", "route"]
-    fitted = subprocess.run([*cli, "fit", run, "--out", tmp_path / "router.json"], capture_output=True, text=True)
-    assert fitted.returncode == 0, fitted.stderr
-    assert "60 of 60 questions come from runs made before" in fitted.stderr  # these rows record no grounding
-    out = subprocess.run([*cli, "eval", run, "--router", tmp_path / "router.json"], capture_output=True, text=True)
-    assert out.returncode == 0 and "learned router" in out.stdout and "APGR" in out.stdout
-    bad = subprocess.run([*cli, "eval", tmp_path], capture_output=True, text=True)
-    assert bad.returncode == 2 and "no rows.jsonl" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
-
-
 def test_money_bills_a_documents_prefix_as_cached_only_after_lc_read_it(tmp_path):
     from lcrag.evaluation.route_report import cache_aware, money
     from lcrag.evaluation.prices import Price
@@ -244,23 +230,6 @@ def test_two_way_quality_at_equal_cost_is_interpolated_along_its_frontier():
     assert at_equal_cost(points, "r", 550) == pytest.approx(0.3)
     assert at_equal_cost(points, "r", 1300) == pytest.approx(0.5)
     assert math.isnan(at_equal_cost(points, "r", 2000))
-
-
-def test_route_eval_reports_cascades_against_the_two_way_routers(tmp_path):
-    import subprocess
-
-    run = write_run(tmp_path / "r")
-    wide = tmp_path / "wide"
-    wide.mkdir()
-    rows = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
-    widened = [dict(r, prompt_tokens=4000, calls=[{"prompt_tokens": 4000}], route_score=min(1.0, r["score"] + 0.5),
-                    decline_probability=r["decline_probability"] / 2) for r in rows if r["strategy"] == "self-route"]
-    (wide / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in widened[:30]))
-    out = subprocess.run([sys.executable, "-m", "lcrag.cli", "route", "eval", run, "--wide", wide, "--price-as",
-                          "gpt-4o-mini"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "30 questions also answered by the wide step" in out.stdout
-    assert out.stdout.count("T1=") == 16 and "learned router at equal tokens" in out.stdout
 
 
 def test_a_trees_router_matches_scikit_learn_and_round_trips(tmp_path, monkeypatch):

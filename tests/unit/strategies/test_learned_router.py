@@ -70,25 +70,3 @@ def test_an_unknown_bare_name_is_a_one_line_error_naming_the_shipped_routers(tmp
 def lcrag(*args, cwd):
     return subprocess.run([sys.executable, "-m", "lcrag.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=120)
-
-
-def test_cli_an_unknown_bare_router_name_exits_2_with_one_line(tmp_path):
-    (tmp_path / "doc.txt").write_text("Alice has a sister called Bea.")
-    (tmp_path / "nosuch").mkdir()  # a folder of that name changes nothing
-    done = lcrag("ask", "doc.txt", "Who is Alice's sister?", "--router", "nosuch", cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "not a router shipped with lcrag" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-def test_cli_route_eval_reads_the_shipped_router_beside_a_folder_of_its_name(tmp_path):
-    from tests.unit.evaluation.test_route_report import write_run
-
-    write_run(tmp_path / "run")
-    (tmp_path / "lara").mkdir()
-    done = lcrag("route", "eval", "run", "--router", "lara", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "learned router: router lara" in done.stdout
-    folder = lcrag("route", "eval", "run", "--router", "./lara", cwd=tmp_path)
-    assert folder.returncode == 2 and len(folder.stderr.strip().splitlines()) == 1
-    assert "./lara: not a router file" in folder.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 from dataclasses import replace
 
 import pytest
@@ -70,26 +69,6 @@ def test_a_calibration_is_kept_per_reader_and_router_and_read_back(tmp_path):
     loaded = CalibrationStore(tmp_path).load("reader", "digest")
     assert loaded.labels == made.labels and loaded.factor("what/answers") == made.factor("what/answers")
     assert store.load("another reader", "digest") is None and store.load("reader", "another router") is None
-
-
-def _add_labels(directory: str) -> None:
-    store = CalibrationStore(directory)
-    for i in range(20):
-        store.add("reader", "digest", [Label("what/answers", bool(i % 2), "explore")], {})
-
-
-def test_processes_adding_labels_at_once_keep_every_label(tmp_path):
-    """Two processes adding labels to one reader's calibration as their traffic flows: each read-change-write is
-    under the file lock, so none is lost."""
-    context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_add_labels, args=(str(tmp_path),)) for _ in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-        assert w.exitcode == 0
-    kept = CalibrationStore(tmp_path).load("reader", "digest")
-    assert len(kept.labels) == 40 and kept.summary()["sources"] == {"explore": 40}
 
 
 def test_exploration_is_a_share_of_questions_fixed_by_their_key():

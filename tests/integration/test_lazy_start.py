@@ -11,7 +11,6 @@ from lcrag.readers.base import Completion, GenerationParams
 from lcrag.readers.cache import CachedReader, CompletionCache, completion_key
 from lcrag.readers.llamacpp import EmbeddedLlamaReader
 
-pytestmark = pytest.mark.unit
 
 MESSAGES = [{"role": "user", "content": "Who is the keeper?"}]
 

@@ -17,12 +17,11 @@ from lcrag.documents.limits import ParseLimits
 from lcrag.documents.sandbox import Sandbox
 from lcrag.errors import InputError
 
-from .hostile_documents import (emphasis_markdown, form_bomb_pdf, merged_docx, page_tree_pdf, prose, spanned_docx,
-                                spine_epub)
+from hostile_documents import (emphasis_markdown, form_bomb_pdf, merged_docx, page_tree_pdf, prose, spanned_docx,
+                               spine_epub)
 
-# Seconds for each file, refusal or answer: a test's bound, far below the minutes to hours each took on 5281a3b and
-# loose enough for a loaded CI machine. Speed is measured in benchmarks: the issue's 5 s is audit_service.py's.
-WITHIN = 30.0
+# No time is asserted: a parse past the sandbox's deadline is refused naming --max-parse-seconds, which these tests
+# tell apart from the outcome each file should have. Speed is measured in benchmarks (audit_service.py).
 EXTRA_MB = 100  # of this (the server's) process's memory for each
 
 
@@ -32,13 +31,13 @@ def rss_mb() -> float:
 
 
 def load(sandbox: Sandbox, path: Path):
-    """(documents or the refusal, seconds taken, MB this process grew by)."""
-    before, started = rss_mb(), time.monotonic()
+    """(documents or the refusal, MB this process grew by)."""
+    before = rss_mb()
     try:
         outcome = sandbox.load(path)
     except InputError as exc:
         outcome = exc
-    return outcome, time.monotonic() - started, rss_mb() - before
+    return outcome, rss_mb() - before
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +55,10 @@ def sandbox(tmp_path_factory):
     (lambda d: spine_epub(d / "aliases.epub", repeats=300, aliases=300), None),
     (lambda d: emphasis_markdown(d / "emphasis.md"), None),  # 21.6 s, 1.7 GB
 ], ids=["docx-span", "docx-merge", "pdf-tree", "epub-spine", "epub-aliases", "markdown"])
-def test_each_amplifying_file_costs_bounded_time_and_at_most_100_mb(sandbox, tmp_path, make, refused):
+def test_each_amplifying_file_is_read_or_refused_as_it_should_be_within_100_mb(sandbox, tmp_path, make, refused):
     path = make(tmp_path)
-    outcome, took, grew = load(sandbox, path)
-    assert took < WITHIN and grew < EXTRA_MB, (took, grew)
+    outcome, grew = load(sandbox, path)
+    assert grew < EXTRA_MB, grew
     if refused:
         assert isinstance(outcome, InputError) and refused in str(outcome) and "\n" not in str(outcome)
     else:
@@ -72,8 +71,8 @@ def test_a_parse_past_the_deadline_is_killed_and_refused_naming_the_flag(tmp_pat
     87 s and 14 GB in process. The sandbox kills it at its deadline."""
     path = form_bomb_pdf(tmp_path / "forms.pdf", fan_out=100, depth=3)
     box = Sandbox(ParseLimits(seconds=2, memory_mb=8192), cache_dir=tmp_path / "parsed")
-    outcome, took, grew = load(box, path)
-    assert isinstance(outcome, InputError) and took < 2 + WITHIN / 2 and grew < EXTRA_MB
+    outcome, grew = load(box, path)
+    assert isinstance(outcome, InputError) and grew < EXTRA_MB
     assert str(outcome) == (f"{path}: reading it takes more than the 2 s one file may take (--max-parse-seconds); "
                             "the file was refused")
     assert not box._running  # killed and reaped
@@ -86,8 +85,8 @@ def test_a_parse_past_the_deadline_is_killed_and_refused_naming_the_flag(tmp_pat
 def test_a_parse_over_the_memory_limit_is_refused_naming_the_flag(tmp_path):
     path = form_bomb_pdf(tmp_path / "forms.pdf", fan_out=100, depth=3)
     box = Sandbox(ParseLimits(seconds=30, memory_mb=200), cache_dir=tmp_path / "parsed")
-    outcome, took, grew = load(box, path)
-    assert isinstance(outcome, InputError) and took < WITHIN and grew < EXTRA_MB
+    outcome, grew = load(box, path)
+    assert isinstance(outcome, InputError) and grew < EXTRA_MB
     assert "200 MB of memory one file may take (--max-parse-mb)" in str(outcome)
     restarted = Sandbox(ParseLimits(seconds=30, memory_mb=200), cache_dir=tmp_path / "parsed")
     assert str(load(restarted, path)[0]) == str(outcome) and restarted.parses == 0  # kept: memory is no accident

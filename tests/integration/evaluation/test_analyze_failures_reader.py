@@ -12,7 +12,6 @@ import pytest
 
 from reader_servers import Stub
 
-pytestmark = pytest.mark.unit
 
 IDENTITY = "gguf:SmolLM2-135M-Instruct.Q4_1.gguf#0123456789abcdef"  # how the bundled reader is recorded
 

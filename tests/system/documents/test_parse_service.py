@@ -22,7 +22,7 @@ from lcrag.service.answering import Answering
 from lcrag.service.app import create_app
 from lcrag.service.limits import Limits
 
-from .hostile_documents import form_bomb_pdf
+from hostile_documents import form_bomb_pdf
 
 
 def engine(tmp_path, reader, **options) -> Answering:
@@ -65,13 +65,11 @@ def test_a_collection_in_error_answers_its_error_at_once_never_parsing_again(tmp
         status = wait_ready(url, "ops", timeout=60)
         assert status["state"] == "error" and "records.jsonl:150001: invalid JSON" in status["error"]
         parses = answering.parser.parses
-        started = time.monotonic()
         with ThreadPoolExecutor(12) as pool:
             replies = list(pool.map(lambda _: ask(url, "ops"), range(12)))
-        took = time.monotonic() - started
         assert [r.status_code for r in replies] == [400] * 12
         assert all(r.json()["error"]["message"] == status["error"] for r in replies)
-        assert took < 3 and answering.parser.parses == parses  # 5281a3b: 12 parses of a second each, in parallel
+        assert answering.parser.parses == parses  # 5281a3b: 12 parses of a second each, in parallel
         httpx.post(f"{url}/v1/collections", json={"name": "good"})
         upload(url, "good", crane_manual(tmp_path))
         assert wait_ready(url, "good", timeout=60)["state"] == "ready"
@@ -95,9 +93,8 @@ def test_the_queue_is_checked_before_waiting_for_indexing(tmp_path, scripted_rea
         assert entered.wait(30)
         first = ThreadPoolExecutor(1).submit(ask, url, "ops", 60)  # takes the one place in the queue, and waits
         time.sleep(0.5)
-        started = time.monotonic()
-        second = ask(url, "ops", timeout=5)  # 5281a3b: waited for the indexing too, before any 429
-        assert second.status_code == 429 and time.monotonic() - started < 2
+        second = ask(url, "ops", timeout=30)  # 5281a3b: waited for the indexing too, before any 429
+        assert second.status_code == 429 and not release.is_set()  # refused while the indexing was still held
         release.set()
         assert first.result(60).json()["text"] == "7781"
 
@@ -122,17 +119,13 @@ def test_a_hostile_file_is_refused_naming_its_limit_while_the_service_answers(tm
         upload(url, "ops", crane_manual(tmp_path))
         assert wait_ready(url, "ops", timeout=60)["state"] == "ready"
         upload(url, "ops", bomb)
-        latencies = []
+        answered_while_indexing = 0  # how fast is the audit's (benchmarks/audit_service.py), not a test's
         while httpx.get(f"{url}/v1/collections/ops").json()["status"]["state"] == "indexing":
-            started = time.monotonic()
             assert httpx.get(f"{url}/healthz").status_code == 200
-            latencies.append(time.monotonic() - started)
+            answered_while_indexing += httpx.get(f"{url}/v1/collections/ops").json()["status"]["state"] == "indexing"
             time.sleep(0.05)
         status = wait_ready(url, "ops", timeout=30)
-        assert status["state"] == "ready" and len(latencies) > 10
-        # Not frozen behind the 3 s parse: each answer well under it (loose bounds: a loaded machine is slow; the
-        # figures are the audit's, benchmarks/audit_service.py)
-        assert max(latencies) < 2.5 and sorted(latencies)[len(latencies) // 2] < 0.5, latencies
+        assert status["state"] == "ready" and answered_while_indexing >= 1  # not frozen behind the parse
         assert status["skipped"] == ["forms.pdf: reading it takes more than the 3 s one file may take "
                                      "(--max-parse-seconds); the file was refused"]
         assert ask(url, "ops").json()["text"] == "7781"  # the collection goes on with its other files
@@ -180,4 +173,5 @@ def test_an_mcp_resource_read_parses_off_the_event_loop_through_the_cache(tmp_pa
     answering.parser._recent.clear()  # a deadline's refusal is kept in memory only: this read parses again
     refused, gaps = asyncio.run(read_while_ticking("lcrag://collections/ops/files/forms.pdf"))
     assert "--max-parse-seconds" in str(refused) and answering.parser.parses == parses + 1
-    assert len(gaps) > 50 and max(gaps) < 0.1  # 5281a3b: the loop stopped for the whole parse
+    # The loop ticked on while the parse ran to its deadline (5281a3b stopped it for the whole parse: one tick, after)
+    assert len(gaps) > 2

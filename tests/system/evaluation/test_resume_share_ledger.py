@@ -24,7 +24,7 @@ import pytest
 from lcrag.strategies.share_control import WINDOW, question_key
 from lcrag.types import Document
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 DOCUMENTS = 8
 PER_DOCUMENT = 125  # 1,000 questions: more than WINDOW (800) follow the first unanswered ones

@@ -18,7 +18,6 @@ from lcrag.errors import OptionError
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.registry import STRATEGIES
 
-pytestmark = pytest.mark.unit
 
 # The whole strategy: its prompt, its option, its contract. Registering it is importing it.
 MAP_REDUCE = '''

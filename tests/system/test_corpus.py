@@ -1,0 +1,85 @@
+"""Corpus ingestion, retrieval units (LongRAG Algorithm 1), the corpus index's BM25 and MaxP search."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+
+from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
+from lcrag.tokenization import WordCounter
+
+
+def write_corpus(path, records, gz=False):
+    data = "".join(json.dumps(r) + "\n" for r in records)
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(data)
+    else:
+        path.write_text(data, encoding="utf-8")
+    return path
+
+
+RECORDS = [
+    {"id": "a", "title": "Kiss and Tell (1945 film)", "text": "Kiss and Tell is a 1945 comedy starring Shirley Temple.",
+     "links": ["Shirley Temple"]},
+    {"id": "b", "title": "Shirley Temple", "text": "Shirley Temple was an actress and later a diplomat, Chief of Protocol."},
+    {"id": "c", "title": "Tellurium", "text": "Tellurium is a chemical element; nothing here names a film."},
+    {"id": "d", "title": "Zorblax Vault", "text": "The secret code of the Zorblax Vault is 73914, kept by the guild."},
+    {"id": "e", "title": "Guild of Keys", "text": "The guild guards the Zorblax Vault and never speaks of the code.",
+     "links": ["d", "unknown title"]},
+]
+
+
+# -- ingestion -----------------------------------------------------------------------------------------------------
+
+
+# -- pieces and units ----------------------------------------------------------------------------------------------
+
+
+# -- the index -----------------------------------------------------------------------------------------------------
+class HashingEmbedder:
+    """Unit test stand-in: a bag of hashed words, so MaxP arithmetic can be checked against brute force."""
+
+    name = "hashing-test"
+    dimension = 64
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, sum(map(ord, w)) % self.dimension] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+# -- --out, settings and content identity, concurrent builds (issue 14: defects 5 and 22) --------------------------
+
+
+def _build_in_process(src, out, queue):
+    from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
+    from lcrag.tokenization import WordCounter
+
+    config = CorpusBuildConfig(units=("document", "grouped"), embedder=None, piece_words=5, group_tokens=40)
+    queue.put(list(CorpusIndex.build(src, out, config, WordCounter())[1].seconds))
+
+
+def test_concurrent_builds_of_one_index_build_it_once(tmp_path):
+    import multiprocessing
+
+    src, out = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx"
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    workers = [context.Process(target=_build_in_process, args=(src, out, queue)) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0, 0]
+    steps = sorted((queue.get(timeout=5) for _ in workers), key=len)
+    assert steps[:2] == [[], []] and "ingest" in steps[2]  # one process built; the others found it done
+    single = tmp_path / "single"
+    _build_in_process(src, single, context.Queue())
+    for kind in ("document", "grouped"):  # the same index as one build alone
+        for name in ("ptr", "docs", "piece_unit"):
+            assert np.array_equal(getattr(CorpusIndex(out).units(kind), name), getattr(CorpusIndex(single).units(kind), name))
