@@ -105,6 +105,12 @@ def run(argv: list, env: dict, bytecode: Path) -> float:
     return time.perf_counter() - started
 
 
+def paired_ratio(samples: list[float], baseline: list[float]) -> float:
+    """The median over rounds of a command's time over the baseline's in the same round: a load that comes and goes
+    hits both runs of a round alike."""
+    return statistics.median(mine / theirs for mine, theirs in zip(samples, baseline))
+
+
 def report(times: dict[str, list[float]], args: argparse.Namespace, old_rev: str, new_rev: str) -> str:
     floor = statistics.median(times["floor"])
     rows = []
@@ -112,12 +118,13 @@ def report(times: dict[str, list[float]], args: argparse.Namespace, old_rev: str
         median = statistics.median(samples)
         tree = name.split(":")[0]
         before = times.get(name.replace(f"{tree}:", "old:", 1)) if tree == "new" else None
-        change = f"{statistics.median(before) / median:.1f}x faster" if before else ""
+        change = f"{paired_ratio(before, samples):.2f}x faster" if before else ""
         rows.append([name, len(samples), f"{min(samples):.3f}", f"{median:.3f}", f"{max(samples):.3f}",
-                     f"{median / floor:.2f}", change])
-    table = md_table(["command", "runs", "min s", "median s", "max s", "median / floor", "new vs old (median)"], rows)
+                     f"{median / floor:.2f}", f"{paired_ratio(samples, times['floor']):.2f}", change])
+    table = md_table(["command", "runs", "min s", "median s", "max s", "median / floor",
+                      "paired / floor (median of rounds)", "new vs old (paired, median of rounds)"], rows)
     load = os.getloadavg()
-    return (f"# Start-up\n\n`python benchmarks/bench_startup.py --old {args.old} --rounds {args.rounds}`"
+    return (f"# Start-up\n\n`python benchmarks/bench_startup.py --old {args.old} --rounds {args.rounds} --out {os.path.relpath(args.out, ROOT)}`"
             f" — old = `{old_rev}`, new = the working tree at `{new_rev}` plus its uncommitted changes.\n\n"
             f"Machine: {machine()}. Load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}: other "
             "processes (parallel builds, tests) shared the 2 cores during the run, so absolute times are noisy; "
