@@ -71,3 +71,21 @@ def test_byte_offsets_map_to_characters():
     assert _byte_to_char_offsets(text, [1, 3, 6, 7]) == [1, 2, 3, 4]
     # a split inside a multi-byte character moves past it
     assert _byte_to_char_offsets(text, [4]) == [3]
+
+
+def test_sentences_are_read_in_blocks_as_syntok_reads_the_whole_text(monkeypatch):
+    """syntok slows faster than a text grows, so long texts are split in blocks at blank lines or line ends: the
+    sentences found are the same as over the whole text, offsets included."""
+    from syntok import segmenter
+
+    import lcrag.chunking.chunkers as chunkers
+
+    text = "\n\n".join(" ".join(f"Paragraph {p} sentence {s} says Dr. Smith was in room {s}." for s in range(3))
+                       + ("\nA line of its own ends here." if p % 3 else "") for p in range(40))
+    text += "\n\n" + " ".join([f"One long line of sentences (number {n}), no break at all!" for n in range(30)])
+    whole = [(tokens[0].offset, tokens[-1].offset + len(tokens[-1].value))
+             for paragraph in segmenter.analyze(text) for sentence in paragraph
+             if (tokens := [t for t in sentence if t.value])]
+    monkeypatch.setattr(chunkers, "_SENTENCE_BLOCK", 300)
+    assert len(list(chunkers._blocks(text, 300))) > 20
+    assert SentenceChunker.sentence_spans(text) == whole

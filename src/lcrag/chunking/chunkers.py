@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -93,6 +94,26 @@ class TokenChunker:
         return _group_spans(document.text, spans, self.size, self.overlap)
 
 
+_SENTENCE_BLOCK = 20_000  # characters syntok reads at a time (see SentenceChunker.sentence_spans)
+_LAST_STOP = re.compile(r"[.!?][\"')\]]*\s(?!.*[.!?][\"')\]]*\s)", re.S)  # the last sentence end in a text
+
+
+def _blocks(text: str, size: int) -> Iterator[tuple[int, str]]:
+    """``text`` in pieces of at most about ``size`` characters, with their offsets: each cut after the last blank
+    line in the piece, else after its last line break, else (one line longer than ``size``) after its last full
+    stop, question or exclamation mark followed by a space (an abbreviation there splits one sentence in two), else
+    after its last space."""
+    start = 0
+    while len(text) - start > size:
+        window = text[start:start + size]
+        stop = _LAST_STOP.search(window)
+        cut = (max(window.rfind("\n\n"), 0) or max(window.rfind("\n"), 0) or (stop.end() - 1 if stop else 0)
+               or max(window.rfind(" "), 0) or size - 1)
+        yield start, text[start:start + cut + 1]
+        start += cut + 1
+    yield start, text[start:]
+
+
 @dataclass(frozen=True)
 class SentenceChunker:
     """Whole sentences (syntok), packed into chunks of at most ``max_words`` words.
@@ -108,14 +129,18 @@ class SentenceChunker:
 
     @staticmethod
     def sentence_spans(text: str) -> list[tuple[int, int]]:
+        """The sentences' ``(start, end)`` offsets. syntok reads a text in time that grows faster than its length
+        (2 MB whole: 187 s; 100 KB: 0.9 s), so it reads blocks of about :data:`_SENTENCE_BLOCK` characters, cut
+        where it cuts paragraphs itself (a blank line), else at a line's end."""
         from syntok import segmenter
 
         spans: list[tuple[int, int]] = []
-        for paragraph in segmenter.analyze(text):
-            for sentence in paragraph:
-                tokens = [t for t in sentence if t.value]
-                if tokens:
-                    spans.append((tokens[0].offset, tokens[-1].offset + len(tokens[-1].value)))
+        for offset, block in _blocks(text, _SENTENCE_BLOCK):
+            for paragraph in segmenter.analyze(block):
+                for sentence in paragraph:
+                    tokens = [t for t in sentence if t.value]
+                    if tokens:
+                        spans.append((offset + tokens[0].offset, offset + tokens[-1].offset + len(tokens[-1].value)))
         return spans
 
     def run(self, document: Document) -> list[Chunk]:

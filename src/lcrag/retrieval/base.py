@@ -24,6 +24,8 @@ class RetrievalIndex(Protocol):
 
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Any) -> list[int]: ...
 
+    def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]: ...  # relative to start
+
 
 class IndexView(Protocol):
     """What a retriever's factory reads of the index it is built over (:class:`lcrag.retrieval.index.DocumentIndex`

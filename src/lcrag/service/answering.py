@@ -288,6 +288,7 @@ class Answering:
         is loaded, never embedded again), BM25, and the summaries of a retriever that writes them with the reader,
         whose calls are the collection's (logged here), not its first question's."""
         index = self.base.index(document)
+        self.segments.cut_sentences(document)  # what its answers quote: no question splits a chunk it cites
         for spec in self._offered_specs():
             retriever = index.build(spec)
             cost = getattr(retriever, "build_cost", None)

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from itertools import compress, count
+from bisect import bisect_left, bisect_right
+from itertools import compress, count, islice, takewhile
 from operator import is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -189,6 +190,21 @@ def _spans_of_file(chunker: Chunker, document: Document, path: str) -> tuple[tup
     return _spans(chunker, replace(document, text=Path(path).read_bytes().decode("utf-8", "surrogatepass")))
 
 
+class SentenceCutter:
+    """A file's sentences (syntok) as the "chunks" of its :data:`SENTENCES` segment: spans only, cut once by the
+    indexing job, which cited answers quote from (a chunk's best sentence) and sentence-window embeds."""
+
+    key = SENTENCES
+    tokenizer = None
+
+    def run(self, document: Document) -> list[Chunk]:
+        return [Chunk(number, start, end, "")
+                for number, (start, end) in enumerate(SentenceChunker.sentence_spans(document.text))]
+
+
+_SENTENCE_CUTTER = SentenceCutter()
+
+
 def _text_file(text: str) -> Path:
     """``text`` in a temporary file for the chunking process, written a piece at a time. Pickled with the call, a
     long text is one C call holding this process's interpreter, and so its event loop, for its whole length
@@ -209,6 +225,15 @@ def _chunking_process(owner: int) -> None:
     priority than questions."""
     die_with(owner)
     os.nice(10)
+
+
+def _clipped(spans: tuple[tuple[int, int], ...], offset: int, start: int, end: int) -> list[tuple[int, int]]:
+    """A file's sentence ``spans`` (its text starting at ``offset`` in the collection's) that overlap the collection
+    text from ``start`` to ``end``, clipped to it and made relative to ``start``."""
+    low, high = start - offset, end - offset
+    first = max(bisect_right(spans, (low, low)) - 1, 0)  # the sentence it starts in
+    return [(max(a, low) + offset - start, min(b, high) + offset - start)
+            for a, b in takewhile(lambda span: span[0] < high, islice(spans, first, None)) if b > low]
 
 
 class IndexNotReady(LcragError):
@@ -309,19 +334,29 @@ class Segments:
         self._pool = None  # a process that chunks large files, started when one comes
         self._lock = threading.Lock()  # for the pool above
 
-    def spans(self, entry: FileEntry, chunker: Chunker) -> tuple[tuple[int, int], ...]:
+    def spans(self, entry: FileEntry, chunker: Chunker, make: bool = True) -> tuple[tuple[int, int], ...] | None:
         """The file's chunks' spans for ``chunker``: kept in memory, else from the store, else chunked now and
-        kept in both."""
+        kept in both (not ``make``: None)."""
         key = SegmentKey(entry.content_hash, chunker.key)
         kept = self._spans.get((key, entry.document.content_hash))
         if kept is not None:
             return kept
         segment = self.store.segment(key)
         if segment is None or segment.text_hash != entry.document.content_hash:
+            if not make:
+                return None
             segment = Segment(key, entry.document.content_hash, self._chunk(entry.document, chunker))
             self.store.put_segment(segment)
         self._spans.put((key, segment.text_hash), segment.spans)
         return segment.spans
+
+    def cut_sentences(self, document: CollectionDocument) -> None:
+        """(The indexing job) each file's sentences cut and stored, once per file's content, so that no question
+        splits a chunk it cites: a question reads them (:meth:`CollectionIndex.sentence_spans`). Only the files
+        from the first one that differs from the previous version are looked at (a version's first files are the
+        last one's, cut by its job): a file added costs the same in a collection of 100 files or of 5,000."""
+        for entry in document.files[document.basis[0] if document.basis else 0:]:
+            self.spans(entry, _SENTENCE_CUTTER)
 
     def _chunk(self, document: Document, chunker: Chunker) -> tuple[tuple[int, int], ...]:
         """The document's chunk spans: a large one's cut in a process of its own (at a lower priority), so that
@@ -374,8 +409,8 @@ class Segments:
         :data:`SENTENCES` segment), as :meth:`vectors` makes and loads chunks' (``make``: the indexing job)."""
         import numpy as np
 
-        rows = self._rows(document, SENTENCES, lambda entry: tuple(SentenceChunker.sentence_spans(
-            entry.document.text)), embedder, make, "sentence-window")
+        rows = self._rows(document, SENTENCES, lambda entry: self.spans(entry, _SENTENCE_CUTTER), embedder, make,
+                          "sentence-window")
         spans = [(offset + start, offset + end) for entry, (offset, _) in zip(document.files, document.parts)
                  for start, end in rows[entry.name][0]]
         parts = [rows[entry.name][1] for entry in document.files]
@@ -473,6 +508,25 @@ class CollectionIndex(DocumentIndex):
             self._file_bytes[entry.name] = size
         self._text_bytes = sys.getsizeof(document.text) + sum(self._file_bytes.values())  # as DocumentIndex counts
         return chunks
+
+    def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]:
+        """The sentences of the text from ``start`` to ``end`` (a chunk, or a sentence window that may run over
+        several files), relative to ``start``: from its files' sentences, cut once by the indexing job, clipped to
+        it; split now, as any document's, when a file's are not stored (a collection indexed before they were)."""
+        inside: list[tuple[int, int]] = []
+        offsets = self._file_offsets
+        first = max(bisect_right(offsets, start) - 1, 0)
+        for at in range(first, max(bisect_left(offsets, end), first + 1)):  # the files it overlaps
+            spans = self._segments.spans(self.document.files[at], _SENTENCE_CUTTER, make=False)
+            if spans is None:
+                return super().sentence_spans(start, end)
+            inside += _clipped(spans, offsets[at], start, end)
+        return tuple(inside) or ((0, end - start),)
+
+    @cached_property
+    def _file_offsets(self) -> list[int]:
+        """Where each file's text starts in the collection's text, in file order (each file one part)."""
+        return [offset for offset, _ in self.document.parts]
 
     def _previous(self) -> tuple[int, CollectionIndex | None]:
         """(How many first files are the previous version's, its index for this chunker while in memory)."""

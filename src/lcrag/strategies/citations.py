@@ -6,8 +6,6 @@ and the cascade's sources follow the route they took."""
 
 from __future__ import annotations
 
-import functools
-
 from lcrag.provenance import Source, locate, snippet
 from lcrag.strategies.base import QueryContext
 from lcrag.text import content_words
@@ -17,26 +15,18 @@ LOCATED = 2  # chunks cited for an LC answer
 _NO_SOURCES = ("closed-book",)
 
 
-@functools.lru_cache(maxsize=4096)
-def _sentences(text: str) -> tuple[tuple[int, int], ...]:
-    """The chunk's sentence spans (syntok: ~15 ms for 300 words, so a chunk cited again is not split again)."""
-    from lcrag.chunking.chunkers import SentenceChunker
-
-    return tuple(SentenceChunker.sentence_spans(text)) or ((0, len(text)),)
-
-
-def _best_sentence(text: str, query: str) -> tuple[int, int]:
+def _best_sentence(text: str, spans: tuple[tuple[int, int], ...], query: str) -> tuple[int, int]:
     """The span of the chunk's sentence sharing the most content words with ``query`` (the question as it stands
     alone, and the answer): function words such as "the" say nothing of which sentence holds the answer."""
     wanted = content_words(query)
-    return max(_sentences(text), key=lambda s: len(wanted & content_words(text[s[0]:s[1]])))
+    return max(spans, key=lambda s: len(wanted & content_words(text[s[0]:s[1]])))
 
 
 def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source:
     """The chunk cited by its best-matching sentence: that sentence is the quote, and its page and section (a
     chunk of 300 words often spans two pages; the sentence says which one holds the words cited)."""
     text = ctx.document.text[chunk.start:chunk.end]
-    start, end = _best_sentence(text, query)
+    start, end = _best_sentence(text, ctx.index().sentence_spans(chunk.start, chunk.end), query)
     return Source(snippet=snippet(text[start:end]), how=how, chunk=chunk.index, score=round(chunk.score, 4),
                   **locate(ctx.document, chunk.start + start, chunk.start + end))
 

@@ -8,8 +8,10 @@ import threading
 
 import pytest
 
+from lcrag.chunking import SentenceChunker
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
+from lcrag.service.segments import SENTENCES
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
 PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
@@ -64,7 +66,50 @@ def test_the_same_file_in_two_collections_is_processed_once(tmp_path, scripted_r
             assert answering.collections.wait(collection).state == "ready"
             assert files_found(answering, collection, "reset code") == ["crane.txt"]
         assert answering.parser.parses == 1  # parsed once
-        assert len(made) == len(set(made)) == 2  # chunked once, embedded once
+        assert len(made) == len(set(made)) == 3  # chunked once, embedded once, its sentences cut once
+        assert {key.chunking for key in made} == {"words:20:0", SENTENCES}
+    finally:
+        answering.close()
+
+
+def test_answers_quote_the_sentences_the_indexing_job_cut(tmp_path, scripted_reader, monkeypatch):
+    answering = make(tmp_path, scripted_reader(lambda m: "five seconds"))
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "crane.txt", CRANE)
+        add(answering, "ops", "pump.txt", PUMP)
+        assert answering.collections.wait("ops").state == "ready"
+
+        def split_in_a_question(text):
+            raise AssertionError("a question split a cited chunk into sentences")
+
+        monkeypatch.setattr(SentenceChunker, "sentence_spans", staticmethod(split_in_a_question))
+        answer = answering.ask("ops", "How long do I hold the red button?", {})
+        assert answer.sources[0].file == "crane.txt"
+        assert answer.sources[0].snippet.startswith("Hold the red button for five seconds")
+    finally:
+        answering.close()
+
+
+def test_a_chunks_stored_sentences_are_clipped_to_it(tmp_path, scripted_reader):
+    text = " ".join(f"Sentence number {n} says that valve {n} stays open for {n} minutes." for n in range(12))
+    answering = make(tmp_path, scripted_reader())
+    try:
+        answering.collections.create("ops")
+        add(answering, "ops", "a.txt", CRANE)
+        add(answering, "ops", "valves.txt", text)
+        assert answering.collections.wait("ops").state == "ready"
+        document, _ = answering._load("ops")
+        index = answering.base.index(document)
+        covered = 0
+        for chunk in index.chunks:
+            spans = index.sentence_spans(chunk.start, chunk.end)
+            assert all(0 <= a < b <= chunk.end - chunk.start for a, b in spans)
+            assert [a for a, _ in spans] == sorted(a for a, _ in spans)
+            words = [w for a, b in spans for w in chunk.text[a:b].split()]
+            assert words == chunk.text.split()  # every word of the chunk, each in one sentence, in order
+            covered += sum(1 for a, b in spans if chunk.text[a:b].rstrip().endswith("minutes."))
+        assert covered == 12  # each sentence ends in exactly one chunk
     finally:
         answering.close()
 
@@ -79,12 +124,12 @@ def test_indexing_does_not_hold_the_reader_lock(tmp_path, scripted_reader):
         entered, release, order = threading.Event(), threading.Event(), []
         spans = answering.segments.spans
 
-        def held(entry, chunker):
-            if entry.name == "big.txt":
+        def held(entry, chunker, make=True):
+            if entry.name == "big.txt" and make and not entered.is_set():
                 entered.set()
                 release.wait(60)
                 order.append("indexed")
-            return spans(entry, chunker)
+            return spans(entry, chunker, make)
 
         answering.segments.spans = held
         answering.collections.create("big")

@@ -12,7 +12,7 @@ import lcrag.service.answering as answering_module
 from lcrag.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.service.collections import Listed
-from lcrag.service.segments import CollectionIndex, collection_document
+from lcrag.service.segments import SENTENCES, CollectionIndex, collection_document
 
 
 def text(number: int) -> str:
@@ -47,19 +47,24 @@ class Spies:
     collection's text), by file name."""
 
     def __init__(self, answering: Answering, monkeypatch):
-        self.parsed, self.hashed, self.chunked, self.placed = [], [], [], []
+        self.parsed, self.hashed, self.chunked, self.placed, self.sentences = [], [], [], [], []
         load_files, digest = answering.parser.load_files, answering_module.file_digest
         chunk, spans = answering.segments._chunk, answering.segments.spans
         monkeypatch.setattr(answering.parser, "load_files", lambda paths, *args, **options: self.parsed.extend(
             p.name for p in paths) or load_files(paths, *args, **options))
         monkeypatch.setattr(answering_module, "file_digest", lambda path: self.hashed.append(path.name) or digest(path))
-        monkeypatch.setattr(answering.segments, "_chunk",
-                            lambda document, chunker: self.chunked.append(document.source) or chunk(document, chunker))
-        monkeypatch.setattr(answering.segments, "spans",
-                            lambda entry, chunker: self.placed.append(entry.name) or spans(entry, chunker))
+        monkeypatch.setattr(answering.segments, "_chunk", lambda document, chunker: self._seen(
+            chunker, self.chunked, document.source) or chunk(document, chunker))
+        monkeypatch.setattr(answering.segments, "spans", lambda entry, chunker, make=True: self._seen(
+            chunker, self.placed, entry.name) or spans(entry, chunker, make))
+
+    def _seen(self, chunker, where: list, name: str) -> None:
+        """A file's chunks in ``where``; its sentences (cut for the answers' quotes) in ``sentences``."""
+        (self.sentences if chunker.key == SENTENCES else where).append(name)
 
     def clear(self) -> None:
-        self.parsed.clear(), self.hashed.clear(), self.chunked.clear(), self.placed.clear()
+        for seen in (self.parsed, self.hashed, self.chunked, self.placed, self.sentences):
+            seen.clear()
 
 
 def test_after_a_change_only_the_changed_file_is_parsed_hashed_and_chunked(replica, monkeypatch):
@@ -69,6 +74,7 @@ def test_after_a_change_only_the_changed_file_is_parsed_hashed_and_chunked(repli
     spies = Spies(replica, monkeypatch)
     upload(replica, "f9.txt", 9)  # after the others: the others' chunks are the last version's
     assert (spies.parsed, spies.hashed, spies.chunked, spies.placed) == (["f9.txt"],) * 4
+    assert spies.sentences == ["f9.txt", "f9.txt"]  # cut (chunked) once, and read from memory by the job
     spies.clear()
     upload(replica, "f3b.txt", 33)  # among them: the chunks of the files after it are placed again, not cut again
     assert (spies.parsed, spies.hashed, spies.chunked) == (["f3b.txt"],) * 3

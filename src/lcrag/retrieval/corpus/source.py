@@ -96,6 +96,10 @@ class CorpusUnits:
                              f"{', '.join([*SCORERS, *composing])}")
         return part.create(self)
 
+    def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]:
+        """A corpus has no one text to split (its answers cite no sentence): the span whole."""
+        return ((0, end - start),)
+
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]:
         """Each unit's length in ``tokenizer`` tokens (counted once per unit and tokenizer)."""
         with self._lock:
