@@ -62,6 +62,9 @@ def test_serve_and_mcp_take_every_service_flag_from_the_one_declaration():
     declared = {subcommand.name: subcommand for subcommand in SUBCOMMANDS}
     options = {name: {param.name: param for param in declared[name].load().params} for name in ("serve", "mcp")}
     for field in dataclasses.fields(ServiceFlags):
+        if not field.metadata.get("option", True):  # lcrag's own --max-file-mb
+            assert field.name not in options["serve"] and field.name not in options["mcp"]
+            continue
         serve, mcp = options["serve"][field.name], options["mcp"][field.name]
         assert serve.opts == mcp.opts and serve.help == mcp.help and serve.envvar == mcp.envvar, field.name
         if field.name != "port":
@@ -91,3 +94,28 @@ def test_a_command_with_the_service_flags_gets_their_values_as_one_object():
     assert bad.exit_code == 2 and "--max-waiting" in bad.output and seen == seen[:1]
     with pytest.raises(TypeError, match="not service flags: prot"):
         with_service_flags(prot=9)
+
+
+def test_lcrags_max_file_mb_reaches_the_service_flags_parse_limits():
+    """`lcrag --max-file-mb 2 serve`: the root command's limit is the service's (no environment variable)."""
+    from lcrag.documents.limits import ParseLimits
+
+    seen = []
+
+    @with_service_flags()
+    def probe(*, flags: ServiceFlags) -> None:
+        """A command taking the service flags."""
+        seen.append(flags.parse_limits())
+
+    root = typer.Typer()
+
+    @root.callback()
+    def limits(ctx: typer.Context, max_file_mb: Annotated[float, typer.Option("--max-file-mb")] = 512) -> None:
+        ctx.obj = ParseLimits(file_mb=max_file_mb)
+
+    root.command()(probe)
+    unset = {"LCRAG_CACHE_DIR": None, "LCRAG_BASE_URL": None, "LCRAG_STORE": None, "LCRAG_SERVE_API_KEY": None,
+             "LCRAG_MAX_FILE_MB": None}
+    assert CliRunner().invoke(root, ["--max-file-mb", "2", "probe"], env=unset).exit_code == 0
+    assert CliRunner().invoke(root, ["probe"], env=unset).exit_code == 0
+    assert [limit.file_mb for limit in seen] == [2, 512]

@@ -68,8 +68,17 @@ def _check_failures_options(llm: str | None, base_url: str | None, dataset: Path
         raise LcragError(f"--dataset {dataset} does not exist")
 
 
+def _file_limits(ctx: typer.Context):
+    """lcrag --max-file-mb, as the root command keeps it (its ParseLimits)."""
+    from lcrag.documents.limits import ParseLimits
+
+    limits = ctx.find_root().obj
+    return limits if isinstance(limits, ParseLimits) else ParseLimits()
+
+
 @analyze_app.command("failures")
 def failures(
+    ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="A run directory of `lcrag eval` with a self-route configuration.")],
     dataset: Annotated[Optional[Path], typer.Option("--dataset", help="The run's dataset (default: the path in its manifest).")] = None,
     llm: Annotated[Optional[str], typer.Option("--llm", help=f"Classifier reader (default: the run's reader): {reader_forms()}.")] = None,
@@ -94,7 +103,7 @@ def failures(
         path = dataset or (Path(manifest["dataset"]) if manifest.get("dataset") else None)
         if path is None:
             raise LcragError("pass --dataset: the run's manifest names none")
-        items = items_by_id(load_dataset(path).items)
+        items = items_by_id(load_dataset(path, max_bytes=_file_limits(ctx).file_bytes).items)
         chunking = None if manifest.get("chunking") in (None, "strategy default") else manifest["chunking"]
         settings = Settings(**_run_reader(run_dir, manifest, llm, base_url),
                             embedder=manifest.get("embedder") or "minilm", chunking=chunking, cache=False,

@@ -178,6 +178,7 @@ MAX_CALIBRATION = 1000  # --max-questions' default: the most questions one calib
 
 @route_app.command("calibrate")
 def calibrate(
+    ctx: typer.Context,
     documents: Annotated[Optional[list[Path]], typer.Option("--documents", help="A document (or a directory of them, as `lcrag ask` takes it) the questions are about; repeatable. Without --questions, questions are generated from its sentences.")] = None,
     questions: Annotated[Optional[Path], typer.Option("--questions", help="Your own questions: JSONL ({\"question\": ..., \"document\": PATH, \"answers\": [...]}, document and answers optional) or TSV (question, document path, gold answers...); a line without a document is about the one --documents.")] = None,
     n: Annotated[int, typer.Option("-n", help="Questions to answer both ways (the first N of --questions, or N generated).", min=1)] = 100,
@@ -200,6 +201,8 @@ def calibrate(
     """Adapt a router to your reader: answer N questions with both Self-Route's RAG step and LC, read where the
     two answers agree (LC was not needed there) and where they part (LC may gain), and keep the router's per-group
     scaling for this reader in the cache, where `lcrag ask`/`eval`/`serve --router` find it."""
+    from lcrag.evaluation.calibrate_router import generate_questions, read_questions
+    from lcrag.pipeline import as_document
     from lcrag.strategies.learned_router import Router
 
     if n > max_questions:
@@ -213,8 +216,11 @@ def calibrate(
     given = {"llm": llm, "base_url": base_url, "chunking": chunking, "k": k, "context_window": context_window,
              "max_tokens": max_tokens, "threads": threads, "cache_dir": cache_dir}
     settings = Config().merged({key: value for key, value in given.items() if value is not None}).settings()
-    _run_calibration(settings, documents or [], questions, n, fitted, router, sampled, judge_sample, judge_seed,
-                     strength, explore)
+    limits = ctx.find_root().obj  # lcrag --max-file-mb: the root command's ParseLimits
+    loaded = [as_document(d, limits) for d in documents or []]
+    asked = (read_questions(questions, loaded, lambda path: as_document(path, limits))[:n] if questions is not None
+             else generate_questions(loaded, n))
+    _run_calibration(settings, asked, fitted, router, sampled, judge_sample, judge_seed, strength, explore)
 
 
 def _calibration_judge(judge: str | None, size: int | None):
@@ -225,17 +231,13 @@ def _calibration_judge(judge: str | None, size: int | None):
     return open_judge(judge, size)
 
 
-def _run_calibration(settings, documents, questions, n, router, name, judge, judge_sample, seed, strength,
-                     explore) -> None:
-    from lcrag.evaluation.calibrate_router import calibrate, generate_questions, read_questions
-    from lcrag.pipeline import Pipeline, as_document
+def _run_calibration(settings, asked, router, name, judge, judge_sample, seed, strength, explore) -> None:
+    from lcrag.evaluation.calibrate_router import calibrate
+    from lcrag.pipeline import Pipeline
     from lcrag.progress import progress_factory
     from lcrag.readers.base import reader_identity
     from lcrag.strategies.share_control import ShareLedgers
 
-    loaded = [as_document(d) for d in documents]
-    asked = (read_questions(questions, loaded, as_document)[:n] if questions is not None
-             else generate_questions(loaded, n))
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
         try:

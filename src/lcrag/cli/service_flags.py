@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Optional, get_type_hints
 
@@ -119,6 +119,8 @@ class ServiceFlags:
     kept_answers: KeptAnswers = KEPT_ANSWERS
     max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024
     new_run_file: NewRunFile = False
+    # lcrag's own --max-file-mb (before the subcommand: the root command's ParseLimits), not an option of its own
+    max_file_mb: float = field(default=ParseLimits().file_mb, metadata={"option": False})
 
     def reader_settings(self) -> dict[str, Any]:
         """The reader and cache flags as configuration fields (None: not given, the run file's or the default)."""
@@ -128,7 +130,7 @@ class ServiceFlags:
 
     def parse_limits(self) -> ParseLimits:
         return ParseLimits(self.max_parse_seconds, self.max_parse_mb, self.max_document_chars,
-                           self.max_chars_per_byte, self.max_title_chars)
+                           self.max_chars_per_byte, self.max_title_chars, self.max_file_mb)
 
     def connection_limits(self):
         """What one connection, and one client address, may hold (:class:`lcrag.service.server.ConnectionLimits`)."""
@@ -145,28 +147,31 @@ def with_service_flags(**defaults: Any) -> Callable[[Callable], Callable]:
     """A decorator giving a command every :class:`ServiceFlags` field as an option, after the command's own, and
     calling it with them as its ``flags`` argument; ``defaults`` replace a field's default for this command
     (``port=8001``)."""
-    shared = fields(ServiceFlags)
-    unknown = set(defaults) - {field.name for field in shared}
+    shared = [flag for flag in fields(ServiceFlags) if flag.metadata.get("option", True)]
+    unknown = set(defaults) - {flag.name for flag in shared}
     if unknown:
         raise TypeError(f"not service flags: {', '.join(sorted(unknown))}")
     options = get_type_hints(ServiceFlags, include_extras=True)
     keyword = inspect.Parameter.KEYWORD_ONLY
-    added = [inspect.Parameter(field.name, keyword, default=defaults.get(field.name, field.default),
-                               annotation=options[field.name]) for field in shared]
+    added = [inspect.Parameter(flag.name, keyword, default=defaults.get(flag.name, flag.default),
+                               annotation=options[flag.name]) for flag in shared]
 
     def add(command: Callable) -> Callable:
         own = [parameter.replace(kind=keyword)
                for parameter in inspect.signature(command, eval_str=True).parameters.values()
                if parameter.name != "flags"]
 
-        def run(**given: Any) -> Any:
-            flags = ServiceFlags(**{field.name: given.pop(field.name) for field in shared})
+        def run(ctx: typer.Context, **given: Any) -> Any:
+            limits = ctx.find_root().obj  # lcrag --max-file-mb: the root command's ParseLimits
+            flags = ServiceFlags(**{flag.name: given.pop(flag.name) for flag in shared},
+                                 **({"max_file_mb": limits.file_mb} if isinstance(limits, ParseLimits) else {}))
             return command(flags=flags, **given)
 
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
             setattr(run, attribute, getattr(command, attribute))
-        run.__signature__ = inspect.Signature([*own, *added])
-        run.__annotations__ = {parameter.name: parameter.annotation for parameter in [*own, *added]}
+        context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+        run.__signature__ = inspect.Signature([context, *own, *added])
+        run.__annotations__ = {parameter.name: parameter.annotation for parameter in [context, *own, *added]}
         return run
 
     return add
