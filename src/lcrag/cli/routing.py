@@ -220,7 +220,8 @@ def calibrate(
     loaded = [as_document(d, limits) for d in documents or []]
     asked = (read_questions(questions, loaded, lambda path: as_document(path, limits))[:n] if questions is not None
              else generate_questions(loaded, n))
-    _run_calibration(settings, asked, fitted, router, sampled, judge_sample, judge_seed, strength, explore)
+    _run_calibration(settings, asked, questions is None, fitted, router, sampled, judge_sample, judge_seed, strength,
+                     explore)
 
 
 def _calibration_judge(judge: str | None, size: int | None):
@@ -231,7 +232,8 @@ def _calibration_judge(judge: str | None, size: int | None):
     return open_judge(judge, size)
 
 
-def _run_calibration(settings, asked, router, name, judge, judge_sample, seed, strength, explore) -> None:
+def _run_calibration(settings, asked, generated, router, name, judge, judge_sample, seed, strength,
+                     explore) -> None:
     from lcrag.evaluation.calibrate_router import calibrate
     from lcrag.pipeline import Pipeline
     from lcrag.progress import progress_factory
@@ -249,7 +251,7 @@ def _run_calibration(settings, asked, router, name, judge, judge_sample, seed, s
             pipeline.close()
     store = ShareLedgers(pipeline.cache_dir / "routing-shares").calibrations
     path = store.save(calibration)
-    _report_calibration(run, calibration, name, path, questions is None)
+    _report_calibration(run, calibration, name, path, generated)
 
 
 def _report_calibration(run, calibration, name: str, path: Path, generated: bool) -> None:
