@@ -19,7 +19,7 @@ from importlib import metadata
 import httpx
 import pytest
 from document_fixtures import tool_manual
-from postgres_fixtures import database
+from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from service_fixtures import free_port, lcrag_process, wait_ready
 
 pytest.importorskip("mcp")
