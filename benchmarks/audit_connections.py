@@ -49,7 +49,7 @@ LCRAG = str(Path(sys.executable).with_name("lcrag"))
 TRICKLE_EVERY = 10.0
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
 HEADER_TIMEOUT = 10.0  # lcrag's default --header-timeout
-FD_BUDGET = 1024 + 2 * 1024 + 256  # --max-connections, twice the backlog, the server's own (lcrag.service.server)
+FD_BUDGET = 1024 + 2 * 1024 + 256  # --max-connections, twice the backlog, the server's own (lcrag.service.http.server)
 HELLO = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "audit", "version": "0"}}}
 LOAD: list[float] = []

@@ -551,7 +551,7 @@ def upload_leftovers(t: Audit):
       "is allowed", "400 at once naming --max-tokens, --max-question-chars, --strategies")
 def cost_caps(t: Audit):
     collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
-    chat = {"model": "lcrag/paths", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 10**8}
+    chat = {"model": "lcrag/core/paths", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 10**8}
     tokens, seconds = timed(t.a.post, "/v1/chat/completions", json=chat)
     long = ask(t.a, "paths", "why " * 5000)
     collection(t.b, "capped", {"manual.txt": MANUAL.encode()})
@@ -572,7 +572,7 @@ def bad_requests(t: Audit) -> list[tuple[str, httpx.Response]]:
     collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
     replies = [(name, t.a.post("/v1/ask", content=f'{{"collection": "paths", "question": "q", {field}}}'.encode(),
                                headers={"Content-Type": "application/json"})) for name, field in BAD_FIELDS]
-    chat = {"model": "lcrag/paths", "messages": [{"role": "user", "content": QUESTION}], "stream": True,
+    chat = {"model": "lcrag/core/paths", "messages": [{"role": "user", "content": QUESTION}], "stream": True,
             "stream_options": "x"}
     replies.append(("stream_options \"x\"", t.a.post("/v1/chat/completions", json=chat)))
     replies.append(("300-char upload name", upload(t.a, "paths", "n" * 296 + ".txt", b"x")))
@@ -610,7 +610,7 @@ def no_server_paths(t: Audit):
 def small_things(t: Audit):
     collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
     newline = t.a.post("/v1/collections", json={"name": "ops\n"}).status_code
-    parts = {"model": "lcrag/paths", "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]}
+    parts = {"model": "lcrag/core/paths", "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]}
     chat = t.a.post("/v1/chat/completions", json=parts)
     text = chat.json()["choices"][0]["message"]["content"] if chat.status_code == 200 else message(chat)
     lower = httpx.get(t.b.url + "/v1/collections", headers={"authorization": f"bearer {KEY}"}, timeout=30)

@@ -27,7 +27,7 @@ from postgres_fixtures import new_database, postgres_server  # noqa: E402
 STEP = r"""
 import json, resource, sys, time
 from pathlib import Path
-from lcrag.service.store_postgres import PostgresCollections
+from lcrag.store.postgres import PostgresCollections
 
 step, url, root, source = sys.argv[1:5]
 def peak_mb():

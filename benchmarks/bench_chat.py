@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import log, machine, md_table  # noqa: E402
 
-from lcrag.pipeline import Pipeline, Settings  # noqa: E402
+from lcrag.pipeline.pipeline import Pipeline, Settings  # noqa: E402
 from lcrag.strategies.conversation import standalone  # noqa: E402
-from lcrag.types import Document  # noqa: E402
+from lcrag.core.types import Document  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SET = ROOT / "benchmarks" / "data" / "followup_conversations.jsonl"

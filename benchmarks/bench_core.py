@@ -32,8 +32,8 @@ from lcrag.documents import load_document
 from lcrag.evaluation import contains_answer
 from lcrag.readers.llamacpp import EmbeddedLlamaReader
 from lcrag.retrieval import DocumentIndex, OnnxMiniLMEmbedder
-from lcrag.synthetic import DEFAULT_FACTS, passkey_fact, plant
-from lcrag.types import Document
+from lcrag.documents.synthetic import DEFAULT_FACTS, passkey_fact, plant
+from lcrag.core.types import Document
 
 STRATEGIES = ("closed-book", "lc", "rag", "op-rag", "self-route")
 

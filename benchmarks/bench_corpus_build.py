@@ -10,7 +10,7 @@ A. Dense indexing throughput: `lcrag corpus build` (all three unit kinds, dense 
    count, measured in this run.
 B. The full 66K-paragraph build: per-step seconds from the index's meta.json, wall time and peak RSS from
    /usr/bin/time -v.
-C. Scaling: synthetic ~100-word passages (lcrag.synthetic.corpus_records, each naming another record) at growing
+C. Scaling: synthetic ~100-word passages (lcrag.documents.synthetic.corpus_records, each naming another record) at growing
    sizes up to --scale-max, built BM25-only with word counts (`--embedder none --tokenizer words`): wall time per
    step and peak RSS of the whole build process, and of ingestion alone. Dense embedding is not run at 1M on two
    cores (it would take hours at the throughput measured in A); its cost is linear in pieces, see A.
@@ -40,7 +40,7 @@ from common import log, machine, md_table
 
 from lcrag.retrieval.corpus import CorpusIndex
 from lcrag.retrieval.embedders import OnnxMiniLMEmbedder
-from lcrag.synthetic import corpus_records
+from lcrag.documents.synthetic import corpus_records
 
 LCRAG = [sys.executable, "-m", "lcrag.cli"]
 

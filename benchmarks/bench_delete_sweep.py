@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import log, machine, md_table, postgres_server  # noqa: E402
 
-from lcrag.service.store_postgres import PostgresCollections  # noqa: E402
+from lcrag.store.postgres import PostgresCollections  # noqa: E402
 
 
 def _median_ms(run, repeat: int = 7) -> float:

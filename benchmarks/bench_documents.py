@@ -79,7 +79,7 @@ def answer_row(pipeline, pdf: Path, item: dict, strategy: str, reader: str, pric
 
 
 def run_questions(args, questions: list[dict]) -> None:
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
 
     rows_path = args.out / "rows.jsonl"
     done = done_keys(rows_path)
@@ -104,7 +104,7 @@ def run_questions(args, questions: list[dict]) -> None:
 def recite(args, questions: list[dict], strategy: str) -> None:
     """Recompute the citations of the recorded rows of one strategy (their answers come from the completion cache,
     unchanged; tokens, money and wall time stay as measured), after a change to how answers cite."""
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
 
     rows_path = args.out / "rows.jsonl"
     rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]

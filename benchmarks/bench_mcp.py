@@ -27,7 +27,7 @@ OPTIONS = {"strategy": "rag", "k": 3}
 
 
 def engine(cache: Path):
-    from lcrag.pipeline import Settings
+    from lcrag.pipeline.pipeline import Settings
     from lcrag.service.answering import Answering
 
     return Answering(Settings(cache_dir=cache), cache / "collections")

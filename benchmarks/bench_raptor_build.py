@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import log, machine, md_table  # noqa: E402
 
 from lcrag import Pipeline, Settings  # noqa: E402
-from lcrag.tokenization import count_tokens  # noqa: E402
-from lcrag.types import Document  # noqa: E402
+from lcrag.core.tokenization import count_tokens  # noqa: E402
+from lcrag.core.types import Document  # noqa: E402
 
 
 def main() -> None:

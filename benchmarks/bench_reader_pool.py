@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from reader_servers import llama_server  # noqa: E402  (the tests' helper: one copy of how a server is started)
 
-from lcrag.pipeline import Pipeline, Settings  # noqa: E402
+from lcrag.pipeline.pipeline import Pipeline, Settings  # noqa: E402
 from lcrag.readers import make_reader, server_stats  # noqa: E402
 from lcrag.readers.pool import pooled_reader  # noqa: E402
-from lcrag.synthetic import DEFAULT_FACTS, needle_document  # noqa: E402
+from lcrag.documents.synthetic import DEFAULT_FACTS, needle_document  # noqa: E402
 
 CONFIGURATIONS = (("one server", 1, True), ("pool of 2, document affinity", 2, True),
                   ("pool of 2, least outstanding only", 2, False))

@@ -107,7 +107,7 @@ def prefix_reuse(args, cache: Path) -> tuple[str, Server]:
 
 
 def overhead(args, cache: Path, server: Server) -> str:
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
 
     for q in QUESTIONS:  # every question answered once (RAG): later asks are completion-cache hits
         server.ask(q, "rag")

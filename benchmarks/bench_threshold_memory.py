@@ -30,7 +30,7 @@ from common import free_port, log, machine, md_table  # noqa: E402
 HERE = Path(__file__).resolve().parent
 LAUNCHER = """
 import sys, threading, time
-from lcrag.strategies import learned_router as lr
+from lcrag.strategies.routing import learned as lr
 count, out = [0], sys.argv[1]
 name = "parse" if hasattr(lr.Router, "parse") else "load"
 inner = getattr(lr.Router, name).__func__

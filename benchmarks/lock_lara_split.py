@@ -7,7 +7,7 @@ other documents); the test part (the three readers on the test documents) is sco
     python benchmarks/lock_lara_split.py ../shared/data/lara --out src/lcrag/evaluation/calibration/lara_locked_split.json
 
 Readers. Each reader's style is measured on its recorded answers (LC and RAG, every question) with the router's
-own text features (lcrag.text): mean answer length in words (log), how often it hedges (``hedges``), declines
+own text features (lcrag.core.text): mean answer length in words (log), how often it hedges (``hedges``), declines
 anywhere in the answer (``declines``, the router's ``answer_declines_in_words``), and declines where the document
 holds the answer (``declines`` on the non-hallucination questions: a refusal). The eight numbers are standardised
 over the ten readers; the three readers chosen are the triple whose closest pair is farthest apart, among triples
@@ -30,8 +30,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 from lcrag.evaluation.datasets.lara import load_lara
-from lcrag.storage import atomic_write_text
-from lcrag.text import declines, hedges
+from lcrag.core.files import atomic_write_text
+from lcrag.core.text import declines, hedges
 
 FRACTION = 0.3
 SALT = "lcrag-lara-locked-1:"
@@ -122,7 +122,7 @@ def split_data(lara: Path) -> tuple[dict, dict[str, list[float]]]:
         "format": "lcrag-locked-split", "name": "lara-locked-1", "dataset": "LaRA (Alibaba-NLP/LaRA c171553)",
         "test_readers": readers, "train_readers": sorted(r for r in styles if r not in readers),
         "reader_rule": "standardised style over the ten readers (LC and RAG: log mean words, hedge rate, decline "
-                       "rate, refusal rate on answerable questions; lcrag.text hedges/declines); the triple whose "
+                       "rate, refusal rate on answerable questions; lcrag.core.text hedges/declines); the triple whose "
                        f"closest pair is farthest apart (closest distance {closest:.2f}), no twin left in training "
                        f"({'; '.join('/'.join(t) for t in TWINS)})",
         "document_rule": {"fraction": FRACTION, "strata": ["length", "type"], "rank": f"sha256('{SALT}' + document)",

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, md_table  # noqa: E402
 
-from lcrag.pipeline import Settings  # noqa: E402
+from lcrag.pipeline.pipeline import Settings  # noqa: E402
 from lcrag.service.answering import Answering  # noqa: E402
 
 DIMENSION = 384  # the bundled MiniLM's: a dense or hybrid collection holds one float32 row of it per chunk

@@ -17,7 +17,7 @@ lcrag.evaluation.locked_split; the other seven readers on the other documents): 
 30% of the documents) is read only by --test-router FILE, which scores it once, held at LC share 0.3.
 
     python benchmarks/route_lara.py runs/lara/* --out benchmarks/results/routing_lara.md \
-        --plots benchmarks/results/routing_lara --router-out src/lcrag/strategies/routers/lara.json
+        --plots benchmarks/results/routing_lara --router-out src/lcrag/strategies/routing/routers/lara.json
 """
 
 from __future__ import annotations
@@ -32,23 +32,23 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.datasets import load_dataset
-from lcrag.evaluation.held_share import held_decisions
+from lcrag.evaluation.routing.held_share import held_decisions
 from lcrag.evaluation.locked_split import LockedSplit, fit_training_router
 from lcrag.evaluation.prices import PriceTable
 from lcrag.evaluation.report import _md_table
-from lcrag.evaluation.route_report import (
+from lcrag.evaluation.routing.report import (
     MAX_COST, Point, Question, apgr_and_cpt, bootstrap, bootstrap_scores, evaluate, leave_one_out,
     load_questions, money, operating_point, oracle_gain_recovered, policies, random_quality, routers_left_out,
 )
-from lcrag.storage import atomic_write_text
-from lcrag.strategies.learned_router import Router, declining
-from lcrag.strategies.router_calibration import (
+from lcrag.core.files import atomic_write_text
+from lcrag.strategies.routing.learned import Router, declining
+from lcrag.strategies.routing.calibration import (
     PRIOR_STRENGTH, Label, RoutingCalibration, answers_agree, disagreement_rates, group_of, router_prior,
 )
-from lcrag.strategies.share_control import HORIZON, ShareTarget
-from lcrag.types import Document
+from lcrag.strategies.routing.share_control import HORIZON, ShareTarget
+from lcrag.core.types import Document
 from lock_lara_split import reader_styles, style_table  # benchmarks/: the script that chose the split
 
 MODEL = "trees"  # boosted trees on LC's gain: the logistic router cannot draw "declines, yet the terms are there"
@@ -483,8 +483,8 @@ def measure_grounding(questions: list[Question], items: dict) -> int:
     import json
 
     from lcrag.evaluation.report import load_rows
-    from lcrag.strategies.learned_router import grounding_features, numbers_in, text_signals
-    from lcrag.text import content_words
+    from lcrag.strategies.routing.learned import grounding_features, numbers_in, text_signals
+    from lcrag.core.text import content_words
 
     spans, documents, measured = ChunkSpans(), {}, 0
     for run in sorted({q.run for q in questions}):
@@ -509,7 +509,7 @@ class ChunkSpans:
     counts with), cached on disk under the cache directory: re-chunking a 128K document takes seconds."""
 
     def __init__(self):
-        from lcrag.paths import default_cache_dir
+        from lcrag.core.paths import default_cache_dir
 
         self.directory = default_cache_dir() / "route_lara_chunks"
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -594,7 +594,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--test-only", action="store_true", help="with --test-router: write the locked test "
                         "part's sections only (the test, and the calibrated rows), not the training part's tables")
     parser.add_argument("--test-router", help="score the locked test part once with this router file (the shipped "
-                        "one: src/lcrag/strategies/routers/lara.json; the --router-out path: the router this run "
+                        "one: src/lcrag/strategies/routing/routers/lara.json; the --router-out path: the router this run "
                         "fits), held at LC share 0.3")
     return parser.parse_args()
 
@@ -732,7 +732,7 @@ def eval_section(args) -> list[str]:
 
 
 HELD_READING = [
-    "`--lc-share 0.3` as `lcrag ask`/`eval`/`serve` apply it (lcrag.strategies.share_control): each reader's "
+    "`--lc-share 0.3` as `lcrag ask`/`eval`/`serve` apply it (lcrag.strategies.routing.share_control): each reader's "
     "questions are decided one by one in the order its run answered them (32K, then 128K: one ledger per reader), "
     "the threshold the 0.3-quantile of the router's recent scores (warm-started from the router's calibration on the "
     "other training readers) corrected by the realized share's error. The router is the reader's leave-one-reader-out "
@@ -812,7 +812,7 @@ def locked_section(split: LockedSplit, styles: dict | None, counts: tuple[int, i
              "`lcrag.evaluation.locked_split` answers whether a (reader, document) is train or test.", "",
              f"- **Test readers: {', '.join(sorted(split.test_readers))}**: the most different answer styles of the "
              "ten (the table: mean words, and the rates of hedging, declining anywhere in the answer, and declining "
-             "where the document holds the answer, by lcrag.text's `hedges`/`declines`, the router's own features). "
+             "where the document holds the answer, by lcrag.core.text's `hedges`/`declines`, the router's own features). "
              "Of the triples that leave no twin of a test reader in training (gpt-4o/gpt-4o-0806, "
              "llama-3.3-70b/-turbo: one model under two names), the one whose closest pair, in standardised style, "
              "is farthest apart.",
@@ -1016,7 +1016,7 @@ CALIBRATION_READING = [
     "`lcrag route calibrate` as run on a user's reader: for each locked test reader, the router is adapted from that "
     "reader's own LC and RAG answers on N of its questions about the *training* documents (drawn in a seeded order; "
     "pairs the split puts in neither part, so never fitted on), labelled only by whether the two answers agree "
-    "(lcrag.strategies.router_calibration.answers_agree: no score, no judge). The router's score per group (question "
+    "(lcrag.strategies.routing.calibration.answers_agree: no score, no judge). The router's score per group (question "
     "form × RAG answer declines) is multiplied by the reader's disagreement rate over the fitting readers' "
     f"(`fitted_on.disagreement`), shrunk toward it with a strength of {PRIOR_STRENGTH:g} questions. Then the test "
     "part is routed held at 0.3, as the shipped router is above. Intervals: paired 95% bootstrap over questions.",

@@ -39,7 +39,7 @@ from lcrag.evaluation.decline_families import FAMILIES, generate
 from lcrag.evaluation.locked_split import LockedSplit
 from lcrag.evaluation.perturbations import DECLINE_PERTURBATIONS, PERTURBATIONS
 from lcrag.retrieval.embedders import make_embedder
-from lcrag.text import declines, declines_first
+from lcrag.core.text import declines, declines_first
 
 from common import log, machine, md_table
 
@@ -370,7 +370,7 @@ def decline_section(shifts: dict[str, dict]) -> list[str]:
             row += [f"{sum(map(declines, texts))}/{len(texts)}", f"{sum(map(declines_first, texts))}"]
         recognised.append(row)
     lines = ["", "## How a decline is phrased (hallucination answers)", "",
-             "The decline reading (`lcrag.text.declines`, used by the scorer and by the router's `declining`) is a "
+             "The decline reading (`lcrag.core.text.declines`, used by the scorer and by the router's `declining`) is a "
              "general one — within a clause, a negation close before a verb of saying or finding with the source "
              "named, \"unclear\"/\"unknown\" with the source named, or \"no mention/information of …\" — checked on "
              "generated paraphrase families (`lcrag.evaluation.decline_families`, seeded): each family's "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lcrag.registry import RETRIEVERS, STRATEGIES, Option, Part
+from lcrag.core.registry import RETRIEVERS, STRATEGIES, Option, Part
 
 HUGE = 10**15
 

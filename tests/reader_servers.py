@@ -232,7 +232,7 @@ def _serve_llama(args: argparse.Namespace) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import xllamacpp
 
-    from lcrag import bundled_models
+    from lcrag.core import bundled_models
 
     params = xllamacpp.CommonParams()
     params.model.path = args.model or str(bundled_models.smollm2_gguf())

@@ -5,26 +5,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from lcrag.errors import InputError, LcragError
+from lcrag.core.errors import InputError, LcragError
 
 if TYPE_CHECKING:
     from lcrag.documents import load_document, load_documents
-    from lcrag.pipeline import Pipeline, Settings, ask, index
+    from lcrag.pipeline.pipeline import Pipeline, Settings, ask, index
     from lcrag.strategies import PromptSet
-    from lcrag.types import Answer, Chunk, Document
+    from lcrag.core.types import Answer, Chunk, Document
 
 __version__ = "0.1.0"
 
 # The public API, imported on first use: ``lcrag --help`` (which imports the package) must not load the pipeline.
 _LAZY = {
-    "Answer": "lcrag.types",
-    "Chunk": "lcrag.types",
-    "Document": "lcrag.types",
-    "Pipeline": "lcrag.pipeline",
+    "Answer": "lcrag.core.types",
+    "Chunk": "lcrag.core.types",
+    "Document": "lcrag.core.types",
+    "Pipeline": "lcrag.pipeline.pipeline",
     "PromptSet": "lcrag.strategies",
-    "Settings": "lcrag.pipeline",
-    "ask": "lcrag.pipeline",
-    "index": "lcrag.pipeline",
+    "Settings": "lcrag.pipeline.pipeline",
+    "ask": "lcrag.pipeline.pipeline",
+    "index": "lcrag.pipeline.pipeline",
     "load_document": "lcrag.documents",
     "load_documents": "lcrag.documents",
 }

@@ -2,7 +2,7 @@ import pytest
 
 from lcrag.readers.llamacpp import EmbeddedLlamaReader
 from lcrag.retrieval import OnnxMiniLMEmbedder
-from lcrag.synthetic import needle_document
+from lcrag.documents.synthetic import needle_document
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from lcrag.evaluation.route_report import MAX_COST, MAX_SHARE, load_questions, policies, summary_table
-from lcrag.strategies.learned_router import Router
+from lcrag.evaluation.routing.report import MAX_COST, MAX_SHARE, load_questions, policies, summary_table
+from lcrag.strategies.routing.learned import Router
 from tests.unit.evaluation.test_route_report import write_run
 
 

@@ -9,7 +9,7 @@ import pytest
 from lcrag.chunking import WordChunker
 from lcrag.documents.loaders import load_document
 from lcrag.retrieval import DocumentIndex
-from lcrag.synthetic import needle_document
+from lcrag.documents.synthetic import needle_document
 
 QUESTIONS = ["What is the passkey?", "the city and the river", "Which year was it?"]
 

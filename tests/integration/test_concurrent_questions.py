@@ -21,7 +21,7 @@ import pytest
 
 from lcrag import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache
-from lcrag.synthetic import DEFAULT_FACTS, needle_document
+from lcrag.documents.synthetic import DEFAULT_FACTS, needle_document
 
 QUESTIONS = 200
 THREADS = 8

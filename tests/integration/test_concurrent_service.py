@@ -17,7 +17,7 @@ from tests.integration.test_concurrent_questions import random_choices
 from lcrag import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache
 from lcrag.service.answering import Answering
-from lcrag.synthetic import DEFAULT_FACTS, needle_document
+from lcrag.documents.synthetic import DEFAULT_FACTS, needle_document
 
 CLIENTS = 16
 QUESTIONS = 64

@@ -14,8 +14,8 @@ from lcrag.evaluation import contains_answer
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.retrieval.executors import ray_batches
 from lcrag.strategies.longrag import LongRAG
-from lcrag.synthetic import DEFAULT_FACTS, corpus_records, passkey_fact
-from lcrag.tokenization import WordCounter
+from lcrag.documents.synthetic import DEFAULT_FACTS, corpus_records, passkey_fact
+from lcrag.core.tokenization import WordCounter
 
 FACTS = (*DEFAULT_FACTS[:3], passkey_fact(48213))
 

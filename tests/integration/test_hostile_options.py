@@ -19,7 +19,7 @@ import pytest
 from hostile_options import OptionCase, one_line, option_cases
 from service_fixtures import free_port, lcrag_process, wait_ready
 
-from lcrag.errors import LcragError
+from lcrag.core.errors import LcragError
 
 pytestmark = pytest.mark.slow
 CASES = option_cases()
@@ -67,7 +67,7 @@ WIDEST_WINDOW = "retriever:sentence-window:window=max"
 # -- Python API ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pipeline(material):
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
 
     made = Pipeline(Settings(cache_dir=str(material["cache"]), max_tokens=4, k=2))
     yield made

@@ -6,9 +6,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lcrag.errors import ReaderError
+from lcrag.core.errors import ReaderError
 from lcrag.readers import GenerationParams, OpenAIChatReader, complete_many
-from lcrag.http_client import HttpClient
+from lcrag.core.http_client import HttpClient
 
 
 class Script:
@@ -140,10 +140,10 @@ import signal  # noqa: E402
 import socket  # noqa: E402
 import time  # noqa: E402
 
-from lcrag.errors import OptionError  # noqa: E402
-from lcrag.pipeline import Pipeline, Settings  # noqa: E402
+from lcrag.core.errors import OptionError  # noqa: E402
+from lcrag.pipeline.pipeline import Pipeline, Settings  # noqa: E402
 from lcrag.readers import make_reader  # noqa: E402
-from lcrag.tokenization import LlamaServerTokenizer  # noqa: E402
+from lcrag.core.tokenization import LlamaServerTokenizer  # noqa: E402
 
 
 class SilentServer:
@@ -302,7 +302,7 @@ def test_server_echoing_the_key_is_scrubbed():
 
 
 def test_reader_and_embedder_names_are_redacted():
-    from lcrag.errors import InputError
+    from lcrag.core.errors import InputError
     from lcrag.retrieval.embedders import OpenAIEmbedder, make_embedder
 
     reader = make_reader("openai:llama@http://alice:hunter2@10.0.0.7:8000/v1", api_key="sk-topsecret")

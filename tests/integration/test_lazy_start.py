@@ -31,7 +31,7 @@ def test_a_cache_hit_never_starts_the_embedded_reader(tmp_path):
 
 
 def test_a_missing_model_is_still_refused_at_once(tmp_path):
-    from lcrag.errors import InputError
+    from lcrag.core.errors import InputError
 
     with pytest.raises(InputError, match="does not exist"):
         EmbeddedLlamaReader(tmp_path / "missing.gguf")

@@ -2,7 +2,7 @@
 
 from lcrag.assembly import truncate_middle
 from lcrag.readers import GenerationParams, OpenAIChatReader, complete_many
-from lcrag.tokenization import LlamaServerTokenizer
+from lcrag.core.tokenization import LlamaServerTokenizer
 
 
 def test_token_counts_match_the_server(reader):
@@ -57,10 +57,10 @@ def test_token_spans_tile_the_text(reader):
 
 
 def test_hf_tokenizer_json_spans_and_counts():
-    from lcrag import bundled_models as models
+    from lcrag.core import bundled_models as models
     from lcrag.chunking import TokenChunker
-    from lcrag.tokenization import HFTokenizer
-    from lcrag.types import Document
+    from lcrag.core.tokenization import HFTokenizer
+    from lcrag.core.types import Document
 
     tok = HFTokenizer(models.minilm_tokenizer())
     text = "The pass key is 12345.  Remember   it!\n\nÜnïcödé too."

@@ -44,7 +44,7 @@ def other_sdk(tmp_path_factory) -> str:
     done = subprocess.run([*pip, "--no-deps", "--target", str(target), *pins], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    probe = subprocess.run([sys.executable, "-c", "import lcrag.service.mcp as m, lcrag.cli.mcp as c; "
+    probe = subprocess.run([sys.executable, "-c", "import lcrag.service.mcp.tools as m, lcrag.cli.mcp as c; "
                             "print(m.SDK_MAJOR, c.sdk_version())"], capture_output=True, text=True, timeout=120,
                            env=os.environ | server_path(str(target)))
     assert probe.returncode == 0, probe.stderr

@@ -13,17 +13,17 @@ import textwrap
 import httpx
 import pytest
 
-from lcrag.config import Config
-from lcrag.errors import OptionError
-from lcrag.pipeline import Pipeline, Settings
-from lcrag.registry import STRATEGIES
+from lcrag.pipeline.config import Config
+from lcrag.core.errors import OptionError
+from lcrag.pipeline.pipeline import Pipeline, Settings
+from lcrag.core.registry import STRATEGIES
 
 
 # The whole strategy: its prompt, its option, its contract. Registering it is importing it.
 MAP_REDUCE = '''
-from lcrag.registry import STRATEGIES, Option
+from lcrag.core.registry import STRATEGIES, Option
 from lcrag.strategies.base import Strategy, Timer, call_reader
-from lcrag.types import Answer
+from lcrag.core.types import Answer
 
 NOTES = "Note what this part says about the question.\\n\\n{context}\\n\\nQuestion: {question}\\nNotes:"
 
@@ -103,7 +103,7 @@ def test_an_option_of_a_strategy_from_one_module_is_set_by_the_http_api(map_redu
     from service_fixtures import running, wait_ready
 
     from lcrag.service.answering import Answering
-    from lcrag.service.app import create_app
+    from lcrag.service.http.app import create_app
 
     reader = scripted_reader(lambda messages: "7781")
     settings = Settings(cache=False, cache_dir=tmp_path / "cache", strategy="map-reduce")
@@ -142,7 +142,7 @@ def test_cascade_widen_is_settable_and_checked_everywhere(tmp_path, scripted_rea
 
 
 def _document(text: str):
-    from lcrag.types import Document
+    from lcrag.core.types import Document
 
     return Document(text=text, source="doors.txt")
 
@@ -159,8 +159,8 @@ def test_a_run_file_options_table_is_refused_in_one_line_naming_it(tmp_path):
 
 # A retriever and its per-question option, in one module: nothing else names the option (issue 33).
 FIRST_CHUNKS = '''
-from lcrag.registry import RETRIEVERS, Option
-from lcrag.types import ScoredChunk
+from lcrag.core.registry import RETRIEVERS, Option
+from lcrag.core.types import ScoredChunk
 
 
 @RETRIEVERS.register("first-chunks", help="the document's first DEPTH chunks",
@@ -178,7 +178,7 @@ def first_chunks(index, depth=1):
 
 @pytest.fixture
 def first_chunks(tmp_path, monkeypatch):
-    from lcrag.registry import RETRIEVERS
+    from lcrag.core.registry import RETRIEVERS
 
     (tmp_path / "first_chunks.py").write_text(FIRST_CHUNKS)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -194,7 +194,7 @@ def test_a_retriever_option_from_one_module_is_each_requests_own_over_http(first
     from service_fixtures import running, wait_ready
 
     from lcrag.service.answering import Answering
-    from lcrag.service.app import create_app
+    from lcrag.service.http.app import create_app
 
     settings = Settings(cache=False, cache_dir=tmp_path / "cache", strategy="rag", retriever="first-chunks", k=20,
                         chunking="words:5")

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import lcrag
-from lcrag import pipeline
+from lcrag.pipeline import pipeline
 from lcrag.cli import main
-from lcrag.errors import OptionError
-from lcrag.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
+from lcrag.core.errors import OptionError
+from lcrag.core.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
 
 PLUGIN = "lcrag-example-plugin"
 TEXT = "alpha one two three four. beta five six seven eight. gamma nine ten eleven twelve. omega the end is here."
@@ -70,7 +70,7 @@ def python(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
 @pytest.mark.usefixtures("example_plugin_installed")
 def test_plugins_are_listed_without_being_imported():
     done = python(code="import json, sys\n"
-                  "from lcrag.registry import RETRIEVERS, STRATEGIES\n"
+                  "from lcrag.core.registry import RETRIEVERS, STRATEGIES\n"
                   "names = RETRIEVERS.names() + STRATEGIES.names() + (RETRIEVERS.describe(), STRATEGIES.describe())\n"
                   "print(json.dumps([names, sorted(m for m in sys.modules if m.startswith('lcrag_example_plugin'))]))")
     names, imported = json.loads(done.stdout)
@@ -105,8 +105,8 @@ def test_lcrag_eval_runs_the_plugin_strategy_and_retriever(tmp_path, monkeypatch
 
 @pytest.mark.usefixtures("example_plugin_installed")
 def test_a_broken_plugin_is_one_warning_line_naming_it_and_lcrag_keeps_working():
-    done = python(code="from lcrag.errors import OptionError\n"
-                  "from lcrag.registry import METRICS, RETRIEVERS\n"
+    done = python(code="from lcrag.core.errors import OptionError\n"
+                  "from lcrag.core.registry import METRICS, RETRIEVERS\n"
                   "assert 'broken' in METRICS.names()  # listed: not imported yet\n"
                   "for _ in range(3):\n"
                   "    try:\n"

@@ -4,8 +4,8 @@ damaged state file is discarded and the document read again, with the same answe
 
 from __future__ import annotations
 
-from lcrag.pipeline import Pipeline, Settings
-from lcrag.synthetic import needle_document
+from lcrag.pipeline.pipeline import Pipeline, Settings
+from lcrag.documents.synthetic import needle_document
 
 
 def lc_call(tmp_path, question, **settings):

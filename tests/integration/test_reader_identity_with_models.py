@@ -3,7 +3,7 @@ temporary path, say) is the same model with the same cached answers."""
 
 import shutil
 
-from lcrag import bundled_models as models
+from lcrag.core import bundled_models as models
 from lcrag.readers import CachedReader, CompletionCache, GenerationParams
 
 

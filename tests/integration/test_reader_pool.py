@@ -13,14 +13,14 @@ import pytest
 from prometheus_client import generate_latest
 from reader_servers import PIECES, Stub, answer_of
 
-from lcrag.config import Config, Settings
-from lcrag.errors import LcragError, ReaderError
-from lcrag.http_client import ServerUnavailable, resolve_endpoint
+from lcrag.pipeline.config import Config, Settings
+from lcrag.core.errors import LcragError, ReaderError
+from lcrag.core.http_client import ServerUnavailable, resolve_endpoint
 from lcrag.readers import GenerationParams, PooledReader, make_reader, server_stats, streaming
 from lcrag.readers.call_context import Asking
 from lcrag.readers.pool import ServerPool, pooled_reader
 from lcrag.service.metrics import Metrics
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 PARAMS = GenerationParams(max_tokens=8)
 
@@ -303,7 +303,7 @@ def test_the_service_answers_through_a_pool_and_shows_it_in_metrics(stubs, tmp_p
     from service_fixtures import running, wait_ready
 
     from lcrag.service.answering import Answering
-    from lcrag.service.app import create_app
+    from lcrag.service.http.app import create_app
 
     a, b = stubs(2)
     settings = Settings(llm="openai:m", base_url=f"{a.url},{b.url}", strategy="lc", chunking="words:50", cache=False,

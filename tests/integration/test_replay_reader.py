@@ -10,7 +10,7 @@ import pytest
 
 from lcrag.evaluation.datasets import load_dataset
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Settings
+from lcrag.pipeline.pipeline import Settings
 from lcrag.readers.call_context import Asking
 from lcrag.readers.base import GenerationParams
 from lcrag.readers.replay import Recordings, ReplayReader, TokenizerStandIn

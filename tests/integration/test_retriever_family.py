@@ -14,8 +14,8 @@ from lcrag import Pipeline, Settings
 from lcrag.evaluation import contains_answer
 from lcrag.evaluation.analysis import classify_failures, parse_reason
 from lcrag.evaluation.datasets import EvalItem
-from lcrag.synthetic import passkey_records
-from lcrag.tokenization import count_tokens
+from lcrag.documents.synthetic import passkey_records
+from lcrag.core.tokenization import count_tokens
 
 NEW_RETRIEVERS = ["sentence-window", "tree", "raptor"]
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from lcrag.strategies.learned_router import Router
+from lcrag.strategies.routing.learned import Router
 
 LCRAG = [sys.executable, "-m", "lcrag.cli"]
 

@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lcrag.errors import ReaderError
+from lcrag.core.errors import ReaderError
 from lcrag.readers import GenerationParams, OpenAIChatReader, streaming
 from lcrag.strategies.base import QueryContext, Timer, read_completion
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 
 class Script:

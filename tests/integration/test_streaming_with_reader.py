@@ -12,10 +12,10 @@ import httpx
 from document_fixtures import crane_manual
 from service_fixtures import running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.readers import GenerationParams, streaming
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 
 COUNTING = [{"role": "user", "content": "Write the numbers from 1 to 500, separated by commas."}]
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
-from lcrag.tokenization import WordCounter
+from lcrag.core.tokenization import WordCounter
 
 
 def write_corpus(path, records, gz=False):
@@ -58,7 +58,7 @@ class HashingEmbedder:
 
 def _build_in_process(src, out, queue):
     from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
-    from lcrag.tokenization import WordCounter
+    from lcrag.core.tokenization import WordCounter
 
     config = CorpusBuildConfig(units=("document", "grouped"), embedder=None, piece_words=5, group_tokens=40)
     queue.put(list(CorpusIndex.build(src, out, config, WordCounter())[1].seconds))

@@ -25,7 +25,7 @@ from postgres_fixtures import database, postgres, postgres_bin  # noqa: F401 - f
 from reader_servers import Stub, closest_line
 from service_fixtures import free_port, lcrag_process, wait_ready
 
-from lcrag.service.store_postgres import PostgresCollections
+from lcrag.store.postgres import PostgresCollections
 
 PLANTED = "ZQ01199X"
 FILE = "zq-ledger-77.txt"  # a name that would identify the file

@@ -19,7 +19,7 @@ from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from reader_servers import Stub, closest_line
 from service_fixtures import free_port, lcrag_process, wait_ready
 
-from lcrag.synthetic import DEFAULT_FACTS, needle_document
+from lcrag.documents.synthetic import DEFAULT_FACTS, needle_document
 
 OFFERED = ("--retrievers", "bm25", "--retrievers", "dense", "--retrievers", "hybrid", "--retrievers", "sentence-window")
 EMBEDDED = ("dense", "hybrid", "sentence-window")

@@ -12,7 +12,7 @@ import pytest
 
 from lcrag.chunking import WordChunker
 from lcrag.retrieval import DocumentIndex
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 TOPICS = ["harbour ships anchor", "violin concert music", "volcano lava eruption", "glacier ice winter",
           "orchard apples harvest", "satellite orbit rocket", "bakery bread flour", "desert camel sand"]

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from reader_servers import llama_server
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.readers import server_stats, streaming
-from lcrag.synthetic import needle_document
+from lcrag.documents.synthetic import needle_document
 
 pytestmark = pytest.mark.slow
 

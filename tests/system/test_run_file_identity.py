@@ -10,8 +10,8 @@ import sys
 import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
-from lcrag.pipeline import Settings
-from lcrag.postgres_store import PostgresStore
+from lcrag.pipeline.pipeline import Settings
+from lcrag.store.postgres_database import PostgresStore
 from lcrag.service.run_identity import RunFileMismatch, check_identity, differences, run_identity
 
 

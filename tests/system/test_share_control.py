@@ -1,4 +1,4 @@
-"""Holding a learned router's LC share at run time (lcrag.strategies.share_control)."""
+"""Holding a learned router's LC share at run time (lcrag.strategies.routing.share_control)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import multiprocessing
 import random
 
 
-from lcrag.strategies.share_control import ShareLedger, ShareTarget
+from lcrag.strategies.routing.share_control import ShareLedger, ShareTarget
 
 CALIBRATION = tuple(sorted(random.Random(1).gauss(0.0, 0.3) for _ in range(1001)))  # the fitting readers' scores
 

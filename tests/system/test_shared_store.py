@@ -18,8 +18,8 @@ import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from service_fixtures import free_port, lcrag_process, wait_ready
 
-from lcrag.service.store_postgres import PostgresCollections
-from lcrag.synthetic import DEFAULT_FACTS, needle_document
+from lcrag.store.postgres import PostgresCollections
+from lcrag.documents.synthetic import DEFAULT_FACTS, needle_document
 
 HYBRID = "retrieval:\n  retriever: hybrid\n"
 

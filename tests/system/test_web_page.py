@@ -14,9 +14,9 @@ import pytest
 from document_fixtures import crane_manual, tool_manual
 from service_fixtures import running
 
-from lcrag.pipeline import Settings
+from lcrag.pipeline.pipeline import Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

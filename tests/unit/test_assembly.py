@@ -1,8 +1,8 @@
 import pytest
 
 from lcrag.assembly import ContextAssembler, truncate_middle
-from lcrag.errors import InputError
-from lcrag.types import Chunk, ScoredChunk
+from lcrag.core.errors import InputError
+from lcrag.core.types import Chunk, ScoredChunk
 
 TEXT = "zero one two three four five six seven eight nine"
 

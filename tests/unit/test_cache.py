@@ -34,7 +34,7 @@ import textwrap  # noqa: E402
 
 import pytest  # noqa: E402
 
-from lcrag.errors import RunDirectoryError  # noqa: E402
+from lcrag.core.errors import RunDirectoryError  # noqa: E402
 from lcrag.readers.cache import completion_key  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "what is kept?"}]

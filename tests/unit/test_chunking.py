@@ -1,9 +1,9 @@
 import pytest
 
 from lcrag.chunking import SentenceChunker, TokenChunker, WordChunker, make_chunker
-from lcrag.errors import InputError
-from lcrag.tokenization import _byte_to_char_offsets
-from lcrag.types import Document
+from lcrag.core.errors import InputError
+from lcrag.core.tokenization import _byte_to_char_offsets
+from lcrag.core.types import Document
 
 TEXT = (
     "Dr. Smith arrived at 5 p.m. on Tuesday.  He met the mayor, Mrs. Jones.\n\n"

@@ -250,7 +250,7 @@ def test_help_lists_choices_from_where_they_are_defined():
     """No list of names in the CLI: corpus scorers, units, prompts, groupings, faiss kinds, executors come from
     their definitions (through longrag's registered options where it has them)."""
     from lcrag.chunking.units import GROUPINGS, UNIT_KINDS
-    from lcrag.registry import spoken_list
+    from lcrag.core.registry import spoken_list
     from lcrag.retrieval.corpus.settings import FAISS_KINDS, SCORERS
     from lcrag.retrieval.executors import EXECUTORS
     from lcrag.retrieval.tree_index import NAVIGATIONS
@@ -277,8 +277,8 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
     from types import SimpleNamespace
 
     import lcrag.cli
-    import lcrag.pipeline
-    from lcrag.registry import STRATEGIES
+    import lcrag.pipeline.pipeline
+    from lcrag.core.registry import STRATEGIES
 
     asked = []
 
@@ -295,7 +295,7 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
         def close(self):
             pass
 
-    monkeypatch.setattr(lcrag.pipeline, "Pipeline", Pipeline)  # the CLI imports it when a command runs
+    monkeypatch.setattr(lcrag.pipeline.pipeline, "Pipeline", Pipeline)  # the CLI imports it when a command runs
     args = ["demo", "--words", "300", "--cache-dir", tmp_path]
     builtins = ["closed-book", "lc", "rag", "op-rag", "self-route", "cascade"]
     assert run_main(args, monkeypatch, capsys)[0] == 0
@@ -311,7 +311,7 @@ def test_demo_asks_every_document_strategy_in_registration_order(monkeypatch, ca
 
 @pytest.mark.parametrize("command", [("ask",), ("eval",), ("route", "eval")])
 def test_router_help_names_every_shipped_router(command):
-    from lcrag.strategies.learned_router import BUNDLED
+    from lcrag.strategies.routing.learned import BUNDLED
 
     text = _help(*command)
     assert all(f"`{name}`" in text for name in BUNDLED), text

@@ -7,11 +7,11 @@ import pytest
 
 import lcrag.cli
 import lcrag.evaluation.runner
-import lcrag.pipeline
-from lcrag.config import Config, ConfigFileError, EvalConfig, ReaderConfig, RetrievalConfig, StrategyConfig
-from lcrag.errors import LcragError
-from lcrag.pipeline import Settings
-from lcrag.registry import RETRIEVERS
+import lcrag.pipeline.pipeline
+from lcrag.pipeline.config import Config, ConfigFileError, EvalConfig, ReaderConfig, RetrievalConfig, StrategyConfig
+from lcrag.core.errors import LcragError
+from lcrag.pipeline.pipeline import Settings
+from lcrag.core.registry import RETRIEVERS
 from tests.unit.test_cli import run_main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -140,7 +140,7 @@ def seen(monkeypatch):
         captured.update(configs=configs, out=out, settings=settings, **kwargs)
         raise Stop("stopped")
 
-    monkeypatch.setattr(lcrag.pipeline, "Pipeline", pipeline)  # the CLI imports it when a command runs
+    monkeypatch.setattr(lcrag.pipeline.pipeline, "Pipeline", pipeline)  # the CLI imports it when a command runs
     monkeypatch.setattr(lcrag.evaluation.runner, "EvalRunner", runner)
     return captured
 
@@ -209,8 +209,8 @@ def test_settings_are_the_flat_view_of_the_config():
 
 
 def test_an_index_stores_the_configuration_that_built_it(tmp_path):
-    from lcrag.pipeline import Pipeline
-    from lcrag.types import Document
+    from lcrag.pipeline.pipeline import Pipeline
+    from lcrag.core.types import Document
 
     pipeline = Pipeline(Settings(chunking="words:5", cache_dir=tmp_path, cache=False))
     index = pipeline.index(Document(id="d", text="one two three four five six seven eight"))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lcrag.errors import InputError
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.core.errors import InputError
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.strategies.conversation import AUTO_MIN_PARAMETERS, Turn, standalone
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 HISTORY = [{"role": "system", "content": "You answer questions about the tool's manual."},
            {"role": "user", "content": "What does the fit command do?"},

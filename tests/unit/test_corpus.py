@@ -20,9 +20,9 @@ from lcrag.chunking.units import (
     passage_spans,
 )
 from lcrag.documents.corpus import CorpusStore
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
-from lcrag.tokenization import WordCounter
+from lcrag.core.tokenization import WordCounter
 
 
 def write_corpus(path, records, gz=False):
@@ -281,7 +281,7 @@ def test_a_second_build_waits_for_the_first_then_finds_it_done(tmp_path, caplog)
     import threading
     import time
 
-    from lcrag.storage import file_lock
+    from lcrag.core.files import file_lock
 
     src, out = write_corpus(tmp_path / "c.jsonl", RECORDS), tmp_path / "idx"
     config = CorpusBuildConfig(units=("document",), embedder=None, bm25=False)

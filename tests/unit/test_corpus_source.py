@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from lcrag.errors import InputError, LcragError
-from lcrag.pipeline import Pipeline, Settings, as_document
+from lcrag.core.errors import InputError, LcragError
+from lcrag.pipeline.pipeline import Pipeline, Settings, as_document
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
-from lcrag.tokenization import WordCounter
+from lcrag.core.tokenization import WordCounter
 from tests.unit.test_corpus import RECORDS, HashingEmbedder, write_corpus
 
 FILLER = [{"id": f"f{i}", "title": f"Filler {i}", "text": " ".join(f"word{i}x{j}" for j in range(30))} for i in range(6)]
@@ -126,9 +126,9 @@ def test_a_strategy_that_reads_one_text_is_refused_over_a_corpus_in_one_line(cor
     """A plugin that says nothing reads a document's text: over a corpus index it is refused before it runs (on
     5281a3b a map-reduce plugin "answered" reading 0 characters, and one reading ``ctx.index().chunks`` ended in an
     AttributeError traceback)."""
-    from lcrag.registry import STRATEGIES
+    from lcrag.core.registry import STRATEGIES
     from lcrag.strategies.base import Strategy
-    from lcrag.types import Answer
+    from lcrag.core.types import Answer
 
     read = []
 

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from lcrag.errors import LcragError
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.core.errors import LcragError
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.readers.base import Completion, GenerationParams
 from lcrag.readers.cache import CompletionCache
 from lcrag.readers.openai_compat import _logprobs
-from lcrag.strategies.routing import decline_probability
-from lcrag.types import Document
+from lcrag.strategies.declines import decline_probability
+from lcrag.core.types import Document
 
 
 def position(chosen, **candidates):
@@ -132,7 +132,7 @@ def test_the_cascade_ends_in_lc(scripted_reader):
 
 def write_router(path, coef_decline, feature="decline_probability", intercept=0.0):
     """A router whose only weight is on one feature (the decline probability): P(LC better) rises with it."""
-    from lcrag.strategies.learned_router import FEATURES, Router
+    from lcrag.strategies.routing.learned import FEATURES, Router
 
     coef = [coef_decline if f == feature else 0.0 for f in FEATURES]
     Router((0.0,) * len(FEATURES), (1.0,) * len(FEATURES), tuple(coef), intercept,

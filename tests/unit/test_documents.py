@@ -8,7 +8,7 @@ import pytest
 
 from lcrag.documents import load_document, load_documents
 from lcrag.documents.limits import ParseLimits
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 
 def test_text_and_markdown_files(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from lcrag.documents import load_document, load_documents
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.errors import DatasetError, InputError
+from lcrag.core.errors import DatasetError, InputError
 from lcrag.evaluation.datasets import load_dataset
 
 pytestmark = pytest.mark.unit
@@ -88,7 +88,7 @@ def test_a_folder_of_predictions_is_read_by_the_dataset_format_that_declares_its
     from lcrag.evaluation.datasets.lara_predictions import PredictionFolder
     from lcrag.readers import replay
     from lcrag.readers.recordings import Recording
-    from lcrag.registry import DATASET_FORMATS
+    from lcrag.core.registry import DATASET_FORMATS
 
     folder = tmp_path / "answers"
     folder.mkdir()
@@ -109,8 +109,8 @@ def test_a_folder_of_predictions_is_read_by_the_dataset_format_that_declares_its
 
 
 def test_a_loader_that_cannot_be_given_its_limits_is_refused_when_it_registers():
-    from lcrag.errors import OptionError
-    from lcrag.registry import LOADERS
+    from lcrag.core.errors import OptionError
+    from lcrag.core.registry import LOADERS
 
     with pytest.raises(OptionError, match=r"does not follow the loader contract: it must take \(path, limits\)"):
         @LOADERS.register("path-only", help="a loader of the old form", suffixes=(".old",))

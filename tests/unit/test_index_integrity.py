@@ -10,7 +10,7 @@ import pytest
 from lcrag.chunking import WordChunker
 from lcrag.retrieval import DocumentIndex
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 TOPICS = ["harbour ships anchor", "violin concert music", "volcano lava eruption", "glacier ice winter",
           "orchard apples harvest", "satellite orbit rocket", "bakery bread flour", "desert camel sand"]
@@ -164,7 +164,7 @@ def test_damaged_sentence_vectors_are_rebuilt(tmp_path, caplog):
 def test_damaged_summary_tree_is_set_aside_and_rebuilt(tmp_path, caplog):
     from lcrag.retrieval.summaries import SummaryTree
     from lcrag.retrieval.tree_index import open_tree_index
-    from lcrag.types import Chunk
+    from lcrag.core.types import Chunk
 
     builds = []
 

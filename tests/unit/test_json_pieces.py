@@ -1,4 +1,4 @@
-"""JSON decoded and encoded a piece at a time (lcrag.json_pieces): the values and errors of json.loads and
+"""JSON decoded and encoded a piece at a time (lcrag.core.json_pieces): the values and errors of json.loads and
 json.dumps, with no step of json's own C code given more than a piece (issue 42, reproduced 8: a 12 MB parse held
 the server's interpreter, and its event loop, for 100-300 ms)."""
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcrag import json_pieces
-from lcrag.json_pieces import compressed, encoded, loads
+from lcrag.core import json_pieces
+from lcrag.core.json_pieces import compressed, encoded, loads
 
 PIECE = 64  # small pieces, so that short values cross many of their edges
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.readers.base import GenerationParams
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.strategies.longrag import LongRAG, after_answer, long_answer_of, short_answer
-from lcrag.tokenization import WordCounter
+from lcrag.core.tokenization import WordCounter
 
 
 def long_title(i: int) -> str:
@@ -98,8 +98,8 @@ def test_titles_that_alone_fill_the_window_are_a_clear_error(index, scripted_rea
 def test_pipeline_ask_answers_over_a_corpus_with_longrag_and_refuses_one_document(index, scripted_reader, tmp_path):
     from dataclasses import replace
 
-    from lcrag.pipeline import Pipeline, Settings
-    from lcrag.types import Document
+    from lcrag.pipeline.pipeline import Pipeline, Settings
+    from lcrag.core.types import Document
 
     reader = scripted_reader(replies("Answer: the vault code is 3", "Answer: 3"))
     settings = Settings(retriever="bm25", k=2, cache=False, cache_dir=tmp_path, unit="document")

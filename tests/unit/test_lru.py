@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lcrag.lru import SizedLRU
+from lcrag.core.lru import SizedLRU
 
 
 class Grows:
@@ -76,8 +76,8 @@ def test_get_or_put_makes_a_missing_value_once_and_keeps_within_the_bound():
 
 
 def test_a_pipelines_per_question_settings_strategies_and_corpora_are_bounded(monkeypatch):
-    from lcrag import pipeline as pipeline_module
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline import pipeline as pipeline_module
+    from lcrag.pipeline.pipeline import Pipeline, Settings
 
     monkeypatch.setattr(pipeline_module, "_CHOICES_KEPT", 4)
     monkeypatch.setattr(pipeline_module, "_STRATEGIES_KEPT", 3)
@@ -94,7 +94,7 @@ def test_a_pipelines_per_question_settings_strategies_and_corpora_are_bounded(mo
 
 
 def test_the_share_ledgers_and_their_targets_are_bounded(tmp_path):
-    from lcrag.strategies.share_control import LEDGERS_KEPT, TARGETS_KEPT, ShareLedgers, ShareState, ShareTarget
+    from lcrag.strategies.routing.share_control import LEDGERS_KEPT, TARGETS_KEPT, ShareLedgers, ShareState, ShareTarget
 
     ledgers = ShareLedgers(None)
     for n in range(LEDGERS_KEPT + 5):
@@ -109,8 +109,8 @@ def test_the_share_ledgers_and_their_targets_are_bounded(tmp_path):
 
 
 def test_the_calibrations_a_process_keeps_read_are_bounded(tmp_path, monkeypatch):
-    from lcrag.strategies import router_calibration
-    from lcrag.strategies.router_calibration import CalibrationStore, RoutingCalibration
+    from lcrag.strategies.routing import calibration as router_calibration
+    from lcrag.strategies.routing.calibration import CalibrationStore, RoutingCalibration
 
     monkeypatch.setattr(router_calibration, "CALIBRATIONS_KEPT", 3)
     store = CalibrationStore(tmp_path)

@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from lcrag.cli import mcp as cli_mcp
-from lcrag.errors import OptionError
+from lcrag.core.errors import OptionError
 
 
 def test_no_sdk_says_what_to_install(monkeypatch):
     monkeypatch.setattr(cli_mcp, "sdk_version", lambda: None)
-    monkeypatch.setitem(sys.modules, "lcrag.service.mcp", None)  # importing it fails, as without the SDK
+    monkeypatch.setitem(sys.modules, "lcrag.service.mcp.tools", None)  # importing it fails, as without the SDK
     with pytest.raises(OptionError) as refused:
         cli_mcp.mcp_server_class()
     assert str(refused.value) == "lcrag mcp needs the MCP SDK: pip install -e '.[mcp]' in lcrag's checkout"
@@ -30,7 +30,7 @@ def test_supported_versions(version, supported):
 
 def test_the_installed_sdk_is_used():
     pytest.importorskip("mcp")
-    from lcrag.service.mcp import SDK_MAJOR, LcragMCP
+    from lcrag.service.mcp.tools import SDK_MAJOR, LcragMCP
 
     assert cli_mcp.mcp_server_class() is LcragMCP
     assert SDK_MAJOR == int(cli_mcp.sdk_version().split(".")[0])

@@ -10,8 +10,8 @@ from hostile_options import HUGE, extremes, one_line, option_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcrag.errors import OptionError
-from lcrag.registry import CHUNKERS, EMBEDDERS, LOADERS, READERS, RETRIEVERS, STRATEGIES, Option
+from lcrag.core.errors import OptionError
+from lcrag.core.registry import CHUNKERS, EMBEDDERS, LOADERS, READERS, RETRIEVERS, STRATEGIES, Option
 
 pytestmark = pytest.mark.unit
 REGISTRIES = (STRATEGIES, RETRIEVERS, CHUNKERS, READERS, EMBEDDERS, LOADERS)
@@ -62,7 +62,7 @@ def test_a_message_shows_a_huge_value_cut():
 
 def test_a_chunk_size_over_the_declared_maximum_is_refused_before_any_chunking():
     from lcrag.chunking.spec import parse_chunking
-    from lcrag.options import SettingError
+    from lcrag.core.options import SettingError
 
     for unit in ("words", "tokens", "sentence-splitter"):
         top = int(CHUNKERS.get(unit).option("size").max)
@@ -98,7 +98,7 @@ class OneVector:
 
 def window_retriever(scores: list[float], window: int):
     from lcrag.retrieval.sentence_window import SentenceWindowRetriever
-    from lcrag.types import Document
+    from lcrag.core.types import Document
 
     text = " ".join(f"S{i}." for i in range(len(scores)))
     spans, at = [], 0
@@ -125,7 +125,7 @@ def test_the_widest_window_over_many_sentences_costs_index_arithmetic_only():
 
 
 def test_a_window_over_the_maximum_is_refused_by_the_retriever_itself():
-    from lcrag.errors import InputError
+    from lcrag.core.errors import InputError
 
     with pytest.raises(InputError, match="0 to 64 sentences"):
         window_retriever([1.0, 2.0], HUGE)

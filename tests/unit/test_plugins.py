@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 import lcrag
-from lcrag import Settings, pipeline
-from lcrag.errors import OptionError
-from lcrag.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
+from lcrag import Settings
+from lcrag.pipeline import pipeline
+from lcrag.core.errors import OptionError
+from lcrag.core.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
 
 PLUGIN = "lcrag-example-plugin"
 TEXT = "alpha one two three four. beta five six seven eight. gamma nine ten eleven twelve. omega the end is here."

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.strategies import PromptSet
 
 

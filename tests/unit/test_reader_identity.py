@@ -4,7 +4,7 @@ import json
 import struct
 
 
-from lcrag import bundled_models as models
+from lcrag.core import bundled_models as models
 
 QUESTION = [{"role": "user", "content": "same question"}]
 
@@ -69,7 +69,7 @@ def test_hf_tokenizer_name_follows_its_content(tmp_path):
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
 
-    from lcrag.tokenization import HFTokenizer
+    from lcrag.core.tokenization import HFTokenizer
 
     path = tmp_path / "tokenizer.json"
     Tokenizer(WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(str(path))

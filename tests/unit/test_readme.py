@@ -29,7 +29,7 @@ def test_the_demo_command_sets_up_and_runs_the_demo():
 def test_the_team_run_file_shown_is_the_example_and_a_valid_run_file():
     import yaml
 
-    from lcrag.config import Config
+    from lcrag.pipeline.config import Config
 
     shown = re.search(r"`team\.yaml` \(\[examples/team\.yaml\].*?```yaml\n(.+?)\n```",
                       (ROOT / "README.md").read_text(encoding="utf-8"), re.S)

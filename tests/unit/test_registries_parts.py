@@ -11,19 +11,19 @@ import textwrap
 import pytest
 
 from lcrag.documents import load_documents
-from lcrag.errors import DatasetError, InputError
+from lcrag.core.errors import DatasetError, InputError
 from lcrag.evaluation.datasets import detect_format, load_dataset
 from lcrag.evaluation.metrics import METRICS
 from lcrag.readers import make_reader, parse_reader_spec
-from lcrag.registry import DATASET_FORMATS, EMBEDDERS, LOADERS, READERS
-from lcrag.registry import METRICS as METRIC_PARTS
+from lcrag.core.registry import DATASET_FORMATS, EMBEDDERS, LOADERS, READERS
+from lcrag.core.registry import METRICS as METRIC_PARTS
 from lcrag.retrieval.embedders import make_embedder, parse_embedder_spec
 
 PART_MODULE = '''
     import numpy as np
 
-    from lcrag.registry import DATASET_FORMATS, EMBEDDERS, LOADERS, METRICS, READERS
-    from lcrag.types import Document
+    from lcrag.core.registry import DATASET_FORMATS, EMBEDDERS, LOADERS, METRICS, READERS
+    from lcrag.core.types import Document
 
 
     @LOADERS.register("reversed", help="text written backwards", suffixes=(".rev",), forms=(".rev",))

@@ -9,19 +9,19 @@ import pytest
 from lcrag import Pipeline, Settings
 from lcrag.assembly import ContextAssembler
 from lcrag.chunking import WordChunker, make_chunker
-from lcrag.errors import OptionError
-from lcrag.pipeline import parse_chunking
+from lcrag.core.errors import OptionError
+from lcrag.pipeline.pipeline import parse_chunking
 from lcrag.readers.base import GenerationParams
-from lcrag.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+from lcrag.core.registry import CHUNKERS, RETRIEVERS, STRATEGIES
 from lcrag.retrieval import DocumentIndex
 from lcrag.strategies import (RAG, LongContext, PromptSet, QueryContext, Routed, make_strategy, needs_corpus,
                               strategy_needs)
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 # A retriever as a contributor would write it: one module, registering itself where it is defined.
 LAST_FIRST = '''
-from lcrag.registry import RETRIEVERS
-from lcrag.types import ScoredChunk
+from lcrag.core.registry import RETRIEVERS
+from lcrag.core.types import ScoredChunk
 
 
 class LastFirst:
@@ -160,7 +160,7 @@ def test_cli_help_lists_the_registered_parts():
 def test_a_strategy_that_breaks_the_contract_is_refused_when_it_registers():
     from dataclasses import dataclass
 
-    from lcrag.registry import Option
+    from lcrag.core.registry import Option
 
     with pytest.raises(OptionError, match=r"strategy 'needs-an-index' .* does not follow the strategy contract: it "
                                           r"needs index, which no declared option gives"):

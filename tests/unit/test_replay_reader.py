@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.datasets import detect_format, load_dataset
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Settings
+from lcrag.pipeline.pipeline import Settings
 from lcrag.readers import make_reader
 from lcrag.readers.call_context import Asking
 from lcrag.readers.base import GenerationParams
 from lcrag.readers.replay import TEMPLATE_TOKENS_PER_MESSAGE, Recordings, ReplayReader, TokenizerStandIn
-from lcrag.errors import DatasetError
+from lcrag.core.errors import DatasetError
 from lcrag.strategies.base import QueryContext, Timer, call_reader
-from lcrag.types import Document
+from lcrag.core.types import Document
 from tests.conftest import WhitespaceTokenizer
 
 FILLER = " ".join(f"Line {i} of the annual notes says nothing of interest." for i in range(40))

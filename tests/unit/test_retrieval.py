@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from lcrag.chunking import WordChunker
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.retrieval import (
     BM25Retriever,
     DenseRetriever,
@@ -10,7 +10,7 @@ from lcrag.retrieval import (
     HybridRetriever,
 )
 from lcrag.retrieval.bm25 import query_terms
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 CHUNKS = [
     Chunk(0, 0, 30, "the cat sat on the warm mat"),

@@ -5,10 +5,10 @@ import re
 import pytest
 
 import lcrag
-from lcrag import pipeline
-from lcrag.errors import InputError, OptionError
-from lcrag.options import EvalOptions, cli_message
-from lcrag.pipeline import Settings
+from lcrag.pipeline import pipeline
+from lcrag.core.errors import InputError, OptionError
+from lcrag.core.options import EvalOptions, cli_message
+from lcrag.pipeline.pipeline import Settings
 
 
 @pytest.mark.parametrize(

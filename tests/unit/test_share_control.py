@@ -1,4 +1,4 @@
-"""Holding a learned router's LC share at run time (lcrag.strategies.share_control)."""
+"""Holding a learned router's LC share at run time (lcrag.strategies.routing.share_control)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 import pytest
 
-from lcrag.strategies.share_control import (
+from lcrag.strategies.routing.share_control import (
     TOKENS,
     WINDOW,
     ShareLedger,
@@ -201,7 +201,7 @@ def ledger_file(directory) -> dict:
 @pytest.fixture
 def small_window(monkeypatch):
     """A window of 30 questions, so that a few hundred questions cover what a LaRA run's thousand do."""
-    from lcrag.strategies import share_control
+    from lcrag.strategies.routing import share_control
 
     monkeypatch.setattr(share_control, "WINDOW", 30)
     monkeypatch.setattr(share_control, "SEEDS", 10)
@@ -241,7 +241,7 @@ def test_without_pinning_a_resume_counts_an_unanswered_question_twice(tmp_path, 
 
 
 def test_pinned_routes_are_kept_written_and_bounded(tmp_path, monkeypatch):
-    from lcrag.strategies import share_control
+    from lcrag.strategies.routing import share_control
 
     monkeypatch.setattr(share_control, "PINNED_KEPT", 3)
     ledgers = ShareLedgers(tmp_path)

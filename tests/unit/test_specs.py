@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-import lcrag.pipeline
+import lcrag.pipeline.pipeline
 from lcrag.chunking import make_chunker
-from lcrag.pipeline import Pipeline, Settings
-from lcrag.registry import RETRIEVERS, Option
+from lcrag.pipeline.pipeline import Pipeline, Settings
+from lcrag.core.registry import RETRIEVERS, Option
 from lcrag.retrieval.base import ScoredChunk
-from lcrag.specs import resolve
-from lcrag.strategies import learned_router
-from lcrag.types import Document
+from lcrag.pipeline.specs import resolve
+from lcrag.strategies.routing import learned as learned_router
+from lcrag.core.types import Document
 
 pytestmark = pytest.mark.unit
 
@@ -82,8 +82,8 @@ def test_client_chosen_thresholds_keep_a_bounded_number_of_strategies_and_parse_
     for _ in range(300):
         settings = pipeline.settings_for({"router": "lara", "route_threshold": rng.random(), "k": rng.randint(1, 9)})
         pipeline.strategy("self-route", settings)
-    assert len(pipeline._strategies) <= lcrag.pipeline._STRATEGIES_KEPT
-    assert len(pipeline._choices) <= lcrag.pipeline._CHOICES_KEPT
+    assert len(pipeline._strategies) <= lcrag.pipeline.pipeline._STRATEGIES_KEPT
+    assert len(pipeline._choices) <= lcrag.pipeline.pipeline._CHOICES_KEPT
     assert parsed == ["lara"]
     kept = list(pipeline._strategies.values())
     assert all(s.condition.router is kept[0].condition.router for s in kept)  # one router shared by all
@@ -98,7 +98,7 @@ def test_lazy_parts_are_made_once_however_many_threads_ask_first(tmp_path, monke
         time.sleep(0.05)
         return object()
 
-    monkeypatch.setattr(lcrag.pipeline, "make_embedder", slow_embedder)
+    monkeypatch.setattr(lcrag.pipeline.pipeline, "make_embedder", slow_embedder)
     pipeline = Pipeline(Settings(cache_dir=tmp_path, cache=False))
     barrier = threading.Barrier(8)
     seen = []
@@ -170,9 +170,9 @@ def test_the_per_question_lists_come_from_one_place():
     model's fields, each a per-question setting; the MCP ask tool takes exactly the request's fields."""
     import inspect
 
-    from lcrag.config import PER_QUESTION
+    from lcrag.pipeline.config import PER_QUESTION
     from lcrag.service.answering import ANSWER_OPTIONS
-    from lcrag.service.mcp import LcragMCP
+    from lcrag.service.mcp.tools import LcragMCP
     from lcrag.service.requests import AskRequest
 
     assert {"strategy", "retriever", "k", "budget", "window", "route_threshold", "options", "max_tokens"} <= set(

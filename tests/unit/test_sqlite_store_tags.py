@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lcrag.readers.base import Completion
 from lcrag.readers.cache import CompletionCache, collection_tag, forget_collection
-from lcrag.sqlite_store import KeyValueStore
+from lcrag.core.sqlite_store import KeyValueStore
 
 
 def _bytes(path: Path) -> bytes:

@@ -3,13 +3,13 @@ from pathlib import Path
 import pytest
 
 from lcrag.assembly import ContextAssembler
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.chunking import WordChunker
 from lcrag.readers.base import GenerationParams
 from lcrag.retrieval import DocumentIndex
 from lcrag.strategies import PromptSet, QueryContext, is_unanswerable, make_strategy
 from lcrag.strategies.base import lc_document_limit
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 DOC = Document(
     " ".join(["Filler words about nothing in particular."] * 40)

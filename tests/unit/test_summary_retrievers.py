@@ -14,7 +14,7 @@ from lcrag.retrieval.raptor import RaptorConfig, RaptorIndex, _gmm_soft, build_r
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
 from lcrag.retrieval.summaries import BuildCost, Summarizer, SummaryTree
 from lcrag.retrieval.tree_index import TreeIndexRetriever, build_tree_index, tree_summarizer
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 
 class BagOfWords:
@@ -258,7 +258,7 @@ def test_summary_tree_round_trip(tmp_path):
 
 
 def test_bad_tree_settings_are_input_errors():
-    from lcrag.errors import InputError
+    from lcrag.core.errors import InputError
 
     tree = SummaryTree("x", [Chunk(0, 0, 1, "a")], [[]], np.ones((1, 2), np.float32))
     with pytest.raises(InputError):

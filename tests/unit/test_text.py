@@ -1,11 +1,11 @@
-"""lcrag.text's decline reading (issue 44, item 2): general — a negation with a verb of saying or finding and the
+"""lcrag.core.text's decline reading (issue 44, item 2): general — a negation with a verb of saying or finding and the
 source named — so that wordings it was not written from are read, and an answer that merely holds "not" is not."""
 
 from __future__ import annotations
 
 import pytest
 
-from lcrag.text import declines, declines_first, hedges
+from lcrag.core.text import declines, declines_first, hedges
 
 
 @pytest.mark.parametrize("answer", [

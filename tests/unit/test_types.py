@@ -1,4 +1,4 @@
-"""Documents' content hashes (lcrag.types): the SHA-256 of the text (and, for extracted text, its extractors),
+"""Documents' content hashes (lcrag.core.types): the SHA-256 of the text (and, for extracted text, its extractors),
 taken a piece at a time so that a large text is never copied and encoded whole while the interpreter is held
 (issue 42: each whole copy of a 12 MB text held a server's event loop 13-29 ms)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 
-from lcrag.provenance import Layout, Segment
-from lcrag.types import HASH_PIECE, Document
+from lcrag.core.provenance import Layout, Segment
+from lcrag.core.types import HASH_PIECE, Document
 
 
 def test_the_content_hash_is_the_texts_and_its_extractors_sha256_whatever_its_length():

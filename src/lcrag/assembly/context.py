@@ -6,9 +6,9 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.readers import streaming
-from lcrag.types import Chunk, ChunkUsed, ScoredChunk
+from lcrag.core.types import Chunk, ChunkUsed, ScoredChunk
 
 ORDERS = ("score", "document")
 CHUNK_FORMAT_FIELDS = ("text", "rank", "index")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lcrag.tokenization import Tokenizer, count_tokens
-from lcrag.types import Chunk, ScoredChunk
+from lcrag.core.tokenization import Tokenizer, count_tokens
+from lcrag.core.types import Chunk, ScoredChunk
 
 
 @dataclass(frozen=True)

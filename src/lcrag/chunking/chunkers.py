@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from lcrag.errors import InputError
-from lcrag.registry import CHUNKERS, Option
-from lcrag.tokenization import Tokenizer
-from lcrag.types import Chunk, Document
+from lcrag.core.errors import InputError
+from lcrag.core.registry import CHUNKERS, Option
+from lcrag.core.tokenization import Tokenizer
+from lcrag.core.types import Chunk, Document
 
 _WORD = re.compile(r"\S+")
 

@@ -37,11 +37,11 @@ import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.chunking.chunkers import size_option
-from lcrag.registry import CHUNKERS
-from lcrag.tokenization import Tokenizer, count_many
-from lcrag.types import Chunk, Document
+from lcrag.core.registry import CHUNKERS
+from lcrag.core.tokenization import Tokenizer, count_many
+from lcrag.core.types import Chunk, Document
 
 LARA_PARAGRAPH_SEPARATOR = "\n\n\n"
 LARA_SECONDARY_REGEX = "[^,.;。？！]+[,.;。？！]?"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lcrag.options import SettingError
-from lcrag.registry import CHUNKERS
+from lcrag.core.options import SettingError
+from lcrag.core.registry import CHUNKERS
 
 # The chunking used when neither the user nor the strategy (its registered meta ``chunking``) names one.
 FALLBACK_CHUNKING = "words:300"

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 UNIT_KINDS = ("passage", "document", "grouped")

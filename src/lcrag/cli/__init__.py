@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.cli.commands import TYPER_SETTINGS, LazyGroup, Subcommand
-from lcrag.errors import LcragError
-from lcrag.options import SettingError, cli_message
+from lcrag.core.errors import LcragError
+from lcrag.core.options import SettingError, cli_message
 
 # In the order `lcrag --help` lists them; each help is the first paragraph of the command's own (a unit test keeps
 # them equal).

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.cli.commands import command_group
-from lcrag.errors import LcragError
-from lcrag.options import reader_forms
-from lcrag.progress import stderr
+from lcrag.core.errors import LcragError
+from lcrag.core.options import reader_forms
+from lcrag.core.progress import stderr
 
 analyze_app = command_group("Analyse evaluation runs: why RAG failed, which questions each side wins.")
 
@@ -57,7 +57,7 @@ def _run_reader(run_dir: Path, manifest: dict, llm: str | None, base_url: str | 
 
 def _check_failures_options(llm: str | None, base_url: str | None, dataset: Path | None) -> None:
     """Checked now, even when no question needs classifying."""
-    from lcrag.http_client import check_base_url
+    from lcrag.core.http_client import check_base_url
     from lcrag.readers import parse_reader_spec
 
     if llm:
@@ -88,10 +88,10 @@ def failures(
     from lcrag.evaluation.analysis import classify_failures, failure_table, items_by_id, routed_to_lc
     from lcrag.evaluation.datasets import load_dataset
     from lcrag.evaluation.report import load_rows
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
     from lcrag.readers import CachedReader, CompletionCache, make_reader
     from lcrag.strategies.base import Timer, retrieve_context
-    from lcrag.types import Document
+    from lcrag.core.types import Document
 
     manifest = _manifest(run_dir)
     _check_failures_options(llm, base_url, dataset)
@@ -144,7 +144,7 @@ def questions(
     """LC-only against RAG-only questions: by question word, and the top TF-IDF words of each side."""
     from lcrag.evaluation.analysis import exclusive_questions, question_words, tfidf_words
     from lcrag.evaluation.report import load_rows
-    from lcrag.options import at_least
+    from lcrag.core.options import at_least
 
     at_least("top", top, 1)
     for run_dir in run_dirs:

@@ -15,12 +15,12 @@ from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, CacheDir, Chunking, Co
                              LCShare, PartOption, PoolBackoff, PoolMaxBackoff, PriceAs, PricesFile, RetrieverOpt,
                              RouterFile, RouteThreshold, RunFile, ServerSlots, Strategy, SummaryLLM, Threads, Timeout,
                              TreeNavigation, Window, config_from_flags, stdout)
-from lcrag.http_client import DEFAULT_TIMEOUT
-from lcrag.options import longrag_choices
-from lcrag.progress import progress_factory, spinner, stderr
+from lcrag.core.http_client import DEFAULT_TIMEOUT
+from lcrag.core.options import longrag_choices
+from lcrag.core.progress import progress_factory, spinner, stderr
 
 if TYPE_CHECKING:
-    from lcrag.types import Answer
+    from lcrag.core.types import Answer
 
 
 def ask(
@@ -65,7 +65,7 @@ def ask(
     """Answer QUESTION about DOC."""
     from lcrag.cli.stream import TerminalAnswer
     from lcrag.evaluation.prices import PriceTable, calls_cost
-    from lcrag.pipeline import as_document
+    from lcrag.pipeline.pipeline import as_document
 
     settings = config_from_flags(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)},
                                  options=option).settings()
@@ -93,7 +93,7 @@ def _show(answer: Answer, cost: float | None, price_as: str | None, as_json: boo
 
 def _answer(settings, document, question: str, live) -> Answer:
     """The answer, shown as the reader writes it on a terminal (``live``), else behind a spinner."""
-    from lcrag.pipeline import Pipeline
+    from lcrag.pipeline.pipeline import Pipeline
     from lcrag.readers import streaming
 
     with progress_factory() as progress:
@@ -111,7 +111,7 @@ def _answer(settings, document, question: str, live) -> Answer:
 def _print_provenance(answer: Answer, cost: float | None, price_as: str | None) -> None:
     """The answer's sources on stdout, and its route, tokens, time and cost on stderr."""
     if answer.sources:
-        from lcrag.provenance import format_sources
+        from lcrag.core.provenance import format_sources
 
         stdout().print(f"Sources: {format_sources(answer.sources)}", markup=False, highlight=False)
     cached = " (from cache)" if answer.calls and all(c.from_cache for c in answer.calls) else ""

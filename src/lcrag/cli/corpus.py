@@ -14,10 +14,10 @@ import typer
 from lcrag.chunking.units import GROUPINGS
 from lcrag.cli.commands import command_group
 from lcrag.cli.flags import tokenizer_for
-from lcrag.errors import LcragError
-from lcrag.options import longrag_choices, reader_forms
-from lcrag.progress import progress_factory, spinner, stderr
-from lcrag.registry import EMBEDDERS, spoken_list
+from lcrag.core.errors import LcragError
+from lcrag.core.options import longrag_choices, reader_forms
+from lcrag.core.progress import progress_factory, spinner, stderr
+from lcrag.core.registry import EMBEDDERS, spoken_list
 from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.executors import EXECUTORS  # imported at start-up anyway: the retrievers' registry loads its package
 
@@ -102,8 +102,8 @@ def ask(
     """Answer QUESTION from the corpus: retrieve long units, read them, extract a short answer (two turns). The same
     LongRAG as `lcrag ask INDEX_DIR -s longrag`, through the pipeline (streamed, cached, with its call context)."""
     from lcrag.documents.indexed_corpus import CorpusSource
-    from lcrag.options import at_least, one_of
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.core.options import at_least, one_of
+    from lcrag.pipeline.pipeline import Pipeline, Settings
     from lcrag.retrieval.corpus import CorpusIndex
 
     at_least("k", k, 1)

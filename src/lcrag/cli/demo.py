@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from lcrag.cli.flags import LLM, CacheDir, RetrieverOpt, stdout
-from lcrag.options import at_least
-from lcrag.progress import progress_factory, spinner
+from lcrag.core.options import at_least
+from lcrag.core.progress import progress_factory, spinner
 
 def demo(
     words: Annotated[int, typer.Option("--words", help="Length of the synthetic document.")] = 2000,
@@ -21,9 +21,9 @@ def demo(
 ) -> None:
     """Ask a synthetic document's planted questions with every strategy and print a table."""
     from lcrag.evaluation import contains_answer
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
     from lcrag.strategies import document_strategies
-    from lcrag.synthetic import needle_document
+    from lcrag.documents.synthetic import needle_document
 
     at_least("words", words, 1)
     document, facts = needle_document(words, seed=seed)

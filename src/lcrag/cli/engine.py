@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from lcrag.cli.service_flags import API_KEY_ENV, JOB_RETENTION_SECONDS, ServiceFlags
-from lcrag.errors import OptionError
-from lcrag.options import option_values
+from lcrag.core.errors import OptionError
+from lcrag.core.options import option_values
 from lcrag.service.limits import Limits, hosts_for, is_loopback
 
 
 def named_routers(specs: list[str]) -> dict[str, str]:
     """``NAME=FILE`` pairs, each file checked now (a bad one is a one-line error before the server starts)."""
-    from lcrag.strategies.learned_router import Router, shipped_name
+    from lcrag.strategies.routing.learned import Router, shipped_name
 
     routers = {}
     for spec in specs:
@@ -28,7 +28,7 @@ def named_routers(specs: list[str]) -> dict[str, str]:
 
 
 def allowed_strategies(names: list[str] | None) -> tuple[str, ...] | None:
-    from lcrag.registry import STRATEGIES
+    from lcrag.core.registry import STRATEGIES
 
     for name in names or ():
         if name not in STRATEGIES.names():
@@ -40,7 +40,7 @@ def allowed_retrievers(names: list[str] | None, own: str) -> tuple[str, ...]:
     """The retrievers clients may choose: those named, or every registered one that makes no reader call (tree and
     raptor write summaries with the reader: minutes of generation a client would order for free), and the server's
     own retriever."""
-    from lcrag.registry import RETRIEVERS
+    from lcrag.core.registry import RETRIEVERS
 
     for name in names or ():
         if name not in RETRIEVERS.names():
@@ -58,9 +58,9 @@ def engine(flags: ServiceFlags, embedder: str | None = None):
     ``flags.store`` (a PostgreSQL URL) it shares the store's collections with other replicas, running
     ``flags.index_workers`` indexing jobs at a time; ``flags.retrievers``: those offered, part of what a shared store
     records of its run file (``flags.new_run_file``: record this one's). ``embedder``: over the run file's."""
-    from lcrag.config import Config
+    from lcrag.pipeline.config import Config
     from lcrag.evaluation.prices import PriceTable
-    from lcrag.paths import cache_directory
+    from lcrag.core.paths import cache_directory
     from lcrag.service.answering import Answering
     from lcrag.service.run_identity import run_identity
 
@@ -119,8 +119,8 @@ def shared_store(url: str | None, lease: float, retention: float = JOB_RETENTION
         return None
     from functools import partial
 
-    from lcrag.postgres_store import check_url
-    from lcrag.service.store_postgres import PostgresCollections
+    from lcrag.store.postgres_database import check_url
+    from lcrag.store.postgres import PostgresCollections
 
     check_url(url)
     try:

@@ -15,15 +15,15 @@ from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, Chunking, ContextWindo
                              RunFile, ServerSlots, SummaryLLM, Threads, Timeout, TreeNavigation, Window, check_choice,
                              config_from_flags, listed, stdout, tokenizer_for, whole_numbers)
 from lcrag.documents.limits import ParseLimits
-from lcrag.errors import LcragError, OptionError
-from lcrag.http_client import DEFAULT_TIMEOUT
-from lcrag.options import longrag_choices
-from lcrag.progress import progress_factory, spinner, stderr
-from lcrag.registry import DATASET_FORMATS, RETRIEVERS, STRATEGIES
-from lcrag.storage import ensure_directory
+from lcrag.core.errors import LcragError, OptionError
+from lcrag.core.http_client import DEFAULT_TIMEOUT
+from lcrag.core.options import longrag_choices
+from lcrag.core.progress import progress_factory, spinner, stderr
+from lcrag.core.registry import DATASET_FORMATS, RETRIEVERS, STRATEGIES
+from lcrag.core.files import ensure_directory
 
 if TYPE_CHECKING:
-    from lcrag.config import Config
+    from lcrag.pipeline.config import Config
 
 
 def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None, options: list[str] | None) -> Config:
@@ -156,7 +156,7 @@ def passkey(
     """Generate ∞Bench-style PassKey data and the Self-Route paper's two variants, ready for `lcrag eval`."""
     from contextlib import ExitStack
 
-    from lcrag.synthetic import PASSKEY_QUESTIONS, passkey_records
+    from lcrag.documents.synthetic import PASSKEY_QUESTIONS, passkey_records
 
     names = listed(variants, "variants")
     for name in names:

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lcrag.errors import LcragError
-from lcrag.options import option_values, reader_forms
-from lcrag.registry import CHUNKERS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
+from lcrag.core.errors import LcragError
+from lcrag.core.options import option_values, reader_forms
+from lcrag.core.registry import CHUNKERS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
 from lcrag.retrieval.tree_index import NAVIGATIONS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from lcrag.config import Config
+    from lcrag.pipeline.config import Config
 
 # Choices and their help come from the registries (built-ins and plugins, which are named without being imported).
 Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {STRATEGIES.describe()}.")]
@@ -59,7 +59,7 @@ def config_from_flags(ctx: typer.Context, run_file: Path | None, renamed: dict[s
     default). Parameters are named as the configuration's fields, except those in ``renamed``: param -> (field,
     conversion of the flag's value). ``options``: the ``--option NAME=VALUE`` flags, added to the run file's options
     table (and winning where both name one)."""
-    from lcrag.config import CONFIG_FIELDS, Config
+    from lcrag.pipeline.config import CONFIG_FIELDS, Config
 
     renamed = renamed or {}
     given = {}
@@ -101,7 +101,7 @@ def tokenizer_for(spec: str, stack: ExitStack):
     """What a ``--tokenizer`` flag names: words, a tokenizer.json path, or a reader spec (whose own tokenizer
     counts; the reader is closed with ``stack``)."""
     from lcrag.readers import make_reader
-    from lcrag.tokenization import HFTokenizer, WordCounter
+    from lcrag.core.tokenization import HFTokenizer, WordCounter
 
     if spec == "words":
         return WordCounter()

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.cli.flags import CHUNKING_HELP, LLM, BaseUrl, CacheDir, Embedder, config_from_flags, stdout
-from lcrag.progress import progress_factory
-from lcrag.registry import RETRIEVERS
+from lcrag.core.progress import progress_factory
+from lcrag.core.registry import RETRIEVERS
 
 INDEX_CHUNKING = "words:300"  # lcrag index's chunking when neither --chunking nor the run file gives one
 
@@ -32,8 +32,8 @@ def index(
     # --retriever is not the retrieval section's retriever (it also takes "all"): it is left out of the run config.
     run = config_from_flags(ctx, config, {"retriever": ("", None)})
     chunking = run.chunking.chunking or INDEX_CHUNKING
-    from lcrag.config import Config
-    from lcrag.pipeline import Pipeline, as_document
+    from lcrag.pipeline.config import Config
+    from lcrag.pipeline.pipeline import Pipeline, as_document
 
     settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
         {"chunking": chunking, "cache": False}).settings()  # indexing asks the reader nothing to cache

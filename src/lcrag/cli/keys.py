@@ -15,7 +15,7 @@ import typer
 
 from lcrag.cli.commands import command_group
 from lcrag.cli.service_flags import CacheDir, RunFile, StoreUrl
-from lcrag.errors import InputError, OptionError
+from lcrag.core.errors import InputError, OptionError
 
 keys_app = command_group("People's keys for lcrag serve and lcrag mcp, each with a role "
                          "(reader, writer, admin) and the collections it may see; add, list, revoke.")
@@ -28,7 +28,7 @@ def open_keys(cache_dir: Path | None, store: str | None, config: Path | None):
     from lcrag.service.keys import Keys, PostgresDatabase, SqliteDatabase
 
     if store:
-        from lcrag.postgres_store import PostgresStore, check_url
+        from lcrag.store.postgres_database import PostgresStore, check_url
 
         check_url(store)
         try:
@@ -36,8 +36,8 @@ def open_keys(cache_dir: Path | None, store: str | None, config: Path | None):
         except ImportError:
             raise OptionError("--store needs PostgreSQL's driver: pip install -e '.[postgres]'") from None
         return Keys(PostgresDatabase(PostgresStore(store)))
-    from lcrag.config import Config
-    from lcrag.paths import cache_directory
+    from lcrag.pipeline.config import Config
+    from lcrag.core.paths import cache_directory
 
     run = Config.from_file(config) if config else Config()
     settings = run.merged({"cache_dir": cache_dir} if cache_dir else {}).settings()

@@ -12,7 +12,7 @@ import typer
 
 from lcrag.cli.engine import check_bind, check_key, engine, request_limits
 from lcrag.cli.service_flags import ServiceFlags, with_service_flags
-from lcrag.errors import OptionError
+from lcrag.core.errors import OptionError
 from lcrag.service.limits import Limits
 
 TRANSPORTS = ("stdio", "http")
@@ -35,7 +35,7 @@ def mcp(
     if transport not in TRANSPORTS:
         raise OptionError(f"--transport: one of {', '.join(TRANSPORTS)}, got {transport!r}")
     check_key(flags.api_key)
-    from lcrag.service.mcp_sessions import SessionLimits
+    from lcrag.service.mcp.sessions import SessionLimits
 
     sessions = SessionLimits(max_sessions=max_sessions, max_client_sessions=max_client_sessions,
                              init_timeout=session_init_timeout, idle_timeout=session_idle_timeout)
@@ -50,7 +50,7 @@ def mcp(
         if transport == "stdio":
             server.run("stdio")  # stdout carries the protocol alone: lcrag logs to stderr
         else:
-            from lcrag.service.server import run
+            from lcrag.service.http.server import run
 
             typer.echo(f"lcrag MCP at http://{flags.host}:{flags.port}/mcp (collections in "
                        f"{answering.collections.root})", err=True)
@@ -65,10 +65,10 @@ def mcp(
 def http_app(server, api_key: str | None, limits: Limits, sessions=None):
     """The streamable HTTP app of ``server`` (an LcragMCP) as `lcrag mcp --transport http` serves it: the service's
     guard in front (Host names against DNS rebinding, the key, no cross-site writes, JSON bodies, JSON errors), the
-    body limit as JSON, and the sessions bounded (:mod:`lcrag.service.mcp_sessions`)."""
-    from lcrag.service.guard import BodyLimits, Guard
+    body limit as JSON, and the sessions bounded (:mod:`lcrag.service.mcp.sessions`)."""
+    from lcrag.service.http.guard import BodyLimits, Guard
     from lcrag.service.keys import keys_for
-    from lcrag.service.mcp_sessions import Sessions
+    from lcrag.service.mcp.sessions import Sessions
     from lcrag.service.metrics import Metrics
 
     app = Sessions(server.streamable_http_app(), sessions, "lcrag mcp")
@@ -91,14 +91,14 @@ def supported(version: str) -> bool:
 
 
 def mcp_server_class():
-    """:class:`lcrag.service.mcp.LcragMCP`, else one line saying what to install: the SDK when there is none, a
+    """:class:`lcrag.service.mcp.tools.LcragMCP`, else one line saying what to install: the SDK when there is none, a
     supported one, naming the version found, when it is too old or too new or fails to import."""
     found = sdk_version()
     if found is not None and not supported(found):
         raise OptionError(f"lcrag mcp needs the MCP SDK 1.10 or newer (1.x or 2.x); found mcp {found}: "
                           "pip install -U 'lcrag[mcp]'")
     try:
-        from lcrag.service.mcp import LcragMCP
+        from lcrag.service.mcp.tools import LcragMCP
     except ImportError as exc:  # none, or a supported version with a part missing (a dependency, say)
         if found is None:
             raise OptionError("lcrag mcp needs the MCP SDK: pip install -e '.[mcp]' in lcrag's checkout") from None

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from lcrag.cli.commands import command_group
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 route_app = command_group("Learned routing between LC and RAG: fit a router, report routers.")
 
@@ -22,7 +22,7 @@ JudgeSeed = Annotated[int, typer.Option("--judge-seed", help="The seed of the --
 
 
 def _questions(runs: list[Path], judge: str | None = None):
-    from lcrag.evaluation.route_report import judge_questions, load_questions
+    from lcrag.evaluation.routing.report import judge_questions, load_questions
 
     for run in runs:
         if not (run / "rows.jsonl").is_file():
@@ -47,7 +47,7 @@ def _questions(runs: list[Path], judge: str | None = None):
 def fit(runs: Runs, out: Annotated[Path, typer.Option("--out", help="The router file to write (JSON).")],
         judge: Judge = None, model: Model = "logistic") -> None:
     """Fit a router (logistic regression, or boosted trees) predicting where LC beats Self-Route's RAG step."""
-    from lcrag.evaluation.route_report import fit_router
+    from lcrag.evaluation.routing.report import fit_router
 
     questions, skipped = _questions(runs, judge)
     unmeasured = sum(not q.grounded for q in questions)
@@ -81,8 +81,8 @@ def evaluate(
 ) -> None:
     """Every router's quality, LC share and tokens per run, dataset and length; APGR, CPT and the oracle gain
     recovered at the operating point (LC share <= --max-share, cost <= --max-cost of always-LC's)."""
-    from lcrag.evaluation.route_report import leave_one_dataset_out, plot_frontier
-    from lcrag.strategies.learned_router import Router
+    from lcrag.evaluation.routing.report import leave_one_dataset_out, plot_frontier
+    from lcrag.strategies.routing.learned import Router
 
     from lcrag.evaluation.judge_sample import open_judge, route_judged
     from lcrag.evaluation.prices import PriceTable
@@ -116,7 +116,7 @@ OFFLINE = ("Every figure below is computed offline from the runs' recorded answe
 def _cell_reports(questions, probabilities, price, max_share: float, max_cost: float):
     """The summary and frontier of each (run, dataset, length) cell, then of every cell pooled (labelled so) when
     there are several; returns the pooled points (the plot, landing, cascade and judged tables read them)."""
-    from lcrag.evaluation.route_report import SUMMARY_NOTE, cells, policies
+    from lcrag.evaluation.routing.report import SUMMARY_NOTE, cells, policies
 
     typer.echo(OFFLINE)
     found = cells(questions)
@@ -135,7 +135,7 @@ def _cell_reports(questions, probabilities, price, max_share: float, max_cost: f
 
 def _tables(questions, points, max_share: float, max_cost: float) -> None:
     from lcrag.evaluation.report import _md_table
-    from lcrag.evaluation.route_report import frontier_table, summary_table
+    from lcrag.evaluation.routing.report import frontier_table, summary_table
 
     typer.echo(_md_table(*summary_table(points, max_share, max_cost)) + "\n")
     typer.echo(_md_table(*frontier_table(questions, points)))
@@ -144,7 +144,7 @@ def _tables(questions, points, max_share: float, max_cost: float) -> None:
 def _landing(questions, probabilities, router, points, price, share: float | None, cost_share: float | None) -> None:
     """Where the router lands on each run: its fixed threshold and run-time share control replayed offline, beside
     the baselines and the run's own routes."""
-    from lcrag.evaluation.held_share import landing_points, landing_table
+    from lcrag.evaluation.routing.held_share import landing_points, landing_table
     from lcrag.evaluation.report import _md_table
 
     share = share if share is not None else router.default_share if router.default_share is not None else 0.3
@@ -159,7 +159,7 @@ def _landing(questions, probabilities, router, points, price, share: float | Non
 def _cascades(questions, probabilities, wide: list[Path], price) -> None:
     """The cascade table: the questions the wide runs also answered, every policy recomputed on them."""
     from lcrag.evaluation.report import _md_table
-    from lcrag.evaluation.route_report import attach_wide, cascade_table, policies
+    from lcrag.evaluation.routing.report import attach_wide, cascade_table, policies
 
     for run in wide:
         if not (run / "rows.jsonl").is_file():
@@ -201,9 +201,9 @@ def calibrate(
     """Adapt a router to your reader: answer N questions with both Self-Route's RAG step and LC, read where the
     two answers agree (LC was not needed there) and where they part (LC may gain), and keep the router's per-group
     scaling for this reader in the cache, where `lcrag ask`/`eval`/`serve --router` find it."""
-    from lcrag.evaluation.calibrate_router import generate_questions, read_questions
-    from lcrag.pipeline import as_document
-    from lcrag.strategies.learned_router import Router
+    from lcrag.evaluation.routing.calibrate import generate_questions, read_questions
+    from lcrag.pipeline.pipeline import as_document
+    from lcrag.strategies.routing.learned import Router
 
     if n > max_questions:
         raise InputError(f"-n {n} is over --max-questions {max_questions} (each question costs an LC answer)")
@@ -211,7 +211,7 @@ def calibrate(
         raise InputError("give --documents (questions are generated from them) or --questions FILE")
     fitted = Router.load(router)
     sampled = _calibration_judge(judge, judge_sample)
-    from lcrag.config import Config
+    from lcrag.pipeline.config import Config
 
     given = {"llm": llm, "base_url": base_url, "chunking": chunking, "k": k, "context_window": context_window,
              "max_tokens": max_tokens, "threads": threads, "cache_dir": cache_dir}
@@ -234,11 +234,11 @@ def _calibration_judge(judge: str | None, size: int | None):
 
 def _run_calibration(settings, asked, generated, router, name, judge, judge_sample, seed, strength,
                      explore) -> None:
-    from lcrag.evaluation.calibrate_router import calibrate
-    from lcrag.pipeline import Pipeline
-    from lcrag.progress import progress_factory
+    from lcrag.evaluation.routing.calibrate import calibrate
+    from lcrag.pipeline.pipeline import Pipeline
+    from lcrag.core.progress import progress_factory
     from lcrag.readers.base import reader_identity
-    from lcrag.strategies.share_control import ShareLedgers
+    from lcrag.strategies.routing.share_control import ShareLedgers
 
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)

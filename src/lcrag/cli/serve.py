@@ -9,7 +9,7 @@ import typer
 
 from lcrag.cli.engine import check_bind, check_key, engine, request_limits
 from lcrag.cli.service_flags import ServiceFlags, with_service_flags
-from lcrag.errors import OptionError
+from lcrag.core.errors import OptionError
 
 
 @with_service_flags()
@@ -25,8 +25,8 @@ def serve(
         import uvicorn  # noqa: F401
     except ImportError:
         raise OptionError("lcrag serve needs the service's libraries: pip install -e '.[serve]' in lcrag's checkout") from None
-    from lcrag.service.app import create_app
-    from lcrag.service.server import Gate, run
+    from lcrag.service.http.app import create_app
+    from lcrag.service.http.server import Gate, run
 
     answering = engine(flags)
     check_bind(flags.host, flags.api_key, answering=answering)  # keys added to the store protect it as --api-key does

@@ -15,9 +15,9 @@ import typer
 from lcrag.cli.flags import BaseUrl, PoolBackoff, PoolMaxBackoff, ServerSlots
 from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_PARSE_MB, MAX_PARSE_SECONDS,
                                    ParseLimits)
-from lcrag.provenance import MAX_TITLE_CHARS
+from lcrag.core.provenance import MAX_TITLE_CHARS
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, MAX_SHUTDOWN_SECONDS, SHUTDOWN_SECONDS, Limits
-from lcrag.service.store import KEPT_ANSWERS
+from lcrag.store.base import KEPT_ANSWERS
 
 API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
 JOB_RETENTION_SECONDS = 86400.0
@@ -42,7 +42,7 @@ Retrievers = Annotated[Optional[list[str]], typer.Option("--retrievers", help="A
 AllowedHosts = Annotated[Optional[list[str]], typer.Option("--allowed-host", help="A Host name this server answers to besides its bind address (and loopback names on loopback); repeatable. Others get 400.")]
 MaxBody = Annotated[float, typer.Option("--max-body-kb", help="Largest JSON request body accepted (413 above).", min=1)]
 PartOptions = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2), the default for requests that set none; repeatable.")]
-# Connections (lcrag.service.server): what one connection, and one client address, may hold.
+# Connections (lcrag.service.http.server): what one connection, and one client address, may hold.
 MaxConnections = Annotated[int, typer.Option("--max-connections", help="Open connections in all; beyond, one that stalled in its request headers (else one idle) is closed to make room, or the new one refused (503).", min=1)]
 MaxClientConnections = Annotated[int, typer.Option("--max-client-connections", help="Open connections from one address (behind a reverse proxy, every client is the proxy's).", min=1)]
 HeaderTimeout = Annotated[float, typer.Option("--header-timeout", help="Seconds a connection has to send its request line and headers (408 after).", min=0.1)]
@@ -58,7 +58,7 @@ MaxParseMb = Annotated[float, typer.Option("--max-parse-mb", help="Memory one fi
 MaxDocumentChars = Annotated[int, typer.Option("--max-document-chars", help="Characters of text one file may yield, counted as it is read (page by page, chapter by chapter, row by row).", min=1)]
 MaxCharsPerByte = Annotated[float, typer.Option("--max-chars-per-byte", help="Characters of text one file may yield per byte of the file, beyond its first million (a file repeating one part many times yields far more).", min=0.001)]
 ParseWorkers = Annotated[int, typer.Option("--parse-workers", help="Files parsed at once, each in its own process.", min=1)]
-# A shared collection store (lcrag.service.store_postgres): replicas and `lcrag worker` processes on one database.
+# A shared collection store (lcrag.store.postgres): replicas and `lcrag worker` processes on one database.
 StoreUrl = Annotated[Optional[str], typer.Option("--store", envvar="LCRAG_STORE", help="Keep collections in PostgreSQL (postgresql://USER:PASSWORD@HOST/DATABASE), shared by every replica and `lcrag worker` on it; default: the cache directory.")]
 IndexWorkers = Annotated[int, typer.Option("--index-workers", help="With --store: indexing jobs this process runs at once (0: leave them to `lcrag worker`).", min=0)]
 KeptAnswers = Annotated[int, typer.Option("--kept-answers", help="Answers the answer cache keeps per collection version (the oldest go first; 0: none).", min=0)]
@@ -133,8 +133,8 @@ class ServiceFlags:
                            self.max_chars_per_byte, self.max_title_chars, self.max_file_mb)
 
     def connection_limits(self):
-        """What one connection, and one client address, may hold (:class:`lcrag.service.server.ConnectionLimits`)."""
-        from lcrag.service.server import ConnectionLimits
+        """What one connection, and one client address, may hold (:class:`lcrag.service.http.server.ConnectionLimits`)."""
+        from lcrag.service.http.server import ConnectionLimits
 
         return ConnectionLimits(max_connections=self.max_connections,
                                 max_client_connections=self.max_client_connections,

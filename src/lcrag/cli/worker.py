@@ -14,7 +14,7 @@ import typer
 from lcrag.cli.engine import engine
 from lcrag.cli.service_flags import (JOB_RETENTION_SECONDS, CacheDir, IndexWorkers, JobLease, JobRetention, NewRunFile,
                                      Retrievers, RunFile, ServiceFlags, StoreUrl)
-from lcrag.errors import OptionError
+from lcrag.core.errors import OptionError
 
 
 def worker(

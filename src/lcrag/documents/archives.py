@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 
 from lcrag.documents.limits import MAX_DOCUMENT_CHARS, check_chars
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 # What one document may expand to in all (text, markup and media together: python-docx holds every part in memory),
 # and how far one sizeable part may expand beyond its compressed size. Word and EPUB XML compresses 5-30x; bombs are

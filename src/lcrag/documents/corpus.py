@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcrag.documents.files import check_regular_file
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 SCHEMA = """
 CREATE TABLE docs (idx INTEGER PRIMARY KEY, id TEXT NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL, links TEXT);

@@ -15,10 +15,10 @@ from pathlib import Path
 from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.errors import InputError
-from lcrag.provenance import PHYSICAL
-from lcrag.registry import LOADERS
-from lcrag.types import Document
+from lcrag.core.errors import InputError
+from lcrag.core.provenance import PHYSICAL
+from lcrag.core.registry import LOADERS
+from lcrag.core.types import Document
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _HEADING = re.compile(r"^(?:heading|überschrift|titre|titolo|encabezado)\s*(\d)$", re.IGNORECASE)

@@ -13,9 +13,9 @@ from lcrag.documents.archives import check_text, open_archive
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.html import add_main_text, extractor_version
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.errors import InputError
-from lcrag.registry import LOADERS
-from lcrag.types import Document
+from lcrag.core.errors import InputError
+from lcrag.core.registry import LOADERS
+from lcrag.core.types import Document
 
 _NS = {"c": "urn:oasis:names:tc:opendocument:xmlns:container", "opf": "http://www.idpf.org/2007/opf",
        "ncx": "http://www.daisy.org/z3986/2005/ncx/", "x": "http://www.w3.org/1999/xhtml",

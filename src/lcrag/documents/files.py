@@ -13,7 +13,7 @@ import re
 import stat
 from pathlib import Path
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 log = logging.getLogger(__name__)
 

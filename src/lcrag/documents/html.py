@@ -14,10 +14,10 @@ from pathlib import Path
 
 from lcrag.documents.files import decode_text, read_regular_file
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.provenance import TextBuilder
-from lcrag.errors import InputError
-from lcrag.registry import LOADERS
-from lcrag.types import Document
+from lcrag.core.provenance import TextBuilder
+from lcrag.core.errors import InputError
+from lcrag.core.registry import LOADERS
+from lcrag.core.types import Document
 
 EXTRACT_OPTIONS = dict(output_format="xml", include_tables=True, favor_recall=True, include_comments=False,
                        include_formatting=False, include_links=False, include_images=False, deduplicate=False)

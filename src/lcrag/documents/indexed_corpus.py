@@ -10,8 +10,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
-from lcrag.errors import InputError
-from lcrag.types import CORPUS
+from lcrag.core.errors import InputError
+from lcrag.core.types import CORPUS
 
 
 def is_corpus_index(path: str | Path) -> bool:
@@ -22,7 +22,7 @@ def is_corpus_index(path: str | Path) -> bool:
 
 @dataclass(frozen=True)
 class CorpusSource:
-    """A corpus index standing where a document stands (a :class:`~lcrag.types.QuestionSource` of kind "corpus").
+    """A corpus index standing where a document stands (a :class:`~lcrag.core.types.QuestionSource` of kind "corpus").
     It has no text: the corpus is read unit by unit, by the strategies that declare they read a corpus. Its
     ``content_hash`` is the corpus content's (sha256 of the source, and the piece size), so caches key on it."""
 

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lcrag.documents.files import DEFAULT_MAX_FILE_MB, megabytes
-from lcrag.errors import InputError
-from lcrag.provenance import MAX_TITLE_CHARS, Sections, TextBuilder
+from lcrag.core.errors import InputError
+from lcrag.core.provenance import MAX_TITLE_CHARS, Sections, TextBuilder
 
 # Text one document may yield: tens of books; beyond it, it is a corpus (`lcrag corpus build`).
 MAX_DOCUMENT_CHARS = 50_000_000

@@ -1,7 +1,7 @@
 """Load documents from files (plain text, JSONL, and every format a loader registers: PDF, DOCX, HTML, EPUB,
 Markdown) or directories of them.
 
-Each loader registers in :data:`lcrag.registry.LOADERS` with the suffixes it reads (meta ``suffixes``); a file
+Each loader registers in :data:`lcrag.core.registry.LOADERS` with the suffixes it reads (meta ``suffixes``); a file
 whose suffix no loader claims is read by the ``default`` one (plain text). A new format is one new module in
 ``lcrag.documents`` (or a plugin) registering its suffixes."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES, decode_text, read_regular_file
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.errors import InputError
-from lcrag.registry import LOADERS, Part, spoken_list
-from lcrag.types import Document
+from lcrag.core.errors import InputError
+from lcrag.core.registry import LOADERS, Part, spoken_list
+from lcrag.core.types import Document
 
 log = logging.getLogger(__name__)
 

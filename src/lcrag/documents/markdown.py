@@ -10,10 +10,10 @@ from pathlib import Path
 
 from lcrag.documents.limits import ParseLimits, TextBudget
 from lcrag.documents.loaders import read_text
-from lcrag.provenance import SEGMENT_COST, Layout, Sections, Segment
-from lcrag.errors import InputError
-from lcrag.registry import LOADERS
-from lcrag.types import Document
+from lcrag.core.provenance import SEGMENT_COST, Layout, Sections, Segment
+from lcrag.core.errors import InputError
+from lcrag.core.registry import LOADERS
+from lcrag.core.types import Document
 
 
 def _headings(text: str) -> list[tuple[int, int, str]]:

@@ -14,10 +14,10 @@ from pathlib import Path
 from lcrag.documents.cleaning import clean_pages
 from lcrag.documents.files import read_regular_file
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.provenance import ELLIPSIS, PHYSICAL, PRINTED, clipped
-from lcrag.errors import InputError
-from lcrag.registry import LOADERS
-from lcrag.types import Document
+from lcrag.core.provenance import ELLIPSIS, PHYSICAL, PRINTED, clipped
+from lcrag.core.errors import InputError
+from lcrag.core.registry import LOADERS
+from lcrag.core.types import Document
 
 CLEANING_VERSION = 1  # bump when the cleaning rules change what text a PDF gives
 # A page is an object of its own in the file (a page dictionary, and a content stream for one with text): tens of

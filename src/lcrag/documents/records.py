@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES, read_regular_file
-from lcrag.errors import DatasetError, InputError
+from lcrag.core.errors import DatasetError, InputError
 
 _SNIFF_BYTES = 8192  # a NUL byte this early means binary data or UTF-16, not UTF-8 JSON
 

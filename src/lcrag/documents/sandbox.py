@@ -30,14 +30,14 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from lcrag import json_pieces
+from lcrag.core import json_pieces
 from lcrag.documents.files import check_regular_file
 from lcrag.documents.limits import ParseLimits
-from lcrag.errors import InputError
-from lcrag.lru import SizedLRU
-from lcrag.provenance import ROOT, Layout, Segment
-from lcrag.storage import atomic_write_bytes, set_aside
-from lcrag.types import Document
+from lcrag.core.errors import InputError
+from lcrag.core.lru import SizedLRU
+from lcrag.core.provenance import ROOT, Layout, Segment
+from lcrag.core.files import atomic_write_bytes, set_aside
+from lcrag.core.types import Document
 
 log = logging.getLogger(__name__)
 

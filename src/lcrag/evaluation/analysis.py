@@ -18,11 +18,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.report import is_correct
 from lcrag.readers.base import GenerationParams, Reader
-from lcrag.types import LLMCall
+from lcrag.core.types import LLMCall
 
 REASONS = {"A": "multi-step", "B": "general", "C": "long and complex", "D": "implicit", "E": "other"}
 

@@ -3,7 +3,7 @@
 Readers decline in many ways ("the text does not say", "I cannot find", "there is no mention of … however …", an
 answer followed by a caveat). Each family here is a set of templates around a *topic* (what was asked, as a noun
 phrase) and, for the caveat families, an *answer*; :func:`generate` fills them deterministically from a seed.
-Every family has two halves: the ``development`` wordings :mod:`lcrag.text`'s decline reading was written from, and
+Every family has two halves: the ``development`` wordings :mod:`lcrag.core.text`'s decline reading was written from, and
 ``held_out`` wordings (other sources, verbs and frames) it was not, so a test of the held-out half says whether the
 reading is general or a list of phrases.
 
@@ -18,7 +18,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from lcrag.text import declines
+from lcrag.core.text import declines
 
 
 @dataclass(frozen=True)

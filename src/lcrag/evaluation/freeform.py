@@ -36,8 +36,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from lcrag.errors import InputError
-from lcrag.text import content_words, declines, declines_first, hedges
+from lcrag.core.errors import InputError
+from lcrag.core.text import content_words, declines, declines_first, hedges
 
 FORMAT = "lcrag-freeform-calibration"
 FEATURES = ("new_gold_recall", "number_recall", "gold_has_numbers", "all_gold_numbers", "number_precision", "declines",
@@ -356,7 +356,7 @@ class FreeformScorer:
         again (a resumed run, the LC and route scores of one answer, a re-scored run) is not embedded again."""
         if self._embedder is not None:
             return self._embedder
-        from lcrag.paths import default_cache_dir
+        from lcrag.core.paths import default_cache_dir
         from lcrag.retrieval.embedders import make_embedder
         from lcrag.retrieval.query_cache import cached_query_embedder
 

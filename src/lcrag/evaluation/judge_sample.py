@@ -19,13 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from lcrag.errors import InputError, ReaderError
+from lcrag.core.errors import InputError, ReaderError
 from lcrag.evaluation.judge import Judge
 from lcrag.evaluation.ppi import Interval, estimate, sample
 from lcrag.evaluation.report import JUDGED, _md_table, judged_section, load_rows, write_report
-from lcrag.evaluation.route_report import Point, Question, judge_pair
+from lcrag.evaluation.routing.report import Point, Question, judge_pair
 from lcrag.readers import reader_slots
-from lcrag.storage import atomic_write_text
+from lcrag.core.files import atomic_write_text
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -42,7 +42,7 @@ def open_judge(model: str | None, size: int | None = None) -> Judge | None:
     and one question asked of it: an unreachable server, a refused key or an unknown model is one line); None
     without a judge. ``MODEL`` is a model on the OpenAI-compatible server of LCRAG_BASE_URL/OPENAI_BASE_URL, or
     ``openai:MODEL@BASE_URL``; its verdicts are cached under the lcrag cache directory."""
-    from lcrag.paths import default_cache_dir
+    from lcrag.core.paths import default_cache_dir
 
     if size is not None and not model:
         raise InputError("--judge-sample needs --judge MODEL: the model that judges the sampled answers")

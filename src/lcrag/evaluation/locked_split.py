@@ -21,9 +21,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, Mapping, Protocol, TypeVar
 
-from lcrag.errors import InputError
-from lcrag.evaluation.route_report import fit_router
-from lcrag.strategies.learned_router import Router
+from lcrag.core.errors import InputError
+from lcrag.evaluation.routing.report import fit_router
+from lcrag.strategies.routing.learned import Router
 
 Part = Literal["train", "test"]
 FORMAT = "lcrag-locked-split"
@@ -119,6 +119,6 @@ class LockedSplit:
 
 
 def fit_training_router(answers: list, split: LockedSplit, model: str = "trees") -> Router:
-    """:func:`lcrag.evaluation.route_report.fit_router` on ``answers``, refusing any answer outside the split's
+    """:func:`lcrag.evaluation.routing.report.fit_router` on ``answers``, refusing any answer outside the split's
     training part: what every fit and calibration of a LaRA router goes through."""
     return fit_router(split.training_only(answers), model)

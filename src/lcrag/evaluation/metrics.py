@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
-from lcrag import registry
-from lcrag.text import normalize_answer
+from lcrag.core import registry
+from lcrag.core.text import normalize_answer
 
 # -- LongBench v1 ---------------------------------------------------------------------------------------------------
-# normalize_answer (LongBench/SQuAD) lives in lcrag.text, where Self-Route uses it too; still importable from here.
+# normalize_answer (LongBench/SQuAD) lives in lcrag.core.text, where Self-Route uses it too; still importable from here.
 
 
 def f1_score(prediction: list[str], ground_truth: list[str]) -> float:
@@ -317,7 +317,7 @@ def _classification(pred: str, golds: list[str], all_classes: list[str]) -> floa
 
 
 class MetricTable(Mapping[str, Metric]):
-    """The registered metrics (:data:`lcrag.registry.METRICS`: name, variant as help, scorer as factory) by name,
+    """The registered metrics (:data:`lcrag.core.registry.METRICS`: name, variant as help, scorer as factory) by name,
     as :class:`Metric` objects; recorded rows name their metric, so a plugin's metric is scored and reported too."""
 
     def __getitem__(self, name: str) -> Metric:

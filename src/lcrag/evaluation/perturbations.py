@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from lcrag.evaluation.decline_families import caveat_last, reorder_caveat, reword_decline
 from lcrag.evaluation.freeform import Number, number_mentions, number_recall, render_number, sentences
-from lcrag.text import content_words, declines
+from lcrag.core.text import content_words, declines
 
 _RESTATED = ('You asked: "{question}" {answer}', "{question}\n{answer}", "Question: {question} Answer: {answer}",
              "The question is {plain}. {answer}")

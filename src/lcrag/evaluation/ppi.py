@@ -31,7 +31,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 BOUNDS = (0.0, 1.0)  # every score lcrag reports (a metric, a judge's verdict) is in [0, 1]
 

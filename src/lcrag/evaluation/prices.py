@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lcrag.errors import OptionError
+from lcrag.core.errors import OptionError
 
 PER = 1_000_000
 
@@ -101,7 +101,7 @@ class PriceTable:
         table = cls()
         if path is None:
             return table
-        from lcrag.config import ConfigFileError, read_run_file
+        from lcrag.pipeline.config import ConfigFileError, read_run_file
 
         data = read_run_file(Path(path))
         unknown = set(data) - {"models", "currency"} if isinstance(data, dict) else {"(not a table)"}

@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from lcrag.errors import InputError, RunDirectoryError
+from lcrag.core.errors import InputError, RunDirectoryError
 from lcrag.evaluation.metrics import normalize_answer
 from lcrag.evaluation.rundir import ROWS, read_manifest, read_rows
 

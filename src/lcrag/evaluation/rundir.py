@@ -21,9 +21,9 @@ from pathlib import Path
 
 from filelock import Timeout
 
-from lcrag.errors import RunDirectoryError
+from lcrag.core.errors import RunDirectoryError
 from lcrag.readers.cache import CompletionCache, parse_completion
-from lcrag.storage import atomic_write_text, ensure_directory, file_lock
+from lcrag.core.files import atomic_write_text, ensure_directory, file_lock
 
 log = logging.getLogger("lcrag")
 

@@ -22,12 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from lcrag.config import Config, EvalConfig
-from lcrag.errors import InputError, NoAnswer, OptionError, RunDirectoryError
+from lcrag.pipeline.config import Config, EvalConfig
+from lcrag.core.errors import InputError, NoAnswer, OptionError, RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem, file_hash
 from lcrag.evaluation.metrics import METRICS, exact_match, has_answer, refined_exact_match
 from lcrag.evaluation.prompts import PROMPT_VERSION, prompts_for
-from lcrag.lru import SizedLRU
+from lcrag.core.lru import SizedLRU
 from lcrag.evaluation.rundir import (
     MANIFEST,
     ROWS,
@@ -38,16 +38,16 @@ from lcrag.evaluation.rundir import (
     read_rows,
     repair_torn_tail,
 )
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader, make_reader
-from lcrag.redaction import redact_spec, redact_url
-from lcrag.registry import RETRIEVERS, STRATEGIES
-from lcrag.storage import atomic_write_text
+from lcrag.core.redaction import redact_spec, redact_url
+from lcrag.core.registry import RETRIEVERS, STRATEGIES
+from lcrag.core.files import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
-from lcrag.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
-from lcrag.strategies.learned_router import bundled_router, numbers_in, retrieved_text, shipped_name, text_signals
+from lcrag.core.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
+from lcrag.strategies.routing.learned import bundled_router, numbers_in, retrieved_text, shipped_name, text_signals
 from lcrag.strategies import needs_corpus, strategy_needs
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 # Document texts whose Document, content words and figures the workers keep (each of the three kinds an entry): at
 # least this many, and this many per worker (each works on one document at a time, others may wait their turn).
@@ -165,7 +165,7 @@ class EvalRunner:
     ):
         if not items:
             raise InputError("the dataset has no questions")
-        from lcrag.options import EvalOptions  # the eval options are checked where the CLI checks them
+        from lcrag.core.options import EvalOptions  # the eval options are checked where the CLI checks them
 
         EvalOptions(ks=tuple(c.k for c in configs if c.budget is None),
                     budgets=tuple(c.budget for c in configs if c.budget is not None), concurrency=concurrency)

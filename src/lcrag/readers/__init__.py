@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lcrag.errors import InputError
-from lcrag.redaction import redact_url
+from lcrag.core.errors import InputError
+from lcrag.core.redaction import redact_url
 from lcrag.readers.base import (
     Completion,
     GenerationParams,
@@ -15,7 +15,7 @@ from lcrag.readers.base import (
 from lcrag.readers.cache import CachedReader, CompletionCache
 from lcrag.readers.openai_compat import OpenAIChatReader
 from lcrag.readers.pool import PooledReader
-from lcrag.registry import READERS, Part
+from lcrag.core.registry import READERS, Part
 
 __all__ = [
     "CachedReader",
@@ -59,7 +59,7 @@ def make_reader(
     - ``replay:SOURCE``: recorded answers replayed, no model call (:mod:`lcrag.readers.replay`; ``tokenizer``: the
       tokenizer standing in for the recorded reader's).
     ``tokenizer`` is a path to a tokenizer.json for servers without a ``/tokenize`` endpoint. ``timeout``: seconds
-    one HTTP call may take, retries included (default :data:`lcrag.http_client.DEFAULT_TIMEOUT`).
+    one HTTP call may take, retries included (default :data:`lcrag.core.http_client.DEFAULT_TIMEOUT`).
     """
     part, model, url = _reader_part(spec)
     pool = {name: value for name, value in (("backoff", backoff), ("max_backoff", max_backoff),
@@ -88,7 +88,7 @@ def server_stats(reader: Reader | None) -> list[dict]:
 def parse_reader_spec(spec: str) -> tuple[str, str | None, str | None]:
     """``(kind, model or path, url)`` of a reader spec, checked without loading anything: ``("gguf", None, None)``
     for the bundled model, ``("gguf", PATH, None)``, or ``("openai", MODEL, URL or None)``; ``kind`` is the name
-    of the registered reader (:data:`lcrag.registry.READERS`) that reads the spec."""
+    of the registered reader (:data:`lcrag.core.registry.READERS`) that reads the spec."""
     part, model, url = _reader_part(spec)
     return part.name, model, url
 

@@ -9,8 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from lcrag.readers import streaming
 from lcrag.readers.call_context import Asking
-from lcrag.tokenization import Tokenizer
-from lcrag.types import Usage
+from lcrag.core.tokenization import Tokenizer
+from lcrag.core.types import Usage
 
 Message = dict[str, str]
 

@@ -19,9 +19,9 @@ import threading
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from lcrag.errors import RunDirectoryError
+from lcrag.core.errors import RunDirectoryError
 from lcrag.readers.base import Completion, GenerationParams, Message, Reader, reader_identity
-from lcrag.sqlite_store import KeyValueStore
+from lcrag.core.sqlite_store import KeyValueStore
 
 log = logging.getLogger("lcrag")
 

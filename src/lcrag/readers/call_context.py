@@ -5,8 +5,8 @@ a pooled reader keeps a document's calls on one server; the completion cache tag
 from the call's :class:`~lcrag.readers.base.GenerationParams` (``params.asking``), never from ambient state and
 never by parsing the prompt. It is passed, not looked up:
 
-- :meth:`lcrag.pipeline.Pipeline.ask`, the one place a strategy is run for a question, puts the question, its
-  :class:`~lcrag.types.Document` and the strategy's ``route`` (the default route of its calls) in the strategy's
+- :meth:`lcrag.pipeline.pipeline.Pipeline.ask`, the one place a strategy is run for a question, puts the question, its
+  :class:`~lcrag.core.types.Document` and the strategy's ``route`` (the default route of its calls) in the strategy's
   :class:`~lcrag.strategies.base.QueryContext` (``ctx.asking``);
 - :func:`lcrag.strategies.base.read_completion` gives each answering call its :class:`Asking` with the call's
   route: ``"lc"`` when the whole document is in the prompt, ``"rag"`` for retrieved chunks (a cascade's wider
@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lcrag.types import Document
+    from lcrag.core.types import Document
 
 __all__ = ["Asking"]
 

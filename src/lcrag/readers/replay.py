@@ -29,15 +29,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lcrag.errors import InputError, NoAnswer
-from lcrag.lru import SizedLRU
+from lcrag.core.errors import InputError, NoAnswer
+from lcrag.core.lru import SizedLRU
 from lcrag.readers.base import Completion, GenerationParams, Message
-from lcrag.registry import DATASET_FORMATS, READERS
+from lcrag.core.registry import DATASET_FORMATS, READERS
 
 if TYPE_CHECKING:
     from lcrag.readers.recordings import Recording
-    from lcrag.tokenization import Tokenizer
-    from lcrag.types import Document
+    from lcrag.core.tokenization import Tokenizer
+    from lcrag.core.types import Document
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,7 @@ class TokenCounts:
     def __init__(self, path: Path | None):
         self._store = None
         if path is not None:
-            from lcrag.sqlite_store import KeyValueStore
+            from lcrag.core.sqlite_store import KeyValueStore
 
             self._store = KeyValueStore(path, "token_counts", "tokens", "INTEGER",
                                         ("counts are computed again", "counts are not kept"))
@@ -472,11 +472,11 @@ def replay_reader(source: str, url: None, *, context_window: int | None = None, 
     if context_window is not None:
         raise InputError("a replay reader takes no --context-window: recorded answers saw the whole document, so LC "
                          "prompts are never cut")
-    from lcrag.paths import default_cache_dir
+    from lcrag.core.paths import default_cache_dir
 
     recordings = Recordings.load(source)
     if tokenizer:
-        from lcrag.tokenization import HFTokenizer
+        from lcrag.core.tokenization import HFTokenizer
 
         hf = HFTokenizer(tokenizer)
         stand_in: TokenizerStandIn | BundledStandIn = TokenizerStandIn(hf, f"{Path(tokenizer).name} ({hf.name})")

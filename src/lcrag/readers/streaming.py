@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from lcrag.errors import Cancelled
+from lcrag.core.errors import Cancelled
 
 __all__ = ["Cancelled", "Listener", "FinalText", "listening", "emit", "check_cancelled", "checked", "provisional",
            "answering_call", "token_sink", "relaying", "current"]

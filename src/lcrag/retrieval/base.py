@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from lcrag.types import Chunk, ScoredChunk
+from lcrag.core.types import Chunk, ScoredChunk
 
 
 class Retriever(Protocol):

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lcrag.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.integrity import ArtifactDamaged
-from lcrag.types import Chunk, ScoredChunk
+from lcrag.core.types import Chunk, ScoredChunk
 
 if TYPE_CHECKING:
     from lcrag.retrieval.base import IndexView

@@ -6,19 +6,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lcrag.lazy import lazy_module
+from lcrag.core.lazy import lazy_module
 from lcrag.readers import streaming
-from lcrag.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder, uncached
 from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.retrieval.topk import top_k
-from lcrag.types import Chunk, ScoredChunk
+from lcrag.core.types import Chunk, ScoredChunk
 
 if TYPE_CHECKING:
     import numpy as np
 
     from lcrag.retrieval.base import IndexView
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 ProgressFn = Callable[[int], None]

@@ -6,14 +6,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from lcrag.errors import InputError, ModelNotFoundError, ReaderError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError, ModelNotFoundError, ReaderError
+from lcrag.core.lazy import lazy_module
 from lcrag.readers import streaming
-from lcrag.registry import EMBEDDERS
+from lcrag.core.registry import EMBEDDERS
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 
@@ -63,7 +63,7 @@ class OnnxMiniLMEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        from lcrag import bundled_models as models
+        from lcrag.core import bundled_models as models
 
         model_path = Path(model_path) if model_path else models.minilm_onnx()
         tokenizer_path = Path(tokenizer_path) if tokenizer_path else models.minilm_tokenizer()
@@ -127,7 +127,7 @@ class SentenceTransformerEmbedder:
             raise ModelNotFoundError(
                 "sentence-transformers is not installed: pip install torch==2.13.0 'lcrag[st]'"
             ) from None
-        from lcrag import bundled_models as models
+        from lcrag.core import bundled_models as models
 
         model = model or str(models.minilm_sentence_transformers_dir())
         self._model = SentenceTransformer(model, device=device)
@@ -143,7 +143,7 @@ class SentenceTransformerEmbedder:
 
 
 def st_name(model: str | None) -> str:
-    from lcrag import bundled_models as models
+    from lcrag.core import bundled_models as models
 
     return f"st:{model or models.minilm_sentence_transformers_dir()}"
 
@@ -160,7 +160,7 @@ class OpenAIEmbedder:
         timeout: float | None = None,
         max_retries: int = 5,
     ):
-        from lcrag.http_client import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
+        from lcrag.core.http_client import DEFAULT_TIMEOUT, HttpClient, resolve_endpoint
 
         base_url, api_key = resolve_endpoint(base_url, api_key, "embedder")
         self._http = HttpClient(base_url, api_key=api_key, timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
@@ -190,8 +190,8 @@ class OpenAIEmbedder:
 
 def openai_name(model: str, base_url: str | None = None, api_key: str | None = None, **_endpoint: object) -> str:
     """An OpenAI-compatible embedder's identity (its name), known without a connection."""
-    from lcrag.http_client import resolve_endpoint
-    from lcrag.redaction import redact_url
+    from lcrag.core.http_client import resolve_endpoint
+    from lcrag.core.redaction import redact_url
 
     return f"openai:{model}@{redact_url(resolve_endpoint(base_url, api_key, 'embedder')[0])}"
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from collections.abc import Iterator
 
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.retrieval.dense import EmbedBatches, local_batches
 from lcrag.retrieval.embedders import make_embedder
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 EXECUTORS = ("local", "ray")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lcrag.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.base import Retriever
-from lcrag.types import ScoredChunk
+from lcrag.core.types import ScoredChunk
 
 if TYPE_CHECKING:
     from lcrag.retrieval.base import IndexView

@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.chunking import Chunker, SentenceChunker
-from lcrag.errors import InputError
-from lcrag.lru import SizedLRU
+from lcrag.core.errors import InputError
+from lcrag.core.lru import SizedLRU
 from lcrag.readers import streaming
 from lcrag.readers.base import Reader
-from lcrag.registry import RETRIEVERS, PartSpec
+from lcrag.core.registry import RETRIEVERS, PartSpec
 from lcrag.retrieval.base import Retriever
 from lcrag.retrieval.dense import embed_chunks, load_vectors
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
 from lcrag.retrieval.raptor import RaptorConfig
-from lcrag.storage import atomic_write_text
-from lcrag.tokenization import Tokenizer, count_tokens
-from lcrag.types import Chunk, Document
+from lcrag.core.files import atomic_write_text
+from lcrag.core.tokenization import Tokenizer, count_tokens
+from lcrag.core.types import Chunk, Document
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,7 +84,7 @@ class DocumentIndex:
         config: dict | None = None,
     ):
         self.document = document
-        self.config = config  # the configuration that built the index (lcrag.config's to_dict()), kept in meta.json
+        self.config = config  # the configuration that built the index (lcrag.pipeline.config's to_dict()), kept in meta.json
         self.cache_dir = Path(cache_dir)
         self._reader_factory = reader_factory
         self._summary_reader_factory = summary_reader_factory
@@ -190,7 +190,7 @@ class DocumentIndex:
         return self._summary_reader_factory() if self._summary_reader_factory else self.reader
 
     def retriever(self, spec: str | RetrieverSpec) -> Retriever:
-        """Any registered retriever (:data:`lcrag.registry.RETRIEVERS`) with the options its spec gives (a name: its
+        """Any registered retriever (:data:`lcrag.core.registry.RETRIEVERS`) with the options its spec gives (a name: its
         defaults), built on first use by its factory, which takes this index and the options, and loaded from disk
         after; one per spec, so two questions choosing different options never share one."""
         if isinstance(spec, str):

@@ -3,7 +3,7 @@
 Each *artifact* (a named group of files or directories in the index directory) is recorded in ``manifest.json``
 with every file's size and CRC-32, written atomically and only after the artifact itself is complete. Before an
 artifact is used its files are checked against the manifest; one that is missing from it, damaged or unreadable is
-set aside (:func:`lcrag.storage.set_aside`, one warning line) and rebuilt. Builds run under an inter-process file
+set aside (:func:`lcrag.core.files.set_aside`, one warning line) and rebuilt. Builds run under an inter-process file
 lock beside the directory and write into temporary files that are renamed into place, so processes that share a
 cache build each artifact once, and a process that waited reuses what the first one built.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from lcrag.storage import atomic_write_text, file_lock, set_aside
+from lcrag.core.files import atomic_write_text, file_lock, set_aside
 
 log = logging.getLogger("lcrag")
 

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lcrag.lazy import lazy_module
+from lcrag.core.lazy import lazy_module
 from lcrag.retrieval.embedders import Embedder, parse_embedder_spec
-from lcrag.registry import EMBEDDERS
-from lcrag.sqlite_store import KeyValueStore
+from lcrag.core.registry import EMBEDDERS
+from lcrag.core.sqlite_store import KeyValueStore
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 log = logging.getLogger("lcrag")
@@ -44,7 +44,7 @@ def query_key(embedder_name: str, text: str) -> str:
 
 class QueryVectorCache:
     """SQLite store of float32 vectors; safe to share between threads and processes (WAL, a busy timeout); derived
-    data, repaired as the completion cache is (:class:`lcrag.sqlite_store.KeyValueStore`)."""
+    data, repaired as the completion cache is (:class:`lcrag.core.sqlite_store.KeyValueStore`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

@@ -34,22 +34,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.chunking import TokenSentenceChunker
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.readers import streaming
-from lcrag.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import BuildCost, Summarizer, SummaryTree, embed_texts
 from lcrag.retrieval.tree_index import open_tree_index
-from lcrag.storage import atomic_write_text
-from lcrag.tokenization import Tokenizer, count_many
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.core.files import atomic_write_text
+from lcrag.core.tokenization import Tokenizer, count_many
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 if TYPE_CHECKING:
     import numpy as np
 
     from lcrag.retrieval.base import IndexView
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 log = logging.getLogger(__name__)

@@ -14,21 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcrag.chunking import SentenceChunker
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.readers import streaming
-from lcrag.registry import RETRIEVERS, Option
+from lcrag.core.registry import RETRIEVERS, Option
 from lcrag.retrieval.dense import embed_rows, load_vectors, local_batches
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
-from lcrag.storage import atomic_write_text
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.core.files import atomic_write_text
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 if TYPE_CHECKING:
     import numpy as np
 
     from lcrag.retrieval.base import IndexView
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 # The most sentences either side of a hit: LlamaIndex's default is 3; past a few dozen a window is a chapter, and

@@ -15,14 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lcrag.assembly.truncation import truncate_middle
-from lcrag.lazy import lazy_module
+from lcrag.core.lazy import lazy_module
 from lcrag.readers.base import Completion, GenerationParams, Reader, complete_many, reader_identity
 from lcrag.retrieval.embedders import Embedder, uncached
-from lcrag.types import Chunk
+from lcrag.core.types import Chunk
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 # RAPTOR (Sarthi et al. 2024), raptor/SummarizationModels.py: system message and prompt, verbatim.

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lcrag.lazy import lazy_module
+from lcrag.core.lazy import lazy_module
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 

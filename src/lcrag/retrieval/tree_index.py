@@ -20,21 +20,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.readers import streaming
 from lcrag.readers.base import GenerationParams, Reader
-from lcrag.registry import RETRIEVERS, Option
+from lcrag.core.registry import RETRIEVERS, Option
 from lcrag.retrieval.embedders import Embedder
 from lcrag.retrieval.summaries import TREE_PROMPT, BuildCost, Summarizer, SummaryTree, embed_texts
-from lcrag.storage import file_lock, set_aside
-from lcrag.types import Chunk, LLMCall, ScoredChunk
+from lcrag.core.files import file_lock, set_aside
+from lcrag.core.types import Chunk, LLMCall, ScoredChunk
 
 if TYPE_CHECKING:
     import numpy as np
 
     from lcrag.retrieval.base import IndexView
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 log = logging.getLogger(__name__)

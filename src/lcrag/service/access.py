@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from lcrag.service.collections import NotFound
+from lcrag.store.collections import NotFound
 from lcrag.service.keys import ANONYMOUS, Principal
 
 log = logging.getLogger(__name__)

@@ -5,12 +5,12 @@ call.
 An answer is kept under the collection's id and version (a file added or removed, or the collection made again, is
 a new version: nothing of an earlier one is served) and a key (:meth:`AnswerCache.key`) hashing everything else that
 shapes it: the question, the conversation it follows, every per-question choice as resolved
-(:class:`lcrag.specs.QuestionSpec`: strategy and retriever with all their options, k, budget, chunking, max tokens,
+(:class:`lcrag.pipeline.specs.QuestionSpec`: strategy and retriever with all their options, k, budget, chunking, max tokens,
 prompts, how a follow-up is condensed), the router's file by content, the reader's identity (model and servers:
 :func:`lcrag.readers.reader_identity`), the embedder, and the text the collection's files gave (its content hash:
 an answer written while a change was being indexed is never served for the content that follows it).
 
-A collection version keeps at most ``lcrag serve --kept-answers`` answers (:data:`lcrag.service.store.KEPT_ANSWERS`);
+A collection version keeps at most ``lcrag serve --kept-answers`` answers (:data:`lcrag.store.base.KEPT_ANSWERS`);
 the one written longest ago goes first, so a store that answers many distinct questions stays bounded.
 
 Not kept: an answer a learned router decided while holding an LC share (``answer.routing``): its ledger must move
@@ -35,15 +35,15 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from lcrag.pipeline import Pipeline
-from lcrag.provenance import Source
+from lcrag.pipeline.pipeline import Pipeline
+from lcrag.core.provenance import Source
 from lcrag.readers import reader_identity
-from lcrag.service.collections import NotFound
+from lcrag.store.collections import NotFound
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
-from lcrag.service.store import KEPT_ANSWERS
-from lcrag.specs import resolve
-from lcrag.strategies.learned_router import is_router_path
-from lcrag.types import Answer, ChunkUsed, Document, LLMCall
+from lcrag.store.base import KEPT_ANSWERS
+from lcrag.pipeline.specs import resolve
+from lcrag.strategies.routing.learned import is_router_path
+from lcrag.core.types import Answer, ChunkUsed, Document, LLMCall
 
 logger = logging.getLogger(__name__)
 

@@ -25,22 +25,22 @@ from typing import Any
 from lcrag.documents.limits import ParseLimits
 from lcrag.documents.loaders import join_documents
 from lcrag.documents.sandbox import Sandbox
-from lcrag.errors import InputError, OptionError
+from lcrag.core.errors import InputError, OptionError
 from lcrag.evaluation.prices import PriceTable, calls_cost
-from lcrag.pipeline import Pipeline, Settings
-from lcrag.provenance import Source, locate, snippet
+from lcrag.pipeline.pipeline import Pipeline, Settings
+from lcrag.core.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import AnswerCache
-from lcrag.service.collections import EmptyCollection, Listed, NotFound
-from lcrag.service.embedded_store import EmbeddedStore, file_digest
+from lcrag.store.collections import EmptyCollection, Listed, NotFound
+from lcrag.store.embedded import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.service.segments import FileEntry, IndexNotReady, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
-from lcrag.service.store import KEPT_ANSWERS, IndexCost
-from lcrag.strategies.learned_router import BUNDLED
-from lcrag.registry import RETRIEVERS
-from lcrag.types import Answer, Document, LLMCall
+from lcrag.store.base import KEPT_ANSWERS, IndexCost
+from lcrag.strategies.routing.learned import BUNDLED
+from lcrag.core.registry import RETRIEVERS
+from lcrag.core.types import Answer, Document, LLMCall
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class Answering:
         # One bound for everything kept between questions: every per-option pipeline shares the base's memory.
         self.base = pipeline or Pipeline(settings, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
         self.prices, self.price_as = prices or PriceTable(), price_as
-        # The collection store: ``store(root, index)`` (a shared one: lcrag.service.store_postgres), else the embedded.
+        # The collection store: ``store(root, index)`` (a shared one: lcrag.store.postgres), else the embedded.
         self.collections = (store or EmbeddedStore)(collections_root, self._index)
         # Files' segments (chunks, embeddings) by content, in the store; a chunker using the reader's tokenizer
         # takes a place at the reader for it (parsing and embedding never do).

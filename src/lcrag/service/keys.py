@@ -33,7 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class PostgresDatabase(Database):
     def __init__(self, store):
         import psycopg
 
-        from lcrag.postgres_store import StoreDown, StoreUnavailable
+        from lcrag.store.postgres_database import StoreDown, StoreUnavailable
 
         self.store, self.errors = store, (psycopg.Error, StoreUnavailable, StoreDown)
         self._ready = False

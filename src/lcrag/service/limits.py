@@ -8,14 +8,14 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 # The largest answer the answer cache keeps, as written (--max-kept-answer-kb): a short text and its sources, with
 # room for a long one; a store keeps --kept-answers of them per collection version.
 MAX_KEPT_ANSWER_BYTES = 64 << 10
 # How long a shutdown (SIGTERM) lets the requests in progress finish before it stops the questions still running
-# (--shutdown-seconds; lcrag.service.server), and its most: an hour, past which a stop is a hang to whoever stops it.
+# (--shutdown-seconds; lcrag.service.http.server), and its most: an hour, past which a stop is a hang to whoever stops it.
 SHUTDOWN_SECONDS = 10.0
 MAX_SHUTDOWN_SECONDS = 3600.0
 

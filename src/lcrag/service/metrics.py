@@ -8,7 +8,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lcrag.readers.openai_compat import cached_share
-from lcrag.types import Answer
+from lcrag.core.types import Answer
 
 
 class Metrics:
@@ -42,7 +42,7 @@ class Metrics:
             self.cost.inc(cost)
 
     def watch(self, gate) -> None:
-        """The HTTP server's connections (:class:`lcrag.service.server.Gate`): open now, and those refused, pushed
+        """The HTTP server's connections (:class:`lcrag.service.http.server.Gate`): open now, and those refused, pushed
         out or timed out, by reason."""
         self.registry.register(_GateCollector(gate))
 

@@ -10,13 +10,13 @@ from typing import Any
 
 from fastapi import Request
 
-from lcrag.errors import InputError, LcragError
+from lcrag.core.errors import InputError, LcragError
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import from_cache
 from lcrag.service.answering import Answering
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
-from lcrag.types import Answer
+from lcrag.core.types import Answer
 
 
 class Questions:

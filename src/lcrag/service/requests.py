@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 # Bounds on the values themselves; a Settings check after them gives the valid range in its own words.
 Name = Annotated[str, Field(min_length=1, max_length=64)]
@@ -21,7 +21,7 @@ OptionValue = Annotated[str, Field(max_length=1000)] | int | float | bool | None
 
 
 class QuestionChoices(BaseModel):
-    """How a question is answered: the fields of ``lcrag.pipeline.Settings`` a client may choose."""
+    """How a question is answered: the fields of ``lcrag.pipeline.pipeline.Settings`` a client may choose."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

@@ -14,8 +14,8 @@ import json
 import time
 from collections.abc import Iterable
 
-from lcrag.errors import OptionError
-from lcrag.registry import CHUNKERS
+from lcrag.core.errors import OptionError
+from lcrag.core.registry import CHUNKERS
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lcrag_run_identity (
@@ -51,7 +51,7 @@ def differences(recorded: dict, mine: dict) -> list[str]:
 
 def check_identity(db, mine: dict, replace: bool = False) -> bool:
     """Record ``mine`` as the store's run identity when it has none (or ``replace``), else refuse a different one
-    (:class:`RunFileMismatch`). ``db``: a :class:`lcrag.postgres_store.PostgresStore`. Whether it was recorded anew
+    (:class:`RunFileMismatch`). ``db``: a :class:`lcrag.store.postgres_database.PostgresStore`. Whether it was recorded anew
     (True: its collections' indexes are to be built again)."""
     text = json.dumps(mine, sort_keys=True)
     with db.connection() as conn:

@@ -1,6 +1,6 @@
 """A collection's index made of its files' segments.
 
-Each file is parsed, chunked and embedded once, by content (:class:`lcrag.service.store.SegmentKey`: the file's
+Each file is parsed, chunked and embedded once, by content (:class:`lcrag.store.base.SegmentKey`: the file's
 SHA-256, the chunker and the embedder): the same file in two collections, or a collection that gains a file, never
 chunks or embeds the other files again. A collection is read as one :class:`CollectionDocument` (its files' texts
 joined in name order, each a part, so answers cite file and page as before); its :class:`CollectionIndex` stacks
@@ -33,21 +33,21 @@ from lcrag.assembly.truncation import TruncatedText, best_that_fit, truncate_mid
 from lcrag.chunking import Chunker, SentenceChunker
 from lcrag.documents.loaders import join_documents
 from lcrag.documents.sandbox import die_with
-from lcrag.errors import LcragError
-from lcrag.lru import SizedLRU
+from lcrag.core.errors import LcragError
+from lcrag.core.lru import SizedLRU
 from lcrag.readers import streaming
-from lcrag.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.bm25 import terms_query
 from lcrag.retrieval.embedders import uncached
 from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES, DocumentIndex
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
-from lcrag.service.store import Segment, SegmentKey
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.store.base import Segment, SegmentKey
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from lcrag.pipeline import Pipeline
+    from lcrag.pipeline.pipeline import Pipeline
 
 # A collection's text longer than this many characters per token of room is taken as over the window without
 # counting it (text averages 3-5 characters a token); shorter, it is counted once per tokenizer and window. Taken as
@@ -321,7 +321,7 @@ class SegmentBM25:
 
 
 class Segments:
-    """Makes and keeps files' segments in a store (:class:`lcrag.service.store.CollectionStore`'s segment half),
+    """Makes and keeps files' segments in a store (:class:`lcrag.store.base.CollectionStore`'s segment half),
     and the collections' live BM25 indexes. ``tokenizer_lock``: held while a chunker uses the reader's tokenizer
     (the reader is not used by two threads at once); parsing and embedding hold nothing."""
 

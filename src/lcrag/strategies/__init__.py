@@ -1,14 +1,14 @@
-from lcrag.errors import InputError
-from lcrag.registry import STRATEGIES
-from lcrag.types import CORPUS, READS_DEFAULT, QuestionSource
+from lcrag.core.errors import InputError
+from lcrag.core.registry import STRATEGIES
+from lcrag.core.types import CORPUS, READS_DEFAULT, QuestionSource
 from lcrag.strategies.base import QueryContext, Strategy
 from lcrag.strategies.prompts import PromptSet
-from lcrag.strategies.routing import Condition, Declined, Routed
+from lcrag.strategies.routing.conditional import Condition, Declined, Routed
+from lcrag.strategies.routing.self_route import SelfRoute
 from lcrag.strategies.lc_and_rag import (
     RAG,
     ClosedBook,
     LongContext,
-    SelfRoute,
     is_unanswerable,
     make_strategy,
 )

@@ -16,14 +16,14 @@ from lcrag.assembly import (
     TruncatedText,
     truncate_middle,
 )
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.readers.call_context import Asking
 from lcrag.retrieval.base import RetrievalIndex
 from lcrag.strategies.prompts import PromptSet
-from lcrag.tokenization import Tokenizer
-from lcrag.types import Answer, LLMCall, QuestionSource
+from lcrag.core.tokenization import Tokenizer
+from lcrag.core.types import Answer, LLMCall, QuestionSource
 
 
 @dataclass

@@ -6,10 +6,10 @@ and the cascade's sources follow the route they took."""
 
 from __future__ import annotations
 
-from lcrag.provenance import Source, locate, snippet
+from lcrag.core.provenance import Source, locate, snippet
 from lcrag.strategies.base import QueryContext
-from lcrag.text import content_words
-from lcrag.types import CORPUS, Answer, ChunkUsed
+from lcrag.core.text import content_words
+from lcrag.core.types import CORPUS, Answer, ChunkUsed
 
 LOCATED = 2  # chunks cited for an LC answer
 _NO_SOURCES = ("closed-book",)

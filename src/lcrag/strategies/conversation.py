@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.readers.base import GenerationParams, Reader
-from lcrag.types import LLMCall
+from lcrag.core.types import LLMCall
 
 CONDENSE_MODES = ("auto", "reader", "join")
 ROLES = ("system", "user", "assistant")

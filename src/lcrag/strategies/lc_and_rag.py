@@ -1,4 +1,5 @@
-"""The strategies: closed-book, LC, RAG, OP-RAG and Self-Route, behind one ``run(ctx, question)``."""
+"""The strategies that read once: closed-book, LC, RAG and OP-RAG, behind one ``run(ctx, question)`` (Self-Route and
+the cascade compose them: :mod:`lcrag.strategies.routing`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import hashlib
 from dataclasses import replace
 
 from lcrag.assembly.context import ORDERS
-from lcrag.errors import OptionError
-from lcrag.registry import STRATEGIES, Option
+from lcrag.core.registry import STRATEGIES, Option
 from lcrag.strategies.base import (
     QueryContext,
     Strategy,
@@ -17,17 +17,14 @@ from lcrag.strategies.base import (
     long_context,
     retrieve_context,
 )
-from lcrag.strategies.cache_aware import CacheAware
-from lcrag.strategies.learned_router import Router, RouterCondition
-from lcrag.strategies.routing import DECLINE, Declined, Routed, decline_probability, is_unanswerable
-from lcrag.strategies.share_control import TOKENS, ShareTarget
-from lcrag.types import CORPUS, DOCUMENT, Answer, LLMCall
+from lcrag.strategies.declines import decline_probability, is_unanswerable
+from lcrag.core.types import CORPUS, DOCUMENT, Answer, LLMCall
 
 EVERY_SOURCE = (DOCUMENT, CORPUS)  # a strategy that reads a document or a corpus index
 # Candidates per position asked for when a decline is measured (OpenAI allows at most 20).
 TOP_LOGPROBS = 20
 
-__all__ = ["RAG", "ClosedBook", "LongContext", "SelfRoute", "is_unanswerable", "make_strategy"]
+__all__ = ["RAG", "ClosedBook", "LongContext", "is_unanswerable", "make_strategy"]
 
 
 @STRATEGIES.register("closed-book", help="the question only (the reader's own knowledge)", needs="question",
@@ -107,23 +104,6 @@ class RAG(Strategy):
                       timings=timer.timings, index_cost=context.index_cost, decline_probability=declined)
 
 
-class SelfRoute(Routed):
-    """Step 1: RAG with the option to answer "unanswerable"; step 2, only for declined questions: LC.
-
-    ``order="document"`` gives Self-Route over order-preserving retrieval (OP-RAG's assembly).
-    """
-
-    def __init__(self, order: str | None = None, threshold: float | None = None, router: Router | None = None,
-                 lc_share: float | None = None, lc_cost_share: float | None = None, declines_to_lc: bool = False):
-        self.order = order
-        target = (ShareTarget(lc_share) if lc_share is not None
-                  else ShareTarget(lc_cost_share, TOKENS) if lc_cost_share is not None else None)
-        condition = (Declined(threshold) if router is None
-                     else RouterCondition(router, threshold, target, declines_to_lc=declines_to_lc))
-        super().__init__("self-route", RAG(order, name="self-route", template="self_route", stage="route",
-                                           decline=DECLINE), condition, LongContext())
-
-
 def order_option(default: str) -> Option:
     return Option("order", str, default, "chunks in score or document order", choices=ORDERS)
 
@@ -137,30 +117,6 @@ def rag(order: str = "score") -> Strategy:
                      chunking="tokens:128", reads=EVERY_SOURCE)  # the paper's chunking, when the user names none
 def op_rag(order: str = "document") -> Strategy:
     return RAG(order=order, name="op-rag")
-
-
-@STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC", reads=EVERY_SOURCE,
-                     options=(order_option("score"),
-                              Option("threshold", float, None, "go to LC when P(decline) >= this (None: the written "
-                                     "answer decides); with a router, when P(LC better) >= this", min=0.0, max=1.0),
-                              Option("router", object, None, "a learned router (lcrag route fit) instead of the decline"),
-                              Option("lc_share", float, None, "with a router: hold this share of the questions "
-                                     "answered going to LC, per reader, at run time", min=0.0, max=1.0),
-                              Option("lc_cost_share", float, None, "with a router: hold LC's share of the prompt "
-                                     "tokens at this, per reader, at run time", min=0.0, max=1.0),
-                              Option("declines_to_lc", bool, False, "with a router: a RAG answer that declines goes to "
-                                     "LC whatever its score (counted in a held share)"),
-                              Option("cache_aware", bool, False, "once LC has read a document, go straight to LC while "
-                                     "its cached prefix makes that cheaper than the RAG step")))
-def self_route(order: str = "score", threshold: float | None = None, router: Router | None = None,
-               lc_share: float | None = None, lc_cost_share: float | None = None, declines_to_lc: bool = False,
-               cache_aware: bool = False) -> Strategy:
-    if declines_to_lc and router is None:
-        raise OptionError("declines_to_lc needs a router (--router lara, or a file from `lcrag route fit`): without "
-                          "one, Self-Route's own decline test decides every route")
-    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share, lc_cost_share=lc_cost_share,
-                       declines_to_lc=declines_to_lc)
-    return CacheAware(routed, routed.fallback) if cache_aware else routed
 
 
 def make_strategy(name: str, order: str | None = None, **options: object) -> Strategy:

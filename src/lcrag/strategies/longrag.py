@@ -13,15 +13,15 @@ from dataclasses import dataclass, field, replace
 
 from lcrag.assembly import truncate_middle
 from lcrag.chunking.units import UNIT_KINDS
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.corpus import CorpusIndex, UnitHit
-from lcrag.registry import STRATEGIES, Option
+from lcrag.core.registry import STRATEGIES, Option
 from lcrag.retrieval.corpus import SCORERS
 from lcrag.strategies.base import QueryContext, Strategy, Timer, read_completion
-from lcrag.types import CORPUS, Answer, ChunkUsed, LLMCall
+from lcrag.core.types import CORPUS, Answer, ChunkUsed, LLMCall
 
 TURN1 = {
     "nq": (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lcrag.assembly.context import check_chunk_format
 from lcrag.documents.files import decode_text, read_regular_file
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 UNANSWERABLE_INSTRUCTION = (
     'If the question cannot be answered based on the information in the article, write "unanswerable".'

@@ -7,7 +7,7 @@ import pytest
 
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.retrieval.query_cache import CachedQueryEmbedder
 from tests.conftest import ScriptedReader
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lcrag.chunking.sentence_splitter import SentenceSplitterChunker
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 # -- upstream's prompt.py (Alibaba-NLP/LaRA@c171553), copied literally -------------------------------------------
 UPSTREAM_FULL = {
@@ -128,7 +128,7 @@ def test_matches_llama_index_sentence_splitter(size, overlap):
     import nltk.tokenize.punkt
     from tokenizers import Tokenizer
 
-    from lcrag.tokenization import HFTokenizer
+    from lcrag.core.tokenization import HFTokenizer
 
     path = _minilm_tokenizer_json()
     if path is None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.locked_split import LockedSplit, fit_training_router
-from lcrag.evaluation.route_report import Question, fit_router, load_questions
-from lcrag.strategies.learned_router import FEATURES
+from lcrag.evaluation.routing.report import Question, fit_router, load_questions
+from lcrag.strategies.routing.learned import FEATURES
 
 
 BENCHMARKS = Path(__file__).parents[3] / "benchmarks"

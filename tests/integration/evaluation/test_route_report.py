@@ -8,8 +8,8 @@ import random
 import sys
 
 
-from lcrag.evaluation.route_report import bootstrap, policies
-from lcrag.strategies.learned_router import features
+from lcrag.evaluation.routing.report import bootstrap, policies
+from lcrag.strategies.routing.learned import features
 
 
 def write_run(path, n=60, seed=0, datasets=("a", "b", "c")):

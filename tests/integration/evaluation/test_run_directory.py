@@ -12,7 +12,7 @@ from dataclasses import replace
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.rundir import hold_run
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Settings
+from lcrag.pipeline.pipeline import Settings
 from lcrag.strategies import PromptSet
 from tests.conftest import ScriptedReader
 

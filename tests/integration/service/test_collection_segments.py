@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from lcrag.chunking import SentenceChunker
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.service.segments import SENTENCES
 
@@ -191,7 +191,7 @@ def test_a_large_file_is_chunked_in_a_process_of_its_own_as_here(tmp_path, scrip
     from lcrag.chunking import make_chunker
     from lcrag.service import segments
     from lcrag.service.segments import _CHUNK_HERE_CHARS, _spans
-    from lcrag.types import Document
+    from lcrag.core.types import Document
 
     temporary = tmp_path / "tmp"
     temporary.mkdir()
@@ -216,7 +216,7 @@ def test_a_file_deleted_over_http_leaves_the_collection_and_an_upload_without_a_
     import httpx
     from service_fixtures import running, wait_ready
 
-    from lcrag.service.app import create_app
+    from lcrag.service.http.app import create_app
 
     answering = make(tmp_path, scripted_reader(lambda m: "7781"))
     with running(create_app(answering)) as url:

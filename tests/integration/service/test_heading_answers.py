@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import sys
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES
-from lcrag.provenance import ELLIPSIS, SOURCE_SECTION_LEVELS, SOURCE_TITLE_CHARS
+from lcrag.core.provenance import ELLIPSIS, SOURCE_SECTION_LEVELS, SOURCE_TITLE_CHARS
 from lcrag.service.answer_cache import dump, from_cache
 from lcrag.service.answering import Answering
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from service_fixtures import running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
-from lcrag.service.collections import Collections, mixed_scripts
+from lcrag.service.http.app import create_app
+from lcrag.store.collections import Collections, mixed_scripts
 from lcrag.service.limits import Limits
 
 MANUAL = "Crane manual.\nThe reset code of the crane is 7781.\nThe hoist limit of the crane is 12 tonnes.\n"

@@ -1,6 +1,6 @@
 """Connections that hold the server for free, and requests answered in the wrong form (issue 34, items 7, 13, 14, 17),
 over real HTTP on loopback: the server `lcrag serve` runs (uvicorn with lcrag's connection guard,
-lcrag.service.server) in a thread of the test process, with a scripted reader.
+lcrag.service.http.server) in a thread of the test process, with a scripted reader.
 
 The scale of item 7 (21,000 slow connections, EMFILE) is measured by benchmarks/audit_connections.py."""
 
@@ -21,13 +21,13 @@ import pytest
 from document_fixtures import crane_manual
 from service_fixtures import free_port, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
-from lcrag.service.guard import Guard
+from lcrag.service.http.app import create_app
+from lcrag.service.http.guard import Guard
 from lcrag.service.limits import Limits
 from lcrag.service.metrics import Metrics
-from lcrag.service.server import (ACCEPT_BATCH, CUT_BATCH, ConnectionLimits, Gate, GuardedLoop, make_server,
+from lcrag.service.http.server import (ACCEPT_BATCH, CUT_BATCH, ConnectionLimits, Gate, GuardedLoop, make_server,
                                   quiet_accept_errors)
 
 
@@ -146,7 +146,7 @@ def test_idle_connections_over_the_caps_make_room_and_healthz_keeps_answering(se
         host, port = url.removeprefix("http://").split(":")
         idle = [socket.create_connection((host, int(port))) for _ in range(300)]  # never send a byte
         try:
-            time.sleep(0.5)  # idle for longer than a request takes to come (lcrag.service.server.IDLE_GRACE)
+            time.sleep(0.5)  # idle for longer than a request takes to come (lcrag.service.http.server.IDLE_GRACE)
             for _ in range(5):
                 assert httpx.get(f"{url}/healthz", headers={"Connection": "close"}).status_code == 200
             assert len(gate.open) <= 25  # the client's cap: new ones refused, or idle ones pushed out
@@ -359,7 +359,7 @@ def test_serve_raises_its_open_file_limit_to_the_hard_one():
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    probe = ("import resource; from lcrag.service.server import raise_file_limit; n = raise_file_limit(); "
+    probe = ("import resource; from lcrag.service.http.server import raise_file_limit; n = raise_file_limit(); "
              "print(n, resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
     done = subprocess.run([sys.executable, "-c", f"import resource; resource.setrlimit(resource.RLIMIT_NOFILE, "
                            f"({min(soft, 256)}, {hard})); " + probe], capture_output=True, text=True, timeout=60)
@@ -424,7 +424,7 @@ def test_a_non_ascii_api_key_is_refused_at_start_and_an_ascii_one_matches_its_by
 
 
 def test_the_connection_cap_is_fitted_under_the_open_file_limit(caplog):
-    from lcrag.service.server import backlog_for, fitted
+    from lcrag.service.http.server import backlog_for, fitted
 
     assert fitted(ConnectionLimits(), 20_000, "lcrag serve") == ConnectionLimits()
     with caplog.at_level(logging.WARNING):

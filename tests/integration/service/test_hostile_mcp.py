@@ -21,13 +21,13 @@ from service_fixtures import free_port
 pytest.importorskip("mcp")
 
 from lcrag.cli.mcp import http_app  # noqa: E402
-from lcrag.pipeline import Pipeline, Settings  # noqa: E402
+from lcrag.pipeline.pipeline import Pipeline, Settings  # noqa: E402
 from lcrag.readers import streaming  # noqa: E402
 from lcrag.service.answering import Answering  # noqa: E402
 from lcrag.service.limits import Limits  # noqa: E402
-from lcrag.service.mcp import LcragMCP, ToolError  # noqa: E402
-from lcrag.service.mcp_sessions import SessionLimits, Sessions  # noqa: E402
-from lcrag.service.server import ConnectionLimits, make_server  # noqa: E402
+from lcrag.service.mcp.tools import LcragMCP, ToolError  # noqa: E402
+from lcrag.service.mcp.sessions import SessionLimits, Sessions  # noqa: E402
+from lcrag.service.http.server import ConnectionLimits, make_server  # noqa: E402
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 HELLO = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -16,9 +16,9 @@ import pytest
 from document_fixtures import crane_manual
 from service_fixtures import running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.keys import Keys, KeysUnavailable, SqliteDatabase
 from lcrag.service.limits import Limits
 

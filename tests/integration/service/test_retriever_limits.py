@@ -9,10 +9,10 @@ import pytest
 from service_fixtures import running, wait_ready
 from tests.unit.test_corpus import HashingEmbedder
 
-from lcrag.errors import InputError
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.core.errors import InputError
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.limits import Limits
 
 TEXT = " ".join(f"Section {i}. The valve {i} opens at {10 + i} bar and closes at {5 + i} bar." for i in range(60))

@@ -11,7 +11,7 @@ import pytest
 
 KEPT = """
 import sys
-from lcrag.service.server import large_blocks_apart
+from lcrag.service.http.server import large_blocks_apart
 
 def resident_mb():
     with open("/proc/self/statm") as statm:

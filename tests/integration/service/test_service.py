@@ -12,9 +12,9 @@ import pytest
 from document_fixtures import crane_manual
 from service_fixtures import running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.limits import Limits
 
 def manual(tmp_path):
@@ -229,7 +229,7 @@ def test_collections_survive_a_restart(service, tmp_path):
 def test_the_page_is_served():
     from importlib.resources import files
 
-    page, script = ((files("lcrag.service") / "web" / name).read_text() for name in ("index.html", "app.js"))
+    page, script = ((files("lcrag.service.http") / "web" / name).read_text() for name in ("index.html", "app.js"))
     assert "<label for=\"question\">" in page and '<script src="/app.js">' in page and "/v1/ask" in script
 
 
@@ -301,7 +301,7 @@ def test_a_kept_first_step_is_sent_once_the_route_is_known(service, tmp_path):
 
 
 def test_a_reader_failure_mid_stream_is_an_error_event(service, tmp_path):
-    from lcrag.errors import ReaderError
+    from lcrag.core.errors import ReaderError
 
     def broken(messages):
         raise ReaderError("http://reader/v1/chat/completions answered 500: boom")
@@ -342,7 +342,7 @@ def test_a_request_names_a_router_never_a_server_path(service, tmp_path):
 
 def test_serve_checks_the_operators_routers(tmp_path):
     from lcrag.cli.engine import named_routers
-    from lcrag.errors import LcragError
+    from lcrag.core.errors import LcragError
 
     assert named_routers([]) == {}
     with pytest.raises(LcragError, match="NAME=FILE"):

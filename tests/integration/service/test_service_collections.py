@@ -13,9 +13,9 @@ import pytest
 from document_fixtures import crane_manual
 from service_fixtures import running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.limits import Limits
 
 
@@ -262,7 +262,7 @@ def test_status_and_errors_name_files_by_their_uploaded_names_only(service, tmp_
 
 
 def test_a_file_is_looked_up_only_by_a_name_that_could_be_stored(tmp_path):
-    from lcrag.service.collections import Collections, NotFound
+    from lcrag.store.collections import Collections, NotFound
 
     collections = Collections(tmp_path / "collections")
     collections.create("ops")

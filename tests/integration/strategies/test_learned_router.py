@@ -13,7 +13,7 @@ import pytest
 
 
 
-SHIPPED = files("lcrag.strategies").joinpath("routers", "lara.json").read_text(encoding="utf-8")
+SHIPPED = files("lcrag.strategies.routing").joinpath("routers", "lara.json").read_text(encoding="utf-8")
 
 
 def lcrag(*args, cwd):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from document_fixtures import html_page
 
 from lcrag.documents import load_document
-from lcrag.provenance import locate
+from lcrag.core.provenance import locate
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 

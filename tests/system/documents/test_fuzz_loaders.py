@@ -21,7 +21,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from lcrag.documents.limits import ParseLimits  # noqa: E402
 from lcrag.documents.sandbox import Sandbox  # noqa: E402
-from lcrag.errors import InputError  # noqa: E402
+from lcrag.core.errors import InputError  # noqa: E402
 
 LIMITS = ParseLimits(seconds=5, memory_mb=512, chars=2_000_000)
 EXAMPLES = 25  # per format

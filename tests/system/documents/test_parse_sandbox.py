@@ -15,7 +15,7 @@ import pytest
 
 from lcrag.documents.limits import ParseLimits
 from lcrag.documents.sandbox import Sandbox
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 from hostile_documents import (emphasis_markdown, form_bomb_pdf, merged_docx, page_tree_pdf, prose, spanned_docx,
                                spine_epub)
@@ -119,7 +119,7 @@ def test_a_parse_larger_than_many_pieces_crosses_whole_and_is_kept_whole(tmp_pat
     """What a parsing process sends, and the cache keeps, is decoded and encoded a piece at a time (json_pieces: a
     large parse never holds the service's interpreter): the documents are those parsed, escapes, non-ASCII
     letters and surrogate pairs across pieces' edges included, from the process and from the cache."""
-    from lcrag import json_pieces
+    from lcrag.core import json_pieces
     from lcrag.documents.sandbox import _parse_here, documents_of
 
     line = 'A "quoted" word, a back\\slash, a tab\t, été, 😀 and € in section {n}.\n'

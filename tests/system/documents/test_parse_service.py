@@ -17,9 +17,9 @@ from document_fixtures import crane_manual
 from service_fixtures import running, wait_ready
 
 from lcrag.documents.limits import ParseLimits
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.limits import Limits
 
 from hostile_documents import form_bomb_pdf
@@ -134,7 +134,7 @@ def test_a_hostile_file_is_refused_naming_its_limit_while_the_service_answers(tm
 # -- item 6: MCP resource reads ------------------------------------------------------------------------------------
 def test_an_mcp_resource_read_parses_off_the_event_loop_through_the_cache(tmp_path, scripted_reader):
     pytest.importorskip("mcp")
-    from lcrag.service.mcp import LcragMCP
+    from lcrag.service.mcp.tools import LcragMCP
 
     answering = engine(tmp_path, scripted_reader(lambda m: "7781"), parse_limits=ParseLimits(seconds=2, memory_mb=8192))
     answering.collections.create("ops")

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from lcrag.strategies.share_control import WINDOW, question_key
-from lcrag.types import Document
+from lcrag.strategies.routing.share_control import WINDOW, question_key
+from lcrag.core.types import Document
 
 pytestmark = pytest.mark.slow
 

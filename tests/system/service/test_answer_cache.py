@@ -12,11 +12,11 @@ from functools import partial
 import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import dump, from_cache, load
 from lcrag.service.answering import Answering
-from lcrag.types import Answer, LLMCall
+from lcrag.core.types import Answer, LLMCall
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
 PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
@@ -37,7 +37,7 @@ def store(request):
     """What makes a replica's store: the embedded one (None), or PostgreSQL on a new database."""
     if request.param == "embedded":
         return None
-    from lcrag.service.store_postgres import PostgresCollections
+    from lcrag.store.postgres import PostgresCollections
 
     return partial(PostgresCollections, request.getfixturevalue("database"), lease=5.0)
 
@@ -77,7 +77,7 @@ def test_an_identical_question_is_answered_from_the_store_and_a_new_version_miss
 
 
 def test_another_replica_answers_from_the_store_without_its_reader(tmp_path, scripted_reader, database):
-    from lcrag.service.store_postgres import PostgresCollections
+    from lcrag.store.postgres import PostgresCollections
 
     store = partial(PostgresCollections, database, lease=5.0)
     readers = [scripted_reader(lambda m: "7781"), scripted_reader(lambda m: "never asked")]

@@ -20,7 +20,7 @@ import pytest
 from reader_servers import Stub
 from service_fixtures import free_port, wait_ready
 
-from lcrag.service.server import STOP_GRACE
+from lcrag.service.http.server import STOP_GRACE
 
 MANUAL = "Crane manual.\nThe reset code of the crane is 7781.\nThe hoist limit of the crane is 12 tonnes.\n"
 QUESTION = {"collection": "ops", "question": "Crane reset code?", "strategy": "rag"}

@@ -11,14 +11,14 @@ import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 from service_fixtures import running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.limits import Limits
-from lcrag.service.embedded_store import EmbeddedStore
+from lcrag.store.embedded import EmbeddedStore
 from lcrag.service.segments import IndexNotReady
-from lcrag.service.store import IndexCost
-from lcrag.service.store_postgres import PostgresCollections
+from lcrag.store.base import IndexCost
+from lcrag.store.postgres import PostgresCollections
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
 PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
@@ -158,7 +158,7 @@ def test_over_mcp_a_question_or_search_for_an_index_not_made_is_a_tool_error_say
     pytest.importorskip("mcp")
     import asyncio
 
-    from lcrag.service.mcp import LcragMCP, ToolError
+    from lcrag.service.mcp.tools import LcragMCP, ToolError
 
     embedder = CountingEmbedder()
     answering = make(tmp_path, scripted_reader(lambda m: "7781"), embedder, ("bm25",))

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from lcrag.documents.sandbox import ParseCache, Sandbox
-from lcrag.service.store import Segment, SegmentKey
-from lcrag.service.store_postgres import BLOBS, PostgresCollections
+from lcrag.store.base import Segment, SegmentKey
+from lcrag.store.postgres import BLOBS, PostgresCollections
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
 TEXT = b"The vault's codeword is QX77123.\n"

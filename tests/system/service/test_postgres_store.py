@@ -1,4 +1,4 @@
-"""The PostgreSQL collection store (lcrag.service.store_postgres over lcrag.postgres_store) on a real server: the
+"""The PostgreSQL collection store (lcrag.store.postgres over lcrag.store.postgres_database) on a real server: the
 CollectionStore Protocol, versions and notifications, content-addressed files, and the job queue's leases: a job
 whose worker died is taken by another, and none is completed twice."""
 
@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from lcrag.errors import OptionError
-from lcrag.postgres_store import CHANNEL, StoreUnavailable
-from lcrag.service.collections import NotFound, TooLarge
-from lcrag.service.store import CollectionStore, Segment, SegmentKey
-from lcrag.service.store_postgres import PostgresCollections
+from lcrag.core.errors import OptionError
+from lcrag.store.postgres_database import CHANNEL, StoreUnavailable
+from lcrag.store.collections import NotFound, TooLarge
+from lcrag.store.base import CollectionStore, Segment, SegmentKey
+from lcrag.store.postgres import PostgresCollections
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
 
@@ -214,7 +214,7 @@ def test_a_file_is_stored_and_read_back_in_parts(store, tmp_path, monkeypatch):
     mirror part by part; a blob stored whole (before parts) is still read, and parts go with their blob."""
     import hashlib
 
-    import lcrag.service.store_postgres as module
+    import lcrag.store.postgres as module
 
     monkeypatch.setattr(module, "BLOB_PART", 4)
     content = b"0123456789"
@@ -318,8 +318,8 @@ def test_a_full_disk_or_database_during_an_upload_leaves_nothing(store, tmp_path
 
     import psycopg
 
-    import lcrag.service.store_postgres as module
-    from lcrag.service.collections import StorageError
+    import lcrag.store.postgres as module
+    from lcrag.store.collections import StorageError
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", "/srv/cache/.blobs/x")

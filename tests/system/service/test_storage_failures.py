@@ -18,13 +18,13 @@ import pytest
 from reader_servers import Stub
 from service_fixtures import free_port, lcrag_process, running, wait_ready
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
-from lcrag.service.collections import StorageError
-from lcrag.service.embedded_store import StoreDatabase
+from lcrag.service.http.app import create_app
+from lcrag.store.collections import StorageError
+from lcrag.store.embedded import StoreDatabase
 from lcrag.service.limits import Limits
-from lcrag.storage import out_of_space
+from lcrag.core.files import out_of_space
 
 FIRST = "# Crane\nThe reset code of the crane is 7781.\n"
 SECOND = "# Hoist\nThe hoist limit of the crane is 12 tonnes.\n"

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from psycopg_pool import PoolTimeout
 
-from lcrag.postgres_store import PostgresStore, StoreDown, outage
-from lcrag.service.errors import add_handlers
+from lcrag.store.postgres_database import PostgresStore, StoreDown, outage
+from lcrag.service.http.errors import add_handlers
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
 

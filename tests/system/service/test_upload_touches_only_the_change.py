@@ -9,9 +9,9 @@ import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
 import lcrag.service.answering as answering_module
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.collections import Listed
+from lcrag.store.collections import Listed
 from lcrag.service.segments import SENTENCES, CollectionIndex, collection_document
 
 
@@ -24,7 +24,7 @@ def replica(request, tmp_path):
     settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:8", k=2, strategy="rag")
     store = None
     if request.param == "postgresql":
-        from lcrag.service.store_postgres import PostgresCollections
+        from lcrag.store.postgres import PostgresCollections
 
         url = request.getfixturevalue("database")
         store = lambda root, index: PostgresCollections(url, root, index, lease=5.0)  # noqa: E731

@@ -8,7 +8,7 @@ import multiprocessing
 
 import pytest
 
-from lcrag.strategies.router_calibration import CalibrationStore, Label, RoutingCalibration
+from lcrag.strategies.routing.calibration import CalibrationStore, Label, RoutingCalibration
 
 
 Q = "What is the population of Tallinn?"

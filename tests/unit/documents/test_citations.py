@@ -10,9 +10,9 @@ import pytest
 from document_fixtures import crane_manual
 
 from lcrag.cli import main
-from lcrag.pipeline import Pipeline, Settings
-from lcrag.provenance import PHYSICAL, Layout, Segment, Source, format_sources, locate
-from lcrag.types import Document
+from lcrag.pipeline.pipeline import Pipeline, Settings
+from lcrag.core.provenance import PHYSICAL, Layout, Segment, Source, format_sources, locate
+from lcrag.core.types import Document
 
 def manual(tmp_path):
     return crane_manual(tmp_path)
@@ -92,7 +92,7 @@ def test_format_sources_names_a_file_once_and_says_how_pages_are_numbered():
 @pytest.fixture
 def cli_reader(monkeypatch, scripted_reader):
     reader = scripted_reader(lambda m: "7781")
-    monkeypatch.setattr("lcrag.pipeline.make_reader", lambda *a, **k: reader)
+    monkeypatch.setattr("lcrag.pipeline.pipeline.make_reader", lambda *a, **k: reader)
     return reader
 
 

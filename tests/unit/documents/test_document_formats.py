@@ -9,8 +9,8 @@ import pytest
 from document_fixtures import FILLER, write_docx, write_epub, write_pdf
 
 from lcrag.documents import load_document, load_documents
-from lcrag.errors import InputError
-from lcrag.provenance import PHYSICAL, PRINTED, locate
+from lcrag.core.errors import InputError
+from lcrag.core.provenance import PHYSICAL, PRINTED, locate
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 

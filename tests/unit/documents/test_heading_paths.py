@@ -15,8 +15,8 @@ from document_fixtures import html_page, write_docx, write_epub, write_pdf
 from lcrag.documents import load_document
 from lcrag.documents.limits import ParseLimits
 from lcrag.documents.sandbox import _shape_checked, documents_of, encode, outcome_of
-from lcrag.errors import InputError
-from lcrag.provenance import ELLIPSIS, MAX_TITLE_CHARS, SOURCE_SECTION_LEVELS, SOURCE_TITLE_CHARS, Sections, locate
+from lcrag.core.errors import InputError
+from lcrag.core.provenance import ELLIPSIS, MAX_TITLE_CHARS, SOURCE_SECTION_LEVELS, SOURCE_TITLE_CHARS, Sections, locate
 
 LONG = 50_000
 
@@ -142,8 +142,8 @@ def test_a_source_cites_a_bounded_section_path(tmp_path):
     sections = Sections(max_title_chars=100_000)
     for level in range(1, 6):
         sections.enter(level, chr(ord("A") + level) * 40_000)
-    from lcrag.provenance import Layout, Segment
-    from lcrag.types import Document
+    from lcrag.core.provenance import Layout, Segment
+    from lcrag.core.types import Document
 
     document = Document("x" * 100, source="m.md", layout=Layout((Segment(0, 100, None, sections.current),),
                                                                    sections=tuple(sections.table)))

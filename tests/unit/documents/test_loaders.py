@@ -7,7 +7,7 @@ import pytest
 
 from lcrag.documents import loaders
 from lcrag.documents.loaders import load_documents, load_files
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 
 def test_a_jsonl_record_nested_too_deep_is_an_input_error_naming_its_line(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from lcrag.documents import load_document, load_documents
 from lcrag.documents.limits import ParseLimits, TextBudget
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 from hostile_documents import (blank_page_tree_pdf, emphasis_markdown, merged_docx, page_tree_pdf, prose,
                                spanned_docx, spine_epub)

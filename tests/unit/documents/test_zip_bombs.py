@@ -17,7 +17,7 @@ from document_fixtures import write_docx, write_epub
 from lcrag.documents import load_document
 from lcrag.documents.archives import check_chars, check_text, open_archive
 from lcrag.documents.limits import MAX_DOCUMENT_CHARS
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from lcrag.evaluation.analysis import (
 from lcrag.evaluation.datasets import EvalItem, load_dataset
 from lcrag.evaluation.metrics import METRICS
 from lcrag.evaluation.report import is_correct, retriever_table
-from lcrag.synthetic import PASSKEY_QUESTIONS, passkey_records
+from lcrag.documents.synthetic import PASSKEY_QUESTIONS, passkey_records
 
 
 def row(item, strategy, em, f1, dataset="d", question="Who wrote it?", retriever="bm25", metric="qa_f1", score=None,
@@ -142,7 +142,7 @@ def test_passkey_records_load_as_an_eval_dataset(tmp_path, whitespace_tokenizer)
 
 
 def test_generic_dataset_rejects_an_unknown_metric(tmp_path):
-    from lcrag.errors import InputError
+    from lcrag.core.errors import InputError
 
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps({"question": "q", "answers": ["a"], "context": "c", "metric": "bleu"}) + "\n")

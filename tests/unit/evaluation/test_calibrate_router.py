@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lcrag.errors import InputError
-from lcrag.evaluation.calibrate_router import CalibrationQuestion, generate_questions, judged_label, read_questions
-from lcrag.types import Document
+from lcrag.core.errors import InputError
+from lcrag.evaluation.routing.calibrate import CalibrationQuestion, generate_questions, judged_label, read_questions
+from lcrag.core.types import Document
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from lcrag.errors import DatasetError, InputError
+from lcrag.core.errors import DatasetError, InputError
 from lcrag.evaluation.datasets import load_dataset
 from lcrag.evaluation.metrics import METRICS
 from lcrag.evaluation.prompts import LONGBENCH, prompts_for, with_unanswerable
@@ -219,7 +219,7 @@ def test_passkey_labels_that_could_never_match_are_refused(tmp_path, answer, mes
 
 
 def test_self_route_passkey_variants_use_the_official_template(tmp_path, whitespace_tokenizer):
-    from lcrag.synthetic import passkey_records
+    from lcrag.documents.synthetic import passkey_records
 
     path = write_jsonl(tmp_path / "synthetic.jsonl", list(passkey_records(whitespace_tokenizer, [200], [0.5], seed=1)))
     for item in load_dataset(path).items:

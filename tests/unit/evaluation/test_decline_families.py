@@ -8,7 +8,7 @@ import pytest
 from lcrag.evaluation.decline_families import FAMILIES, decline_topic, generate, reword_decline
 from lcrag.evaluation.freeform import FreeformScorer, canonical_answer
 from lcrag.evaluation.perturbations import DECLINE_PERTURBATIONS, caveat_after, caveat_first
-from lcrag.text import declines, declines_first
+from lcrag.core.text import declines, declines_first
 
 from .test_freeform import BagOfWordsEmbedder
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-import lcrag.pipeline
+import lcrag.pipeline.pipeline
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.retrieval import index as index_module
-from lcrag.types import Document
+from lcrag.core.types import Document
 from tests.conftest import ScriptedReader
 
 pytestmark = pytest.mark.unit
@@ -27,8 +27,8 @@ def run(tmp_path, strategies, ks):
 
 def test_an_eval_never_locates_sources_but_ask_still_does(tmp_path, monkeypatch):
     located = []
-    cite = lcrag.pipeline.cite
-    monkeypatch.setattr(lcrag.pipeline, "cite", lambda ctx, answer, *question: located.append(answer) or cite(ctx, answer, *question))
+    cite = lcrag.pipeline.pipeline.cite
+    monkeypatch.setattr(lcrag.pipeline.pipeline, "cite", lambda ctx, answer, *question: located.append(answer) or cite(ctx, answer, *question))
     rows = run(tmp_path, ["lc", "rag"], [1])
     assert len(rows) == 6 and located == []
     pipeline = Pipeline(Settings(chunking="words:10", cache=False, cache_dir=tmp_path), reader=ScriptedReader())

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.freeform import FEATURES, Calibration, FreeformScorer, answer_features, number_recall, numbers
 from lcrag.evaluation.metrics import METRICS
-from lcrag.text import declines, declines_first, hedges
+from lcrag.core.text import declines, declines_first, hedges
 
 
 class BagOfWordsEmbedder:

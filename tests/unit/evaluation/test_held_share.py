@@ -1,12 +1,12 @@
-"""Replaying a run through run-time share control offline (lcrag.evaluation.held_share), as the live router decides."""
+"""Replaying a run through run-time share control offline (lcrag.evaluation.routing.held_share), as the live router decides."""
 
 from __future__ import annotations
 
 import random
 from types import SimpleNamespace
 
-from lcrag.evaluation.held_share import held_decisions
-from lcrag.strategies.share_control import ShareTarget
+from lcrag.evaluation.routing.held_share import held_decisions
+from lcrag.strategies.routing.share_control import ShareTarget
 
 CALIBRATION = tuple(sorted(random.Random(2).random() for _ in range(200)))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lcrag.evaluation.judge import ABSENT_PROMPT, ANSWER_PROMPT, SYSTEM, Judge, judge_messages, verdict
-from lcrag.evaluation.route_report import Question, judge_questions
+from lcrag.evaluation.routing.report import Question, judge_questions
 from lcrag.readers import CachedReader, Completion, CompletionCache
 
 # LaRA evaluation/compute_score_llm.py (Alibaba-NLP/LaRA@c171553), get_score_one_llm, the non-hallu prompt.

@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.judge import Judge
 from lcrag.evaluation.judge_sample import (
     COLUMNS, MAIN_POLICIES, config_table, judge_run, open_judge, policy_table, route_judged,
 )
 from lcrag.evaluation.report import write_report
-from lcrag.evaluation.route_report import load_questions, policies
+from lcrag.evaluation.routing.report import load_questions, policies
 from lcrag.readers import CachedReader, CompletionCache
 from tests.unit.evaluation.test_judge import ScriptedJudge
 from tests.unit.evaluation.test_report import row

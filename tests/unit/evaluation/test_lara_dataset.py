@@ -12,15 +12,15 @@ import pytest
 from lcrag.assembly import ContextAssembler
 from lcrag.chunking import make_chunker
 from lcrag.chunking.sentence_splitter import SentenceSplitterChunker, _Punkt
-from lcrag.config import parse_chunking
-from lcrag.errors import DatasetError, InputError, LcragError
+from lcrag.pipeline.config import parse_chunking
+from lcrag.core.errors import DatasetError, InputError, LcragError
 from lcrag.evaluation.datasets import EvalItem, detect_format, load_dataset
 from lcrag.evaluation.prompts import prompts_for, with_unanswerable
 from lcrag.evaluation.prompts_lara import LARA_CHUNK_FORMAT, LARA_FULL_TEMPLATES, LARA_RAG_TEMPLATES
 from lcrag.readers.base import GenerationParams
 from lcrag.retrieval import DocumentIndex
 from lcrag.strategies import PromptSet, QueryContext, make_strategy
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 # -- upstream's prompt.py (Alibaba-NLP/LaRA@c171553), copied literally -------------------------------------------
 UPSTREAM_FULL = {

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.locked_split import LockedSplit
-from lcrag.evaluation.route_report import Question
-from lcrag.strategies.learned_router import FEATURES
+from lcrag.evaluation.routing.report import Question
+from lcrag.strategies.routing.learned import FEATURES
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.ppi import estimate, sample, tuned_lambda
 
 Z = NormalDist().inv_cdf(0.975)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lcrag.errors import LcragError
+from lcrag.core.errors import LcragError
 from lcrag.evaluation.prices import BUILT_IN, Price, PriceTable, calls_cost, model_key
-from lcrag.types import LLMCall
+from lcrag.core.types import LLMCall
 
 
 def test_cached_prompt_tokens_are_billed_at_the_cached_price():

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from lcrag.errors import RunDirectoryError
+from lcrag.core.errors import RunDirectoryError
 from lcrag.evaluation.report import table1, win_lose, write_report
 from lcrag.evaluation.runner import expand_configs, question_type
 

@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from lcrag.errors import InputError
-from lcrag.text import content_words
-from lcrag.evaluation.route_report import (
+from lcrag.core.errors import InputError
+from lcrag.core.text import content_words
+from lcrag.evaluation.routing.report import (
     Point, Question, apgr_and_cpt, bootstrap, evaluate, fit_router, leave_one_dataset_out, load_questions,
     operating_point, oracle_gain_recovered, policies, summary_table,
 )
-from lcrag.strategies.learned_router import (
+from lcrag.strategies.routing.learned import (
     FEATURES, AnswerGrounding, RouteSignals, Router, features, numbers_in, term_share, text_signals,
 )
 
@@ -150,7 +150,7 @@ def test_few_questions_warn(tmp_path):
 def test_leave_one_dataset_out_never_sees_the_held_out_dataset(tmp_path, monkeypatch):
     questions, _ = load_questions([write_run(tmp_path / "r")])
     seen = []
-    import lcrag.evaluation.route_report as rr
+    import lcrag.evaluation.routing.report as rr
 
     real = rr.fit_router
     monkeypatch.setattr(rr, "fit_router", lambda qs, model="logistic": seen.append({q.dataset for q in qs}) or real(qs, model))
@@ -172,7 +172,7 @@ def test_summary_reports_every_router(tmp_path):
 
 
 def test_money_bills_a_documents_prefix_as_cached_only_after_lc_read_it(tmp_path):
-    from lcrag.evaluation.route_report import cache_aware, money
+    from lcrag.evaluation.routing.report import cache_aware, money
     from lcrag.evaluation.prices import Price
 
     price = Price(1.0, 0.1, 0.0)
@@ -201,7 +201,7 @@ def test_route_eval_prices_every_policy(tmp_path):
 
 
 def _cascade_question(i, decline, wide_decline, scores=(0.0, 0.5, 1.0)):
-    from lcrag.evaluation.route_report import WideStep
+    from lcrag.evaluation.routing.report import WideStep
 
     q = Question("r", f"c-{i}", "a", scores[2], scores[0], 1000, 300, [0.0] * len(FEATURES), decline, False,
                  {"prompt_tokens": 1000}, {"prompt_tokens": 300}, chain=i)
@@ -211,7 +211,7 @@ def _cascade_question(i, decline, wide_decline, scores=(0.0, 0.5, 1.0)):
 
 def test_a_cascade_pays_each_step_it_takes_and_scores_the_last():
     from lcrag.evaluation.prices import Price
-    from lcrag.evaluation.route_report import cascade_point
+    from lcrag.evaluation.routing.report import cascade_point
 
     questions = [_cascade_question(0, 0.9, 0.9), _cascade_question(1, 0.9, 0.1), _cascade_question(2, 0.1, 0.9)]
     point = cascade_point(questions, 0.5, 0.5, Price(1.0, 1.0, 0.0))
@@ -223,7 +223,7 @@ def test_a_cascade_pays_each_step_it_takes_and_scores_the_last():
 
 
 def test_two_way_quality_at_equal_cost_is_interpolated_along_its_frontier():
-    from lcrag.evaluation.route_report import Point, at_equal_cost
+    from lcrag.evaluation.routing.report import Point, at_equal_cost
 
     points = [Point("always-RAG", "", [], quality=0.2, tokens=300), Point("r", "a", [], quality=0.4, tokens=800),
               Point("r", "b", [], quality=0.5, tokens=1300)]
@@ -297,7 +297,7 @@ def test_route_lara_uses_route_evals_operating_point_and_oracle_gain(monkeypatch
     import importlib.util
     from pathlib import Path
 
-    from lcrag.evaluation import route_report
+    from lcrag.evaluation.routing import report as route_report
 
     path = Path(__file__).parents[3] / "benchmarks" / "route_lara.py"
     monkeypatch.syspath_prepend(str(path.parent))  # as when it runs: its sibling scripts import
@@ -309,7 +309,7 @@ def test_route_lara_uses_route_evals_operating_point_and_oracle_gain(monkeypatch
 
 
 def test_questions_fall_into_cells_by_run_dataset_and_length(tmp_path):
-    from lcrag.evaluation.route_report import cells, split_length
+    from lcrag.evaluation.routing.report import cells, split_length
 
     assert split_length("lara-32k") == ("lara", "32k") and split_length("lara-128K") == ("lara", "128k")
     assert split_length("hotpotqa") == ("hotpotqa", "—")
@@ -324,7 +324,7 @@ def test_questions_fall_into_cells_by_run_dataset_and_length(tmp_path):
 def test_the_written_rule_reads_the_rag_answer_not_the_runs_own_route(tmp_path):
     """A run made with a router (or a threshold) took its routes by that: Self-Route's rule is the RAG answer's
     decline, whatever the row's route."""
-    from lcrag.evaluation.route_report import written_rule
+    from lcrag.evaluation.routing.report import written_rule
 
     assert not written_rule({"route": "lc", "raw_route_answer": "Bob is her brother."})  # the router sent it
     assert written_rule({"route": "rag", "raw_route_answer": "The text does not say."})

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from lcrag.errors import RunDirectoryError
+from lcrag.core.errors import RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Settings
+from lcrag.pipeline.pipeline import Settings
 from lcrag.strategies import PromptSet
 from tests.conftest import ScriptedReader
 

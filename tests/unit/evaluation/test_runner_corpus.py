@@ -2,7 +2,7 @@
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
 

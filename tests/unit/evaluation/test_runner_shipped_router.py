@@ -9,17 +9,17 @@ from importlib.resources import files
 
 import pytest
 
-from lcrag.errors import RunDirectoryError
+from lcrag.core.errors import RunDirectoryError
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Settings
+from lcrag.pipeline.pipeline import Settings
 from tests.conftest import ScriptedReader
 
 pytestmark = pytest.mark.unit
 
 ITEMS = [EvalItem(id=f"d/q{i}", dataset="d", question=f"What is the code for vault {i}?", answers=[f"K{i}"],
                   context=f"Some text. The code for vault {i} is K{i}. More text. " * 5) for i in range(3)]
-LARA = hashlib.sha256(files("lcrag.strategies").joinpath("routers", "lara.json").read_bytes()).hexdigest()
+LARA = hashlib.sha256(files("lcrag.strategies.routing").joinpath("routers", "lara.json").read_bytes()).hexdigest()
 
 
 def run(out, router):
@@ -37,7 +37,7 @@ def test_a_shipped_router_runs_by_name_and_is_recorded_by_its_file(tmp_path):
 
 def test_a_router_file_is_hashed_as_before_and_is_another_run_than_the_shipped_one(tmp_path):
     copy = tmp_path / "router.json"
-    copy.write_text(files("lcrag.strategies").joinpath("routers", "lara.json").read_text(encoding="utf-8")
+    copy.write_text(files("lcrag.strategies.routing").joinpath("routers", "lara.json").read_text(encoding="utf-8")
                     .replace('"format"', ' "format"', 1))  # the same router, another file
     run(tmp_path / "file", str(copy))
     manifest = json.loads((tmp_path / "file" / "manifest.json").read_text())

@@ -10,8 +10,8 @@ import pytest
 
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline import Settings
-from lcrag.types import Answer
+from lcrag.pipeline.pipeline import Settings
+from lcrag.core.types import Answer
 from tests.conftest import ScriptedReader
 
 pytestmark = pytest.mark.unit

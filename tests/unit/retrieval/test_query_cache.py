@@ -14,7 +14,7 @@ from lcrag.retrieval import DocumentIndex
 from lcrag.retrieval.embedders import EMBEDDERS, OpenAIEmbedder, minilm_name, openai_name, uncached
 from lcrag.retrieval.query_cache import FILE_NAME, CachedQueryEmbedder, QueryVectorCache, cached_query_embedder
 from lcrag.retrieval.summaries import embed_texts
-from lcrag.types import Document
+from lcrag.core.types import Document
 
 DOC = Document(" ".join(f"Part {i}. The {w} story number {i} goes on." for i, w in
                         enumerate(["harbour ships", "violin concert", "volcano lava", "glacier ice"] * 5)))
@@ -169,7 +169,7 @@ def test_an_embedder_without_identity_is_not_wrapped(tmp_path):
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_pipeline_embedder_follows_the_cache_setting(tmp_path, cache):
-    from lcrag.pipeline import Pipeline, Settings
+    from lcrag.pipeline.pipeline import Pipeline, Settings
 
     pipeline = Pipeline(Settings(cache=cache, cache_dir=tmp_path, embedder="openai:m", base_url="http://localhost:1/v1"))
     embedder = pipeline.embedder

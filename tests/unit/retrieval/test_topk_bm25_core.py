@@ -13,7 +13,7 @@ from lcrag.retrieval.bm25 import BM25Retriever, bm25_search, open_bm25, query_te
 from lcrag.retrieval.corpus.build import build_bm25
 from lcrag.retrieval.corpus.search import UnitBM25
 from lcrag.retrieval.topk import top_k
-from lcrag.types import Chunk
+from lcrag.core.types import Chunk
 
 WORDS = "cat mat dog sun rain harbour violin lava glacier revenue growth quarter".split()
 QUERIES = ["cat mat", "Which harbour had rain?", 'revenue AND (growth) "quarter"', "lava", "zebra", "???"]

@@ -5,7 +5,7 @@ indexing never holds the reader's lock, and LC over a collection larger than the
 from __future__ import annotations
 
 
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
@@ -23,8 +23,8 @@ def add(answering: Answering, collection: str, name: str, text: str) -> None:
 
 
 def test_the_embedded_store_is_a_collection_store_whose_version_moves_with_its_files(tmp_path):
-    from lcrag.service.embedded_store import EmbeddedStore
-    from lcrag.service.store import CollectionStore, Segment, SegmentKey
+    from lcrag.store.embedded import EmbeddedStore
+    from lcrag.store.base import CollectionStore, Segment, SegmentKey
 
     store = EmbeddedStore(tmp_path / "collections")
     try:
@@ -54,8 +54,8 @@ def test_the_embedded_store_collects_what_no_file_holds_any_more(tmp_path):
     import hashlib
     import sqlite3
 
-    from lcrag.service.embedded_store import EmbeddedStore
-    from lcrag.service.store import Segment, SegmentKey
+    from lcrag.store.embedded import EmbeddedStore
+    from lcrag.store.base import Segment, SegmentKey
 
     store = EmbeddedStore(tmp_path / "collections")
 

@@ -14,12 +14,12 @@ from document_fixtures import crane_manual
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from service_fixtures import running, wait_ready
 
-from lcrag.errors import InputError
-from lcrag.pipeline import Pipeline, Settings
+from lcrag.core.errors import InputError
+from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service import keys as keys_module
 from lcrag.service.access import ScopedRegistry
 from lcrag.service.answering import Answering
-from lcrag.service.app import create_app
+from lcrag.service.http.app import create_app
 from lcrag.service.keys import KeyExists, Keys, Principal, SqliteDatabase, key_hash
 from lcrag.service.limits import Limits
 

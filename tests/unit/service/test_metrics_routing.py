@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from lcrag.service.metrics import Metrics
-from lcrag.types import Answer, LLMCall
+from lcrag.core.types import Answer, LLMCall
 
 
 def test_a_routers_realized_shares_and_lc_tokens_are_exported():

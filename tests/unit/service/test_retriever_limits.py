@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lcrag.cli.engine import allowed_retrievers
-from lcrag.errors import OptionError
+from lcrag.core.errors import OptionError
 
 TEXT = " ".join(f"Section {i}. The valve {i} opens at {10 + i} bar and closes at {5 + i} bar." for i in range(60))
 

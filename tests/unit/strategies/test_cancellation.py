@@ -15,7 +15,7 @@ from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, complete_many
 from lcrag.retrieval.dense import embed_rows
 from lcrag.strategies import PromptSet, QueryContext, make_strategy
-from lcrag.types import Chunk, Document, ScoredChunk
+from lcrag.core.types import Chunk, Document, ScoredChunk
 
 DOC = Document("The crane reset code is 7781. " * 20, "ops")
 

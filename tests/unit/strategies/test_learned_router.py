@@ -11,13 +11,13 @@ from importlib.resources import files
 
 import pytest
 
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.service.answer_cache import router_digest
-from lcrag.strategies.learned_router import Router, is_router_path, router_file_identity, shipped_name
+from lcrag.strategies.routing.learned import Router, is_router_path, router_file_identity, shipped_name
 
 pytestmark = pytest.mark.unit
 
-SHIPPED = files("lcrag.strategies").joinpath("routers", "lara.json").read_text(encoding="utf-8")
+SHIPPED = files("lcrag.strategies.routing").joinpath("routers", "lara.json").read_text(encoding="utf-8")
 
 
 def another_router(path) -> None:

@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from lcrag.strategies.learned_router import Router, RouterCondition, RouteSignals
-from lcrag.strategies.router_calibration import (
+from lcrag.strategies.routing.learned import Router, RouterCondition, RouteSignals
+from lcrag.strategies.routing.calibration import (
     FACTOR_LIMITS, CalibrationStore, Label, RoutingCalibration, answers_agree, disagreement_rates, group_of,
 )
-from lcrag.strategies.share_control import ShareLedgers
-from lcrag.types import Answer
+from lcrag.strategies.routing.share_control import ShareLedgers
+from lcrag.core.types import Answer
 
 pytestmark = pytest.mark.unit
 

@@ -30,7 +30,7 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from lcrag.errors import DatasetError
+from lcrag.core.errors import DatasetError
 from lcrag.evaluation.datasets.formats import INFINITEBENCH_TASKS, LONGBENCH_TASKS, OPTION_LETTERS
 from lcrag.documents.files import DEFAULT_MAX_FILE_BYTES
 from lcrag.documents.records import (
@@ -40,7 +40,7 @@ from lcrag.documents.records import (
     kind_of,
 )
 from lcrag.evaluation.datasets.items import EvalItem, LoadReport
-from lcrag.registry import DATASET_FORMATS
+from lcrag.core.registry import DATASET_FORMATS
 
 __all__ = [
     "INFINITEBENCH_TASKS",

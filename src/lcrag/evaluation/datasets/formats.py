@@ -1,5 +1,5 @@
 """The built-in dataset formats: one function per format turns a record into items; each registers in
-:data:`lcrag.registry.DATASET_FORMATS` with its help, how its records are read (``records``: JSONL unless it says)
+:data:`lcrag.core.registry.DATASET_FORMATS` with its help, how its records are read (``records``: JSONL unless it says)
 and how a path is recognised as it (``detect``). Detection tries the formats in the order they register, so the
 order of this file matters: folders (LongBench, L-Eval) before file names (∞Bench tasks)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lcrag.documents.files import decode_text, read_regular_file
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.documents.records import (
     RecordError,
     answer_text,
@@ -27,7 +27,7 @@ from lcrag.documents.records import (
     string_list,
 )
 from lcrag.evaluation.datasets.items import EvalItem
-from lcrag.registry import DATASET_FORMATS
+from lcrag.core.registry import DATASET_FORMATS
 
 # LongBench v1's 21 tasks and the metric each is scored with (official eval.py ``dataset2metric``; trec, triviaqa,
 # samsum and lsht score only the prediction's first line, as eval.py does, hence their own metric names).

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lcrag.documents.files import read_regular_file
-from lcrag.errors import DatasetError, InputError
+from lcrag.core.errors import DatasetError, InputError
 from lcrag.documents.records import (
     RecordError,
     jsonl_records,
@@ -47,7 +47,7 @@ from lcrag.documents.records import (
 )
 from lcrag.evaluation.datasets.items import EvalItem, LoadReport
 from lcrag.evaluation.datasets.lara_predictions import prediction_folder
-from lcrag.registry import DATASET_FORMATS
+from lcrag.core.registry import DATASET_FORMATS
 
 log = logging.getLogger(__name__)
 

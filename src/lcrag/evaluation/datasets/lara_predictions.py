@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcrag.documents.records import RecordError, answer_text, jsonl_records, need_fields, string_field
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.readers.recordings import Recording, document_path, recorded_prediction
 
 PREDICTION_FILE = re.compile(r"^(full|rag)_preds_(.+)_(\d+k)_([A-Za-z]+)_([A-Za-z]+)\.jsonl$")

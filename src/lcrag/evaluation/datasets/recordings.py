@@ -8,13 +8,13 @@ from pathlib import Path
 from lcrag.documents.records import RecordError
 from lcrag.evaluation.datasets.items import EvalItem
 from lcrag.readers.recordings import FIELDS, recording_groups
-from lcrag.registry import DATASET_FORMATS
+from lcrag.core.registry import DATASET_FORMATS
 
 
 def _document_text(path: Path) -> str:
     """The document read as ``lcrag ask`` reads a text file (the replay reader hashes it the same way)."""
     from lcrag.documents.loaders import read_text
-    from lcrag.errors import InputError
+    from lcrag.core.errors import InputError
 
     try:
         return read_text(path)

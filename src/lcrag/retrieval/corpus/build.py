@@ -24,19 +24,19 @@ from lcrag.chunking.units import (
     render_document,
 )
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.retrieval.bm25 import write_bm25
 from lcrag.retrieval.corpus.files import file_key, save_npz, write_meta
 from lcrag.retrieval.corpus.search import import_faiss
 from lcrag.retrieval.corpus.settings import CorpusBuildConfig, build_record, grouped_settings
 from lcrag.retrieval.dense import EmbedBatches, embed_rows, local_batches
 from lcrag.retrieval.embedders import Embedder
-from lcrag.tokenization import Tokenizer, count_many
+from lcrag.core.tokenization import Tokenizer, count_many
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 ProgressFactory = Callable[[str, int], Callable[..., None]]

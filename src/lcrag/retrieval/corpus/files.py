@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 from filelock import Timeout
 
 from lcrag.documents.files import check_regular_file
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
-from lcrag.storage import atomic_write_text, ensure_directory, file_lock
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
+from lcrag.core.files import atomic_write_text, ensure_directory, file_lock
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 # What an index holds besides the lock: removed by a rebuild whose corpus content or piece size changed.

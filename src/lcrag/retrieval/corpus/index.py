@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING
 
 from lcrag.chunking.units import UNIT_KINDS, Pieces, Units, render_document
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.retrieval.corpus.build import BuildReport, BuildRun, ProgressFactory, build_steps
 from lcrag.retrieval.corpus.files import build_lock, file_key, fingerprint, index_directory, write_meta
 from lcrag.retrieval.corpus.search import UnitBM25, UnitHit, faiss_search, import_faiss, maxp_search, piece_layout
 from lcrag.retrieval.corpus.settings import SCORERS, CorpusBuildConfig, grouped_settings, reconcile
 from lcrag.retrieval.dense import EmbedBatches
 from lcrag.retrieval.embedders import Embedder
-from lcrag.tokenization import Tokenizer
+from lcrag.core.tokenization import Tokenizer
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lcrag.errors import InputError
-from lcrag.lazy import lazy_module
+from lcrag.core.errors import InputError
+from lcrag.core.lazy import lazy_module
 from lcrag.readers import streaming
 from lcrag.retrieval.bm25 import bm25_search, open_bm25
 from lcrag.retrieval.topk import top_k
 
 if TYPE_CHECKING:
     import numpy as np
-else:  # imported on first use (see lcrag.lazy)
+else:  # imported on first use (see lcrag.core.lazy)
     np = lazy_module("numpy")
 
 

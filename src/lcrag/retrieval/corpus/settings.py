@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lcrag.chunking.units import GROUPINGS, UNIT_KINDS
-from lcrag.errors import InputError
+from lcrag.core.errors import InputError
 from lcrag.retrieval.corpus.files import INDEX_FILES
 
 SCORERS = ("dense", "bm25")
@@ -39,7 +39,7 @@ class CorpusBuildConfig:
             raise InputError(f"unknown faiss index {self.faiss!r}; choose one of {', '.join(FAISS_KINDS)}")
         if self.faiss and not self.embedder:
             raise InputError("a faiss index needs an embedder")
-        from lcrag.options import at_least
+        from lcrag.core.options import at_least
 
         for name in ("piece_words", "group_tokens", "batch"):
             at_least(name, getattr(self, name), 1)

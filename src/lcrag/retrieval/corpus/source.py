@@ -8,7 +8,7 @@ with RAG, OP-RAG, Self-Route or LC over a corpus built by ``lcrag corpus build``
   with the index's own search (:meth:`CorpusIndex.search_many`); retrievers that only combine other retrievers
   (registered with ``composes=True``, e.g. ``hybrid``) work on top of them. Retrievers that read a single
   document's text (sentence windows, summary trees) are refused with a one-line error;
-- a unit is a :class:`~lcrag.types.Chunk` whose ``start``/``end`` are its position in the corpus's sequence of
+- a unit is a :class:`~lcrag.core.types.Chunk` whose ``start``/``end`` are its position in the corpus's sequence of
   units (``unit``, ``unit + 1``), so "document order" (OP-RAG) means corpus order;
 - long context: a whole corpus does not fit any window, so LC reads the best-ranked units, whole, while they fit
   the reader's window (cut in the middle only when the best unit alone is longer), in corpus order
@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lcrag.errors import InputError
-from lcrag.registry import RETRIEVERS
+from lcrag.core.errors import InputError
+from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.corpus.settings import SCORERS
-from lcrag.tokenization import Tokenizer, count_tokens
+from lcrag.core.tokenization import Tokenizer, count_tokens
 from lcrag.documents.indexed_corpus import CorpusSource
-from lcrag.types import Chunk, ScoredChunk
+from lcrag.core.types import Chunk, ScoredChunk
 
 if TYPE_CHECKING:
     from lcrag.retrieval.base import Retriever

@@ -2,8 +2,8 @@
 
 import re
 
-from lcrag.registry import RETRIEVERS
-from lcrag.types import ScoredChunk
+from lcrag.core.registry import RETRIEVERS
+from lcrag.core.types import ScoredChunk
 
 
 def words(text):

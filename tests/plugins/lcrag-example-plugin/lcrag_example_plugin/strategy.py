@@ -1,8 +1,8 @@
 """``first-chunk``: the reader sees the document's first chunk only."""
 
-from lcrag.registry import STRATEGIES
+from lcrag.core.registry import STRATEGIES
 from lcrag.strategies.base import QueryContext, Strategy, Timer, call_reader
-from lcrag.types import Answer, ChunkUsed
+from lcrag.core.types import Answer, ChunkUsed
 
 
 @STRATEGIES.register("first-chunk", help="the document's first chunk only (example plugin)")

@@ -1,0 +1,186 @@
+"""The shared vocabulary: documents, chunks, LLM calls and answers."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from lcrag.core.provenance import Layout, Source
+
+
+class QuestionSource(Protocol):
+    """What questions are asked over: a :class:`Document` (one text), or a corpus index read unit by unit
+    (:class:`lcrag.documents.indexed_corpus.CorpusSource`, which has no text of its own). A strategy declares the
+    kinds it reads (its registered ``reads``); asked over another kind, it is refused in one line."""
+
+    kind: ClassVar[str]  # "document" or "corpus"
+    id: str
+    source: str
+
+    @property
+    def content_hash(self) -> str: ...
+
+
+# Source kinds, and what a strategy reads unless it says otherwise (its text: ``ctx.document.text``).
+DOCUMENT, CORPUS = "document", "corpus"
+READS_DEFAULT = (DOCUMENT,)
+HASH_PIECE = 1 << 18  # characters of a text encoded and hashed at a time
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text to ask questions about."""
+
+    kind: ClassVar[str] = DOCUMENT
+    text: str
+    id: str = ""
+    title: str = ""
+    source: str = ""
+    # For a document joined from several files or records: (offset in ``text``, the part). Indexes that can be
+    # built per part (RAPTOR) use them, so adding a file to a collection leaves the other files' indexes alone.
+    parts: tuple[tuple[int, Document], ...] = field(default=(), compare=False, repr=False)
+    # Pages and sections of the extracted text (PDF, DOCX, HTML, EPUB, Markdown); None for plain text.
+    layout: Layout | None = field(default=None, compare=False, repr=False)
+
+    def memory_bytes(self, seen: set[int] | None = None) -> int:
+        """The bytes this document holds in memory: its text, its layout (segments, page labels, section table) and
+        its parts' (a joined document's parts hold texts of their own), each object counted once."""
+        seen = set() if seen is None else seen
+        size = 0
+        for held in (self.text, self.layout):
+            if held is not None and id(held) not in seen:
+                seen.add(id(held))
+                size += held.memory_bytes() if held is self.layout else sys.getsizeof(held)
+        return size + sum(part.memory_bytes(seen) for _, part in self.parts)
+
+    @cached_property  # a frozen dataclass still allows it: the value goes straight into __dict__
+    def content_hash(self) -> str:
+        """The text's SHA-256; for extracted text, of the text and the extractor's version, so an index built from
+        one library version's text is rebuilt when an upgrade may change it."""
+        extractors = sorted({d.layout.extractor for d in (self, *(p for _, p in self.parts)) if d.layout})
+        digest = hashlib.sha256()
+        # a piece at a time: a large text is never copied (and encoded) whole, which held the interpreter, and so a
+        # server's event loop, for as long as it took (issue 42)
+        for at in range(0, len(self.text), HASH_PIECE):
+            digest.update(self.text[at:at + HASH_PIECE].encode("utf-8"))
+        if extractors:
+            digest.update(("\0" + "\0".join(extractors)).encode("utf-8"))
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document: ``document.text[start:end] == text`` for layer 0.
+
+    Summary nodes (RAPTOR, tree index) have ``layer >= 1``: their text is generated, and ``start``/``end`` span the
+    text they summarise (so document order still means something for them).
+    """
+
+    index: int
+    start: int
+    end: int
+    text: str
+    layer: int = 0
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    chunk: Chunk
+    score: float
+
+
+@dataclass
+class Usage:
+    """What one reader call reported: the model, its token counts, its time, and whether a cache answered it."""
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int = 0
+    seconds: float = 0.0
+    from_cache: bool = False
+
+
+@dataclass
+class LLMCall(Usage):
+    """One request to a reader in an answer: its stage (answer, route, condense, ...) and its usage."""
+
+    stage: str = field(kw_only=True)
+
+    @classmethod
+    def from_completion(cls, stage: str, completion: Usage) -> LLMCall:
+        """The accounting part of a reader's ``Completion`` (everything but the text)."""
+        return cls(stage=stage, **{f.name: getattr(completion, f.name) for f in fields(Usage)})
+
+
+@dataclass
+class ChunkUsed:
+    index: int
+    start: int
+    end: int
+    score: float
+    tokens: int | None = None
+    layer: int = 0  # 0: the document's own text; >= 1: a summary node
+
+
+@dataclass
+class Answer:
+    """What every strategy returns."""
+
+    text: str
+    question: str
+    strategy: str
+    route: str
+    calls: list[LLMCall] = field(default_factory=list)
+    chunks: list[ChunkUsed] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    truncated_tokens: int = 0
+    raw_route_answer: str | None = None
+    long_answer: str | None = None  # LongRAG's turn-1 answer, before short-answer extraction
+    context_tokens: int | None = None  # reader tokens of the retrieved context, when a strategy measures it
+    # How a corpus index was searched (LongRAG): {"unit": "passage", "scorer": "bm25"}; the route stays the route.
+    retrieval: dict[str, str] | None = None
+    # One-off cost of building the retriever's index for this document (RAPTOR / tree-index summaries): a dict with
+    # calls, prompt_tokens, completion_tokens, seconds, document. Not part of the per-question ``calls``.
+    index_cost: dict[str, Any] | None = None
+    # Self-Route's first step: the probability that the reader's answer starts with the decline ("unanswerable"),
+    # from its token log-probabilities; None when the reader returned none.
+    decline_probability: float | None = None
+    context: str | None = field(default=None, repr=False)  # the text the reader saw (kept out of to_dict: long)
+    # Where the answer's text came from: the retrieved chunks' places, or for an LC answer the located ones.
+    sources: list[Source] = field(default_factory=list)
+    # The chunks the final answer was read from when they are not ``chunks`` (a routed answer keeps its first
+    # step's chunks there, for the router's features); None: ``chunks``.
+    answer_chunks: list[ChunkUsed] | None = field(default=None, repr=False)
+    # A follow-up in a conversation: how it was made to stand alone (method, the question the reader was asked, the
+    # retrieval query; lcrag.strategies.conversation); None: a question asked on its own.
+    conversation: dict[str, Any] | None = None
+    # A learned router's choice (lcrag.strategies.routing.share_control.Decision): its score, the threshold, the LC share
+    # it holds and the realized LC share and cost share after this question; None: no such router decided.
+    routing: dict[str, Any] | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.calls)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.timings.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("context")
+        data.pop("answer_chunks")
+        data["sources"] = [source.to_dict() for source in self.sources]
+        data["prompt_tokens"] = self.prompt_tokens
+        data["completion_tokens"] = self.completion_tokens
+        data["seconds"] = round(self.seconds, 4)
+        return data
