@@ -33,7 +33,7 @@ def pipeline(scripted_reader, **settings):
 def test_a_corpus_index_directory_is_a_source(corpus_dir, tmp_path):
     source = as_document(corpus_dir)
     assert isinstance(source, CorpusSource) and is_corpus_index(corpus_dir)
-    assert source.kind == "corpus" and not hasattr(source, "text") and source.content_hash.startswith("corpus:")
+    assert source.kind == "corpus" and source.text is None and source.content_hash.startswith("corpus:")
     assert not is_corpus_index(tmp_path)
     with pytest.raises(InputError, match="not a corpus index"):
         CorpusSource.open(tmp_path)

@@ -6,16 +6,81 @@ import hashlib
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from lcrag.core.registry import PartSpec
+from lcrag.core.tokenization import Tokenizer
 
 if TYPE_CHECKING:
     from lcrag.core.provenance import Layout, Source
 
 
+class Ranking(Protocol):
+    """A retriever: ranks a source's chunks (a document's, a collection's, a corpus's units) for a query, best first."""
+
+    name: str
+
+    def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
+        """At most ``k`` chunks (all ranked chunks when ``k`` is None)."""
+        ...
+
+
+class ReadText(Protocol):
+    """Text fitted to a token limit (:class:`lcrag.assembly.truncation.TruncatedText`)."""
+
+    text: str
+    kept_tokens: int
+
+    @property
+    def cut_tokens(self) -> int: ...
+
+
+# What LC reads of a source that is not read as one text: (question, tokenizer, limit) -> the text that fits.
+LongRead = Callable[[str, Tokenizer, int], ReadText]
+
+
+class SourceIndex(Protocol):
+    """What a strategy reads a source through: its retrievers, each made from its spec (name and options) on every
+    kind of source, its chunks' token counts, their sentences, and the best of it that fits a limit."""
+
+    def retriever(self, spec: PartSpec | str) -> Ranking: ...  # a spec, or a name with its defaults
+
+    def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]: ...
+
+    def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]: ...  # relative to start
+
+    def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> ReadText:
+        """The units ``retriever`` ranks best for ``question`` (a corpus's units, a collection's files), whole, while
+        they fit ``limit`` tokens: what LC reads of a source over the window that is not cut as one text."""
+        ...
+
+
+class IndexParts(Protocol):
+    """What the pipeline lends a source to make its index for one question: the choices that shape it and the two
+    ways an index is made and kept (a text's chunks, a corpus's units); the pipeline's reader, embedder, cache and
+    memory stay behind them."""
+
+    chunking: str  # how a text is cut: the question's choice, else its strategy's default
+    chosen_chunking: str | None  # what the question chose (None: nothing), which a corpus refuses
+    unit: str | None  # a corpus's units to retrieve (None: the source's own, else the smallest built)
+
+    def text_index(self, document: Document, made_as: Callable[..., SourceIndex] | None = None) -> SourceIndex:
+        """``document``'s index for :attr:`chunking`, kept; ``made_as``: an index class taking
+        :class:`lcrag.retrieval.index.DocumentIndex`'s arguments (default: that class)."""
+        ...
+
+    def unit_index(self, directory: str, unit: str | None) -> SourceIndex:
+        """The units of the corpus index in ``directory``, opened once and kept open."""
+        ...
+
+
 class QuestionSource(Protocol):
-    """What questions are asked over: a :class:`Document` (one text), or a corpus index read unit by unit
-    (:class:`lcrag.documents.indexed_corpus.CorpusSource`, which has no text of its own). A strategy declares the
-    kinds it reads (its registered ``reads``); asked over another kind, it is refused in one line."""
+    """What questions are asked over, one protocol for three kinds: a :class:`Document` (one text), a collection's
+    files (one text, indexed by file: :class:`lcrag.service.segments.CollectionDocument`) and a corpus index read
+    unit by unit (:class:`lcrag.documents.indexed_corpus.CorpusSource`, which has no text). The pipeline asks each
+    for its index and for what LC reads; a strategy declares the ``kind`` s it reads (its registered ``reads``),
+    and asked over another kind it is refused in one line."""
 
     kind: ClassVar[str]  # "document" or "corpus"
     id: str
@@ -23,6 +88,17 @@ class QuestionSource(Protocol):
 
     @property
     def content_hash(self) -> str: ...
+
+    @property
+    def text(self) -> str | None: ...  # its one text; None: it is read through its index alone
+
+    def open_index(self, parts: IndexParts) -> SourceIndex:
+        """Its index for one question (made, or found where ``parts`` keeps it)."""
+        ...
+
+    def long_read(self, index: Callable[[], SourceIndex], retriever: PartSpec) -> LongRead | None:
+        """What LC reads for a question when it is not this source's text cut in the middle (None: it is)."""
+        ...
 
 
 # Source kinds, and what a strategy reads unless it says otherwise (its text: ``ctx.document.text``).
@@ -45,6 +121,14 @@ class Document:
     parts: tuple[tuple[int, Document], ...] = field(default=(), compare=False, repr=False)
     # Pages and sections of the extracted text (PDF, DOCX, HTML, EPUB, Markdown); None for plain text.
     layout: Layout | None = field(default=None, compare=False, repr=False)
+
+    def open_index(self, parts: IndexParts) -> SourceIndex:
+        """Its chunks' index, as every text's."""
+        return parts.text_index(self)
+
+    def long_read(self, index: Callable[[], SourceIndex], retriever: PartSpec) -> LongRead | None:
+        """None: LC reads its text, cut in the middle when it exceeds the window."""
+        return None
 
     def memory_bytes(self, seen: set[int] | None = None) -> int:
         """The bytes this document holds in memory: its text, its layout (segments, page labels, section table) and

@@ -5,13 +5,15 @@ strategy can answer over it. Kept light: recognising one must not import the ret
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
 from lcrag.core.errors import InputError
-from lcrag.core.types import CORPUS
+from lcrag.core.registry import PartSpec
+from lcrag.core.types import CORPUS, IndexParts, LongRead, SourceIndex
 
 
 def is_corpus_index(path: str | Path) -> bool:
@@ -27,6 +29,7 @@ class CorpusSource:
     ``content_hash`` is the corpus content's (sha256 of the source, and the piece size), so caches key on it."""
 
     kind: ClassVar[str] = CORPUS
+    text: ClassVar[None] = None  # no one text: its units carry their own
     id: str
     source: str
     directory: str
@@ -40,6 +43,17 @@ class CorpusSource:
             raise InputError(f"{path} is not a corpus index (no meta.json and corpus.sqlite); build one with "
                              "`lcrag corpus build`")
         return cls(id=path.name, source=str(path), directory=str(path.resolve()), unit=unit)
+
+    def open_index(self, parts: IndexParts) -> SourceIndex:
+        """Its units (of its own kind, else the question's, else the smallest built), opened once."""
+        if parts.chosen_chunking is not None:
+            raise InputError(f"--chunking does not apply to a corpus index: {self.source}'s units were made by "
+                             "`lcrag corpus build`")
+        return parts.unit_index(self.directory, self.unit or parts.unit)
+
+    def long_read(self, index: Callable[[], SourceIndex], retriever: PartSpec) -> LongRead | None:
+        """A whole corpus fits no window: LC reads the units ``retriever`` ranks best, whole, while they fit."""
+        return lambda question, tokenizer, limit: index().read_best(question, retriever, tokenizer, limit)
 
     @cached_property
     def content_hash(self) -> str:

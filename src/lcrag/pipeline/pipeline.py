@@ -5,13 +5,12 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-from dataclasses import replace
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lcrag.assembly import ContextAssembler, TruncatedText
-from lcrag.assembly.truncation import fill_with_chunks
+from lcrag.assembly import ContextAssembler
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.pipeline.config import MAX_WINDOW_TOKENS, PER_QUESTION, ChunkingConfig, Settings
@@ -42,7 +41,7 @@ from lcrag.strategies.conversation import Turn, standalone
 from lcrag.strategies.routing.learned import Router, router_file_identity
 from lcrag.strategies.routing.share_control import ShareLedgers
 from lcrag.pipeline.specs import QuestionSpec, RetrieverSpec, frozen, resolve
-from lcrag.core.types import CORPUS, DOCUMENT, Answer, Document, QuestionSource
+from lcrag.core.types import Answer, Document, LongRead, QuestionSource, SourceIndex
 
 if TYPE_CHECKING:
     from lcrag.retrieval.corpus.source import CorpusUnits
@@ -65,6 +64,23 @@ def as_document(document: QuestionSource | str | Path, limits: ParseLimits | Non
     if is_corpus_index(document):
         return CorpusSource.open(document)
     return load_document(document, limits)
+
+
+@dataclass(frozen=True)
+class IndexMaking:
+    """What a pipeline lends a source to make its index for one question (:class:`lcrag.core.types.IndexParts`): the
+    choices that shape it, and the pipeline's two ways of making an index and keeping it."""
+
+    pipeline: Pipeline
+    chunking: str
+    chosen_chunking: str | None
+    unit: str | None
+
+    def text_index(self, document: Document, made_as: Callable[..., SourceIndex] | None = None) -> SourceIndex:
+        return self.pipeline.text_index(document, self.chunking, made_as)
+
+    def unit_index(self, directory: str, unit: str | None) -> SourceIndex:
+        return self.pipeline.unit_index(directory, unit)
 
 
 class Pipeline:
@@ -108,8 +124,6 @@ class Pipeline:
         self._corpora: SizedLRU[str, CorpusUnits] = SizedLRU.counted(_CORPORA_KEPT)
         # A lock for the lazily made reader and embedder, so each is made once however many threads ask first.
         self._parts_lock = threading.RLock()
-        # How an answering context is made over each kind of source (lcrag.core.types.QuestionSource.kind).
-        self._opens = {DOCUMENT: self._document_context, CORPUS: self._corpus_context}
 
     @property
     def reader(self) -> Reader:
@@ -185,21 +199,23 @@ class Pipeline:
         tokenizer = self.reader.tokenizer if CHUNKERS.get(unit).meta.get("needs_tokenizer") else None
         return make_chunker(unit, size, tokenizer, overlap)
 
-    def index(self, document: Document | str | Path, chunking: str | None = None,
-              settings: Settings | None = None) -> DocumentIndex:
-        """The document's index for ``chunking`` (default: the configured strategy's), from disk when it exists; one
-        per document and chunking, built by one thread while others asking for it wait (no pipeline-wide lock is
-        held meanwhile). Its retrievers are built per :class:`~lcrag.pipeline.specs.RetrieverSpec` (``index.retriever``)."""
+    def index(self, document: QuestionSource | str | Path, chunking: str | None = None,
+              settings: Settings | None = None) -> SourceIndex:
+        """The source's index for ``chunking`` (default: the configured strategy's; a corpus index has its own units),
+        made as its kind makes it (:meth:`lcrag.core.types.QuestionSource.open_index`) and kept: a text's from disk
+        when it exists, one per document and chunking, built by one thread while others asking for it wait (no
+        pipeline-wide lock is held meanwhile). Its retrievers are built per
+        :class:`~lcrag.pipeline.specs.RetrieverSpec` (``index.retriever``)."""
         s = settings or self.settings
-        document = as_document(document, self.parse_limits)
-        if document.kind == CORPUS:
-            raise InputError(f"{document.source} is a corpus index: its units were made by `lcrag corpus build`")
-        chunking = chunking or s.chunking_for(s.strategy)
+        source = as_document(document, self.parse_limits)
+        return source.open_index(IndexMaking(self, chunking or s.chunking_for(s.strategy), chunking, s.unit))
+
+    def text_index(self, document: Document, chunking: str,
+                   made_as: Callable[..., SourceIndex] | None = None) -> SourceIndex:
+        """``document``'s index for ``chunking``, made as ``made_as`` (default :class:`DocumentIndex`) with this
+        pipeline's chunker, cache, embedder and readers, kept in its memory."""
         key = ("index", document.content_hash, chunking, self.cache_dir)
-        build = getattr(document, "build_index", None)  # a collection's: its files' segments (lcrag.service.segments)
-        if build is not None:
-            return self.memory.get_or_put(key, lambda: build(self, chunking))
-        return self.memory.get_or_put(key, lambda: DocumentIndex(
+        return self.memory.get_or_put(key, lambda: (made_as or DocumentIndex)(
             document, self.chunker(chunking), self.cache_dir, lambda: self.embedder, self._progress,
             reader_factory=lambda: self.reader, summary_reader_factory=lambda: self.summary_reader,
             config={"chunking": ChunkingConfig(chunking).to_dict()},  # embeddings are named by their embedder
@@ -215,52 +231,38 @@ class Pipeline:
         return self.memory.drop(lambda key: key[1] == content_hash)
 
     def corpus(self, source: CorpusSource) -> CorpusUnits:
-        """The corpus index's units, opened once (the embedder only loads if dense search is used); opening one never
-        holds up another question's corpus, settings or strategy."""
+        """The corpus index's units (its own kind, else the smallest built), opened once."""
+        return self.unit_index(source.directory, source.unit)
+
+    def unit_index(self, directory: str, unit: str | None) -> CorpusUnits:
+        """The units of the corpus index in ``directory``, opened once (the embedder only loads if dense search is
+        used); opening one never holds up another question's corpus, settings or strategy."""
         def opened() -> CorpusUnits:
             from lcrag.retrieval.corpus.source import CorpusUnits  # imported when a corpus is read
 
-            return CorpusUnits.open(source, lambda: self.embedder)
+            return CorpusUnits.open(directory, unit, lambda: self.embedder)
 
-        return self._corpora.get_or_put(f"{source.directory}:{source.unit}", opened)
+        return self._corpora.get_or_put(f"{directory}:{unit}", opened)
 
     def context(self, document: QuestionSource, strategy: str, settings: Settings | None = None,
                 spec: QuestionSpec | None = None) -> QueryContext:
         """What a strategy answers with over ``document`` (its index, retriever, assembler, prompts), kept per
-        document and per :attr:`QuestionSpec.context_key` (the choices that shape it)."""
+        document and per :attr:`QuestionSpec.context_key` (the choices that shape it). Every kind of source is asked
+        the same two things: its index, made when a strategy first reads it, and what LC reads of it."""
         s = settings or self.settings
         spec = spec or resolve(s, strategy)
-        return self._opens[document.kind](document, s, spec)
-
-    def _document_context(self, document: Document, s: Settings, spec: QuestionSpec) -> QueryContext:
+        making = IndexMaking(self, spec.chunking, s.chunking, spec.unit)
         key = ("context", document.content_hash, self._number, spec.context_key)
-        index = lambda: self.index(document, spec.chunking, s)  # noqa: E731
-        long_read = getattr(document, "long_read", None)  # a collection over the window: LC reads its best files
-        return self.memory.get_or_put(key, lambda: self._query_context(
-            spec, document, index, long_read(index, spec.retriever) if long_read else None))
 
-    def _corpus_context(self, source: CorpusSource, s: Settings, spec: QuestionSpec) -> QueryContext:
-        if s.chunking is not None:
-            raise InputError(f"--chunking does not apply to a corpus index: {source.source}'s units were made by "
-                             "`lcrag corpus build`")
-        if source.unit is None and s.unit is not None:
-            source = replace(source, unit=s.unit)
-        key = ("context", source.content_hash, self._number, spec.context_key)
+        def made() -> QueryContext:
+            index = lambda: document.open_index(making)  # noqa: E731 - LC and closed-book never make it
+            return self._query_context(spec, document, index, document.long_read(index, spec.retriever))
 
-        def make() -> QueryContext:
-            units = self.corpus(source)
+        return self.memory.get_or_put(key, made)
 
-            def long_text(question: str, tokenizer, limit: int) -> TruncatedText:  # LC: the best units that fit
-                return fill_with_chunks(units.ranked(s.retriever, question),
-                                        lambda chunks: units.chunk_tokens(chunks, tokenizer), tokenizer, limit)
-
-            return self._query_context(spec, source, lambda: units, long_text, retriever=s.retriever)
-
-        return self.memory.get_or_put(key, make)
-
-    def _query_context(self, spec: QuestionSpec, document: QuestionSource, index, long_text=None,
-                       retriever: str | RetrieverSpec | None = None) -> QueryContext:
-        return QueryContext(document=document, reader=self.reader, index=index, retriever=retriever or spec.retriever,
+    def _query_context(self, spec: QuestionSpec, document: QuestionSource, index: Callable[[], SourceIndex],
+                       long_text: LongRead | None) -> QueryContext:
+        return QueryContext(document=document, reader=self.reader, index=index, retriever=spec.retriever,
                             assembler=spec.assembler, prompts=spec.prompts,
                             params=GenerationParams(max_tokens=spec.max_tokens), long_text=long_text,
                             share_ledgers=self.share_ledgers)
@@ -353,7 +355,7 @@ def _memory_bytes(value: DocumentIndex | QueryContext) -> int:
     the truncated texts LC sent."""
     if isinstance(value, DocumentIndex):
         return value.memory_bytes()
-    return sys.getsizeof(getattr(value.document, "text", "")) + value.memo_bytes()  # a corpus keeps no text
+    return sys.getsizeof(value.document.text or "") + value.memo_bytes()  # a corpus keeps no text
 
 
 def _settings(**settings) -> Settings:

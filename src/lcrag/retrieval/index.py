@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lcrag.assembly.truncation import TruncatedText, fill_with_chunks
 from lcrag.chunking import Chunker, SentenceChunker
 from lcrag.core.errors import InputError
 from lcrag.core.lru import SizedLRU
@@ -211,6 +212,12 @@ class DocumentIndex:
             taken = spec in self._unbilled
             self._unbilled.discard(spec)
             return taken
+
+    def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> TruncatedText:
+        """The chunks ``retriever`` ranks best for ``question``, whole, while they fit ``limit`` tokens, in document
+        order (a collection reads its best files this way: :class:`lcrag.service.segments.CollectionIndex`)."""
+        ranked = self.retriever(retriever).run(question, None)
+        return fill_with_chunks(ranked, lambda chunks: self.chunk_tokens(chunks, tokenizer), tokenizer, limit)
 
     # -- token counts for budgets -----------------------------------------------------------------------------
     def chunk_tokens(self, chunks: list[Chunk], tokenizer: Tokenizer) -> list[int]:

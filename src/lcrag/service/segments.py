@@ -36,18 +36,17 @@ from lcrag.documents.sandbox import die_with
 from lcrag.core.errors import LcragError
 from lcrag.core.lru import SizedLRU
 from lcrag.readers import streaming
-from lcrag.core.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS, PartSpec
+from lcrag.core.tokenization import Tokenizer
 from lcrag.retrieval.bm25 import terms_query
-from lcrag.retrieval.embedders import uncached
-from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES, DocumentIndex
+from lcrag.retrieval.embedders import Embedder, uncached
+from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES, DocumentIndex, ProgressFactory
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
 from lcrag.store.base import Segment, SegmentKey
-from lcrag.core.types import Chunk, Document, ScoredChunk
+from lcrag.core.types import Chunk, Document, IndexParts, LongRead, ReadText, ScoredChunk, SourceIndex
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from lcrag.pipeline.pipeline import Pipeline
 
 # A collection's text longer than this many characters per token of room is taken as over the window without
 # counting it (text averages 3-5 characters a token); shorter, it is counted once per tokenizer and window. Taken as
@@ -98,17 +97,17 @@ class CollectionDocument(Document):
         names = "\n".join(self.lines or [_hash_line(f) for f in self.files])
         return hashlib.sha256(f"collection\n{names}".encode("utf-8", "surrogateescape")).hexdigest()
 
-    def build_index(self, pipeline: Pipeline, chunking: str) -> DocumentIndex:
-        """The pipeline's index of this collection for ``chunking`` (:meth:`Pipeline.index` asks for it)."""
-        return CollectionIndex(self, pipeline.chunker(chunking), pipeline)
+    def open_index(self, parts: IndexParts) -> SourceIndex:
+        """Its index, made of its files' segments (a :class:`CollectionIndex`), kept as any text's."""
+        return parts.text_index(self, made_as=CollectionIndex)
 
-    def long_read(self, index: Callable[[], DocumentIndex], retriever: Any):
-        """What LC reads for a question: whole files ranked by ``retriever`` when the collection is over the limit,
-        else the text (cut in the middle as any document's)."""
+    def long_read(self, index: Callable[[], SourceIndex], retriever: PartSpec) -> LongRead | None:
+        """What LC reads for a question: its text when it fits the limit, else its files whole, ranked by
+        ``retriever`` (its spec: name and options), the best that fit."""
         whole: dict[tuple[str, int], TruncatedText | None] = {}  # per tokenizer and limit: the text, if it fits
         lock = threading.Lock()
 
-        def long_text(question: str, tokenizer, limit: int) -> TruncatedText:
+        def long_text(question: str, tokenizer: Tokenizer, limit: int) -> ReadText:
             with lock:
                 key = (tokenizer.name, limit)
                 if key not in whole:
@@ -116,7 +115,7 @@ class CollectionDocument(Document):
                 fits = whole[key]
             if fits is not None:
                 return fits
-            return index().read_files(question, retriever, tokenizer, limit)  # a CollectionIndex (build_index)
+            return index().read_best(question, retriever, tokenizer, limit)  # its CollectionIndex's files
 
         return long_text
 
@@ -474,13 +473,15 @@ class CollectionIndex(DocumentIndex):
     where the file is in the collection's text; BM25 is the collection's live index; dense vectors are the files'
     rows stacked. Other retrievers are built over the stacked chunks as over any document's."""
 
-    def __init__(self, document: CollectionDocument, chunker: Chunker, pipeline: Pipeline):
+    def __init__(self, document: CollectionDocument, chunker: Chunker, cache_dir: str | Path,
+                 embedder_factory: Callable[[], Embedder] | None = None, progress: ProgressFactory | None = None,
+                 **made_with: Any):
+        """As :class:`DocumentIndex` (``made_with``: its readers and options), its config the collection's."""
         self._segments = document.segments
         self.ranges: dict[str, tuple[int, int]] = {}  # each file's chunks, by name
         self._file_bytes: dict[str, int] = {}  # each file's part of memory_bytes (its parsed document and chunks)
-        super().__init__(document, chunker, pipeline.cache_dir, lambda: pipeline.embedder,
-                         reader_factory=lambda: pipeline.reader, summary_reader_factory=lambda: pipeline.summary_reader,
-                         config={"chunking": chunker.key, "files": len(document.files)})
+        made_with["config"] = {"chunking": chunker.key, "files": len(document.files)}
+        super().__init__(document, chunker, cache_dir, embedder_factory, progress, **made_with)
         document.indexes[chunker.key] = weakref.ref(self)  # the next version's index starts from this one
 
     def _load_or_chunk(self) -> list[Chunk]:
@@ -591,7 +592,7 @@ class CollectionIndex(DocumentIndex):
             self._vectors = vectors
         return self.retriever(spec)
 
-    def read_files(self, question: str, retriever: Any, tokenizer, limit: int) -> TruncatedText:
+    def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> TruncatedText:
         """LongRAG's long read over the collection: its files, whole, ranked by their best chunk for ``question``
         (files no chunk of which was retrieved after, in name order), the best that fit ``limit`` tokens, in name
         order; the files read are told as a ``read`` event."""

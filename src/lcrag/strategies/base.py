@@ -20,26 +20,27 @@ from lcrag.core.errors import InputError
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.readers.call_context import Asking
-from lcrag.retrieval.base import RetrievalIndex
 from lcrag.strategies.prompts import PromptSet
-from lcrag.core.tokenization import Tokenizer
-from lcrag.core.types import Answer, LLMCall, QuestionSource
+from lcrag.core.registry import RETRIEVERS, PartSpec
+from lcrag.core.types import Answer, LLMCall, LongRead, QuestionSource, SourceIndex
 
 
 @dataclass
 class QueryContext:
     """Everything a strategy needs to answer questions over one document."""
 
-    document: QuestionSource  # a document, or a corpus index (no text: read through ``index`` and ``long_text``)
+    document: QuestionSource  # a document, a collection, or a corpus index (no text: read through ``index``)
     reader: Reader
-    # Built on first use (LC and closed-book never need it): a document's index, or a corpus index's units.
-    index: Callable[[], RetrievalIndex]
-    retriever: str = "bm25"
+    # Built on first use (LC and closed-book never need it): the source's index (a corpus index's: its units).
+    index: Callable[[], SourceIndex]
+    # The retriever, name and options, as every kind of source makes it (lcrag.pipeline.specs.RetrieverSpec).
+    retriever: PartSpec = field(default_factory=lambda: RETRIEVERS.get("bm25").spec())
     assembler: ContextAssembler = field(default_factory=ContextAssembler)
     prompts: PromptSet = field(default_factory=PromptSet)
     params: GenerationParams = field(default_factory=GenerationParams)
-    # What LC reads when the source is not one text (a corpus index): (question, tokenizer, limit) -> the text.
-    long_text: Callable[[str, Tokenizer, int], TruncatedText] | None = None
+    # What LC reads when it is not the source's text cut in the middle (a corpus's best units, a collection's best
+    # files): the source's long_read; (question, tokenizer, limit) -> the text.
+    long_text: LongRead | None = None
     # What retrieval searches for when it is not the question the reader is asked (a follow-up whose conversation
     # is written out for the reader: lcrag.strategies.conversation); None: the question.
     query: str | None = None
@@ -136,8 +137,7 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
             ranked = retriever.run(ctx.query or question, depth)
     streaming.check_cancelled()
     with timer.stage("assembly"):
-        text = getattr(ctx.document, "text", None)  # a corpus index has none: its units carry their own
-        context = assembler.run(ranked, text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+        context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
     known = all(c.tokens is not None for c in context.chunks)  # top-k selection does not count them
     streaming.emit("retrieved", tokens=context.chunk_tokens if known else None, chunks=context.chunks)
     cost = getattr(retriever, "build_cost", None)

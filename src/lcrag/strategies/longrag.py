@@ -7,21 +7,22 @@ turn-2 examples are our own eight, because the paper's come from a dataset hub t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from lcrag.assembly import truncate_middle
+from lcrag.assembly.units import UnitsContext, assemble_units
 from lcrag.chunking.units import UNIT_KINDS
 from lcrag.core.errors import InputError
 from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, Reader
 from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.corpus import CorpusIndex, UnitHit
-from lcrag.core.registry import STRATEGIES, Option
+from lcrag.core.registry import RETRIEVERS, STRATEGIES, Option
 from lcrag.retrieval.corpus import SCORERS
 from lcrag.strategies.base import QueryContext, Strategy, Timer, read_completion
-from lcrag.core.types import CORPUS, Answer, ChunkUsed, LLMCall
+from lcrag.core.types import CORPUS, Answer, LLMCall
 
 TURN1 = {
     "nq": (
@@ -48,6 +49,7 @@ TURN2 = (
 )
 # The most units one question may retrieve (the same cap as a service request's k): each is scored, read and cut.
 MAX_UNITS = 1000
+SHORT_ANSWER_TOKENS = 32  # turn 2 extracts an entity from the long answer: a few words
 
 EXAMPLES = (
     ("who wrote the novel pride and prejudice",
@@ -100,15 +102,6 @@ def short_answer(reply: str, long_answer: str) -> str:
 def turn2_prompt(question: str, long_answer: str) -> str:
     examples = "".join(f"Question: {q}\nLong Answer: {a}\nShort Answer: {s}\n\n" for q, a, s in EXAMPLES)
     return TURN2.format(examples=examples, question=question, long_answer=long_answer)
-
-
-@dataclass
-class Context:
-    text: str
-    titles: list[str]
-    units: list[ChunkUsed]
-    tokens: int
-    truncated_tokens: int = 0
 
 
 # Makes one reader call: (stage, messages, generation parameters, timer) -> the completion.
@@ -166,50 +159,32 @@ class LongRAG:
         prompt = self.reader.count_prompt_tokens(self.turn1_messages(question, titles, context))
         return max(prompt + self.long_params.max_tokens - self.reader.context_window, context_tokens - room)
 
-    def assemble(self, question: str, hits: list[UnitHit]) -> Context:
+    def assemble(self, question: str, hits: list[UnitHit]) -> UnitsContext:
         """Whole units, best first, while they fit the room (units are counted with the index's tokenizer); then
-        trailing units are dropped, and a last one cut in the middle, until the whole prompt fits the window."""
+        trailing units are dropped, and a last one cut in the middle, until the whole prompt fits the window
+        (:func:`lcrag.assembly.units.assemble_units`)."""
         room = self._room(question)
-        sizes = self.index.unit_tokens(self.unit)
-        chosen: list[UnitHit] = []
-        used = 0
-        for hit in hits:
-            need = int(sizes[hit.unit]) + (2 if chosen else 0)
-            if used + need > room and chosen:
-                break
-            chosen.append(hit)
-            used += need
-        texts = self.index.unit_texts(self.unit, [h.unit for h in chosen])
-        titles = [[d.title for d in self.index.unit_documents(self.unit, h.unit)] for h in chosen]
-        tokenizer = self.reader.tokenizer
-        while True:  # each pass tokenizes the whole context: a cancelled question stops between two
-            streaming.check_cancelled()
-            text = "\n\n".join(texts)
-            n_tokens = len(tokenizer.encode(text))
-            over = self._overflow(question, sum(titles, []), text, n_tokens, room)
-            if over <= 0 or len(chosen) <= 1:
-                break
-            chosen.pop()
-            texts.pop()
-            titles.pop()
-        all_titles = sum(titles, [])
-        full, full_tokens, target = text, n_tokens, n_tokens
-        while over > 0:  # the target shrinks by at least one token a pass, so this ends
-            streaming.check_cancelled()
-            target = min(target, n_tokens) - over
-            if target <= 0:
-                raise InputError(f"the titles and prompt alone fill the reader's {self.reader.context_window}-token "
-                                 "window; use smaller units or a reader with a larger window")
-            text = truncate_middle(full, tokenizer, target).text
-            n_tokens = len(tokenizer.encode(text))  # decoding and re-encoding may not give back the same count
-            over = self._overflow(question, all_titles, text, n_tokens, room)
-        return Context(text, all_titles, [ChunkUsed(h.unit, 0, 0, h.score, int(sizes[h.unit])) for h in chosen],
-                       n_tokens, full_tokens - n_tokens)
 
-    def run(self, question: str, query: str | None = None, complete: Complete | None = None) -> Answer:
+        def read(units: list[int]) -> tuple[list[str], list[list[str]]]:
+            titles = [[d.title for d in self.index.unit_documents(self.unit, u)] for u in units]
+            return self.index.unit_texts(self.unit, units), titles
+
+        def overflow(titles: list[str], context: str, context_tokens: int) -> int:
+            return self._overflow(question, titles, context, context_tokens, room)
+
+        return assemble_units([(h.unit, h.score) for h in hits], self.index.unit_tokens(self.unit), room, read,
+                              self.reader.tokenizer, overflow, self.reader.context_window)
+
+    def run(self, question: str, query: str | None = None, complete: Complete | None = None,
+            params: GenerationParams | None = None) -> Answer:
         """The answer to ``question``, from the units retrieved for ``query`` (default: the question). ``complete``
-        makes each reader call (the strategy's: streamed, with its call context); default: the reader, directly."""
+        makes each reader call (the strategy's: streamed, with its call context); default: the reader, directly.
+        ``params``: this question's generation parameters (its ``max_tokens`` bounds the long answer, and the
+        short answer within it); default: :attr:`long_params` and :attr:`short_params`."""
         complete = complete or self._complete
+        if params is not None:
+            return replace(self, long_params=params, short_params=replace(
+                params, max_tokens=min(SHORT_ANSWER_TOKENS, params.max_tokens))).run(question, query, complete)
         timer = Timer()
         streaming.check_cancelled()  # each step only for a question still asked
         with timer.stage("retrieval"):
@@ -241,8 +216,7 @@ class LongRAG:
              Option("task", str, "nq", "turn-1 prompt", choices=tuple(TURN1)),
              Option("faiss", str, None, "search the corpus's faiss index of this kind instead of exact MaxP",
                     choices=FAISS_KINDS)),
-    needs="corpus",  # reads a corpus index, not the question's own document: the eval runner and CLI ask this
-    reads=(CORPUS,),  # asked over one document, the pipeline refuses it in one line
+    reads=(CORPUS,),  # a corpus index only: asked over one document, the pipeline refuses it in one line
 )
 class LongRAGStrategy(Strategy):
     """LongRAG under the strategy contract: ``Pipeline.ask(corpus_index, question, strategy="longrag")``. What the
@@ -256,15 +230,33 @@ class LongRAGStrategy(Strategy):
         self.unit, self.scorer, self.k, self.task, self.faiss = unit, scorer, k, task, faiss
 
     def run(self, ctx: QueryContext, question: str) -> Answer:
-        units = ctx.index()
-        budget = ctx.assembler.budget
-        scorer = self.scorer or (ctx.retriever if ctx.retriever in SCORERS else "dense")
-        units.retriever(scorer)  # readies the index to score this way (dense: gives it the embedder)
-        reader = LongRAG(units.index, ctx.reader, unit=self.unit or units.kind, scorer=scorer,
-                         k=self.k or (ctx.assembler.k if budget is None else 200), context_tokens=budget,
-                         task=self.task, faiss=self.faiss)
+        """The long reader of this context (made once per context: kept in its memo), answering with the question's
+        generation parameters (``max_tokens``) and call context."""
+        reader = ctx.memo(("longrag", self.unit, self.scorer, self.k, self.task, self.faiss), lambda: self._reader(ctx))
 
         def complete(stage: str, messages: list[dict[str, str]], params: GenerationParams, timer: Timer):
             return read_completion(replace(ctx, params=params), stage, messages, timer, route=self.route)[2]
 
-        return reader.run(question, ctx.query, complete)
+        return reader.run(question, ctx.query, complete, ctx.params)
+
+    def _reader(self, ctx: QueryContext) -> LongRAG:
+        """LongRAG over the context's corpus units: scored by ``scorer``, else by the question's retriever when the
+        corpus index scores that way itself (bm25, dense), else dense; as many units as ``k``, else the assembler's
+        k, else as many as the budget could hold."""
+        units = ctx.index()
+        scorer = self.scorer or ctx.retriever.name
+        if scorer not in SCORERS:  # a retriever that composes others (hybrid): the corpus's own search is MaxP
+            scorer = "dense"
+        units.retriever(RETRIEVERS.get(scorer).spec())  # readies the index to score this way (dense: the embedder)
+        unit = self.unit or units.kind
+        budget = ctx.assembler.budget
+        k = self.k or (ctx.assembler.k if budget is None else units_in_budget(units.index, unit, budget))
+        return LongRAG(units.index, ctx.reader, unit=unit, scorer=scorer, k=k, context_tokens=budget, task=self.task,
+                       faiss=self.faiss)
+
+
+def units_in_budget(index: CorpusIndex, unit: str, budget: int) -> int:
+    """Units to retrieve for a token budget: as many of the corpus's smallest units as it could hold (assembly then
+    keeps those that fit), at least one and at most :data:`MAX_UNITS`."""
+    smallest = max(1, int(index.unit_tokens(unit).min(initial=budget)))
+    return max(1, min(MAX_UNITS, math.ceil(budget / smallest)))

@@ -109,8 +109,9 @@ def test_the_document_made_from_the_last_version_is_the_one_a_whole_reading_make
         assert (made.text, made.content_hash) == (whole.text, whole.content_hash)
         assert [(offset, part.text) for offset, part in made.parts] == [(o, p.text) for o, p in whole.parts]
         chunker = replica.base.chunker("words:8")
-        made_chunks = CollectionIndex(made, chunker, replica.base).chunks
-        assert made_chunks == CollectionIndex(whole, chunker, replica.base).chunks
+        cache_dir = replica.base.cache_dir
+        made_chunks = CollectionIndex(made, chunker, cache_dir).chunks
+        assert made_chunks == CollectionIndex(whole, chunker, cache_dir).chunks
     assert [entry.name for entry in replica.document("ops").files] == ["f0.txt", "f2.txt", "f3.txt", "f4.txt",
                                                                         "f6.txt"]
     hit = replica.search("ops", "code 7010 pump 10", 1)[0]

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lcrag.assembly.truncation import TruncatedText, fill_with_chunks
 from lcrag.core.errors import InputError
-from lcrag.core.registry import RETRIEVERS
+from lcrag.core.registry import RETRIEVERS, PartSpec
 from lcrag.retrieval.corpus.settings import SCORERS
 from lcrag.core.tokenization import Tokenizer, count_tokens
-from lcrag.documents.indexed_corpus import CorpusSource
 from lcrag.core.types import Chunk, ScoredChunk
 
 if TYPE_CHECKING:
@@ -59,42 +59,47 @@ class CorpusUnits:
     index: CorpusIndex
     kind: str
     embedder: Callable[[], Embedder] | None = None
-    _retrievers: dict[str, Retriever] = field(default_factory=dict)
+    _retrievers: dict[PartSpec, Retriever] = field(default_factory=dict)
     _tokens: dict[tuple[str, int], int] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
-    def open(cls, source: CorpusSource, embedder: Callable[[], Embedder] | None = None) -> CorpusUnits:
+    def open(cls, directory: str, unit: str | None = None,
+             embedder: Callable[[], Embedder] | None = None) -> CorpusUnits:
+        """The units of kind ``unit`` (None: the smallest built) of the corpus index in ``directory``."""
         from lcrag.retrieval.corpus.index import CorpusIndex
 
-        index = CorpusIndex(source.directory)
+        index = CorpusIndex(directory)
         built = index.unit_kinds
         if not built:
-            raise InputError(f"{source.directory} has no retrieval units yet; finish it with `lcrag corpus build`")
-        kind = source.unit or built[0]  # UNIT_KINDS order: the smallest units built, as RAG's chunks
+            raise InputError(f"{directory} has no retrieval units yet; finish it with `lcrag corpus build`")
+        kind = unit or built[0]  # UNIT_KINDS order: the smallest units built, as RAG's chunks
         index.units(kind)  # a unit kind that was not built: one line naming those that were
         return cls(index, kind, embedder)
 
-    def retriever(self, name: str) -> Retriever:
-        """``bm25`` or ``dense`` over the units, or a registered retriever that composes others (``hybrid``)."""
+    def retriever(self, spec: PartSpec | str) -> Retriever:
+        """``bm25`` or ``dense`` over the units, or a registered retriever that composes others (``hybrid``), made
+        from its spec: its options reach it, as over a document (a name: its defaults)."""
+        if isinstance(spec, str):
+            spec = RETRIEVERS.get(spec).spec()  # unknown: an OptionError listing the registered ones
         with self._lock:
-            if name not in self._retrievers:
-                self._retrievers[name] = self._make(name)
-            return self._retrievers[name]
+            if spec not in self._retrievers:
+                self._retrievers[spec] = self._make(spec)
+            return self._retrievers[spec]
 
-    def _make(self, name: str) -> Retriever:
-        if name == "dense":
+    def _make(self, spec: PartSpec) -> Retriever:
+        if spec.name == "dense":
             if self.embedder is None:
                 raise InputError("dense search needs the embedder the index was built with")
             self.index.embedder = self.embedder()
-        if name in SCORERS:
-            return UnitRetriever(self, name)
-        part = RETRIEVERS.get(name)  # unknown: an OptionError listing the registered ones
+        if spec.name in SCORERS:
+            return UnitRetriever(self, spec.name)
+        part = RETRIEVERS.get(spec.name)
         if not part.meta.get("composes"):
             composing = [p for p in RETRIEVERS.names() if RETRIEVERS.get(p).meta.get("composes")]
-            raise InputError(f"retriever {name!r} reads a single document's text; over a corpus index use "
+            raise InputError(f"retriever {spec.name!r} reads a single document's text; over a corpus index use "
                              f"{', '.join([*SCORERS, *composing])}")
-        return part.create(self)
+        return part.create(self, **spec.kwargs)
 
     def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]:
         """A corpus has no one text to split (its answers cite no sentence): the span whole."""
@@ -111,7 +116,7 @@ class CorpusUnits:
                 out.append(self._tokens[key])
             return out
 
-    def ranked(self, retriever: str, question: str) -> list[ScoredChunk]:
+    def ranked(self, retriever: PartSpec | str, question: str) -> list[ScoredChunk]:
         """Units best first by ``retriever`` (at most :data:`RANKED_DEPTH`); when none shares a word with the
         question, the corpus's first units, so a long read always has text."""
         ranked = self.retriever(retriever).run(question, None)
@@ -119,6 +124,12 @@ class CorpusUnits:
             return ranked
         texts = self.index.unit_texts(self.kind, range(min(RANKED_DEPTH, len(self.index.units(self.kind)))))
         return [ScoredChunk(Chunk(u, u, u + 1, t), 0.0) for u, t in enumerate(texts)]
+
+    def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> TruncatedText:
+        """LC over a corpus: the units ranked best for ``question``, whole, while they fit ``limit`` tokens, in
+        corpus order (the best one cut in the middle when it alone is longer)."""
+        return fill_with_chunks(self.ranked(retriever, question), lambda chunks: self.chunk_tokens(chunks, tokenizer),
+                                tokenizer, limit)
 
     def close(self) -> None:
         self.index.close()
