@@ -300,11 +300,11 @@ def corpus_cases(w: Path, f: dict) -> list[Case]:
         --batch 0 | --faiss bogus | --executor bogus | --tokenizer bogus | --embedder bogus"""
     cases += [Case("corpus build (options)", shlex.join(a), cb(100 + i, w / "corpus.jsonl", a))
               for i, a in enumerate(specs(opts, w))]
-    ca = lambda idx, *a: ["corpus", "ask", idx, "Who keeps gate 3?", *a]
+    ca = lambda idx, *a: ["ask", idx, "Who keeps gate 3?", "-s", "longrag", *a]  # the one way to ask a corpus
     cases += [Case("corpus ask", n, ca(d)) for n, d in (("index dir missing", w / "nosuch"), ("index dir is a file", f["doc"]),
                                                        ("index dir empty", f["emptydir"]))]
-    opts = """-k 0 | -k -1 | --context-tokens 0 | --context-tokens -1 | --scorer bogus | --prompt bogus | --unit bogus |
-        --faiss flat | --faiss bogus | --context-window 0 | --llm bogus"""
+    opts = """-k 0 | -k -1 | --budget 0 | --budget -1 | -r bogus | --option task=bogus | --unit bogus |
+        --option faiss=flat | --option faiss=bogus | --context-window 0 | --llm bogus"""
     return cases + [Case("corpus ask", shlex.join(a), ca(w / "cidx", *a)) for a in specs(opts, w)]
 
 
@@ -348,7 +348,7 @@ def base_url_cases(w: Path, f: dict) -> list[Case]:
     cases.append(Case("--base-url", "eval --base-url with a password", ["eval", "--dataset", w / "ds.jsonl", "--out",
                       w / "runs" / "url", "--strategies", "lc", "--llm", "openai:m", "--base-url", secret]))
     cases.append(Case("--base-url", "corpus ask --base-url with a password",
-                      ["corpus", "ask", w / "cidx", "q", "--llm", "openai:m", "--base-url", secret]))
+                      ["ask", w / "cidx", "q", "-s", "longrag", "--llm", "openai:m", "--base-url", secret]))
     return cases
 
 

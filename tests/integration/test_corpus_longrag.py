@@ -121,7 +121,7 @@ def test_cli_build_ask_and_eval(corpus_file, tmp_path):
     built = lcrag("corpus", "build", corpus_file, "--out", out, "--unit", "passage,grouped", "--group-tokens", "1500")
     assert built.returncode == 0, built.stderr
     assert "units passage" in built.stdout
-    asked = lcrag("corpus", "ask", out, "What is the pass key?", "--scorer", "bm25", "-k", "1", "--json")
+    asked = lcrag("ask", out, "What is the pass key?", "-s", "longrag", "-r", "bm25", "-k", "1", "--json")
     assert asked.returncode == 0, asked.stderr
     data = json.loads(asked.stdout)
     assert data["strategy"] == "longrag" and len(data["calls"]) == 2 and data["chunks"]
@@ -166,28 +166,30 @@ def test_every_strategy_answers_over_a_corpus_index(built, tmp_path):
     assert {r["strategy"] for r in rows} >= {"rag", "self-route"} and all(r["prediction"] for r in rows)
 
 
-def test_lcrag_ask_and_corpus_ask_are_one_longrag_through_the_pipeline(built, tmp_path):
-    """`lcrag ask INDEX -s longrag` (refused by the settings on 5281a3b) and `lcrag corpus ask` (its own reader call,
-    no streaming) read the same units and give the same answer: both are the pipeline's LongRAG."""
+def test_lcrag_ask_answers_a_corpus_with_the_pipelines_longrag(built, reader, tmp_path):
+    """`lcrag ask INDEX -s longrag` (the one way to ask a corpus; `lcrag corpus ask` is gone) reads the units the
+    pipeline's LongRAG retrieves and answers in its two turns."""
+    from lcrag.pipeline.pipeline import Pipeline, Settings
+
     passkey = FACTS[-1]
-    cache = ["--cache-dir", tmp_path / "cache"]
     asked = lcrag("ask", built.dir, passkey.question, "-s", "longrag", "--unit", "passage", "-k", "2", "-r", "bm25",
-                  "--json", *cache)
+                  "--json", "--cache-dir", tmp_path / "cache")
     assert asked.returncode == 0, asked.stderr
-    corpus = lcrag("corpus", "ask", built.dir, passkey.question, "--unit", "passage", "-k", "2", "--scorer", "bm25",
-                   "--json", env={"LCRAG_CACHE_DIR": str(tmp_path / "cache")})
-    assert corpus.returncode == 0, corpus.stderr
-    a, b = json.loads(asked.stdout), json.loads(corpus.stdout)
-    assert a["route"] == b["route"] == "longrag" and a["retrieval"] == b["retrieval"] == {"unit": "passage",
-                                                                                         "scorer": "bm25"}
-    assert [c["index"] for c in a["chunks"]] == [c["index"] for c in b["chunks"]] and a["text"] == b["text"]
-    assert [c["stage"] for c in b["calls"]] == ["long_answer", "short_answer"] and b["titles"]
+    a = json.loads(asked.stdout)
+    assert a["route"] == "longrag" and a["retrieval"] == {"unit": "passage", "scorer": "bm25"}
+    settings = Settings(retriever="bm25", k=2, unit="passage", cache=False)
+    pipeline = Pipeline(settings, reader=reader)  # the bundled reader, as the command's default
+    try:
+        answer = pipeline.ask(built.dir, passkey.question, strategy="longrag", sources=False)
+    finally:
+        pipeline.close()
+    assert [c["index"] for c in a["chunks"]] == [c.index for c in answer.chunks]
+    assert [c["stage"] for c in a["calls"]] == ["long_answer", "short_answer"]
 
 
 @pytest.mark.parametrize("args,message", [
     (["corpus", "build", "missing.jsonl", "--out", "x"], "missing.jsonl does not exist"),
     (["corpus", "build", "{corpus}", "--out", "x", "--unit", "chapter"], "unknown unit"),
-    (["corpus", "ask", "nowhere", "q"], "not a corpus index"),
     (["corpus", "build", "{corpus}", "--out", "{questions}"], "is a file, not a directory"),
     (["eval", "--dataset", "{questions}", "--out", "r", "--strategies", "longrag"], "pass --corpus"),
 ])

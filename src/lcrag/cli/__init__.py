@@ -34,8 +34,8 @@ SUBCOMMANDS = (
                "Self-Route paper's two variants, ready for `lcrag eval`."),
     Subcommand("report", "lcrag.cli.evaluate", "report", "Write report.md, CSV tables and PNG plots for a run "
                "directory (with money next to tokens when priced)."),
-    Subcommand("corpus", "lcrag.cli.corpus", "corpus_app", "Answer over a document collection with long "
-               "retrieval units (LongRAG)."),
+    Subcommand("corpus", "lcrag.cli.corpus", "corpus_app", "Build a corpus index of long retrieval units "
+               "(LongRAG); ask it with `lcrag ask INDEX`."),
     Subcommand("analyze", "lcrag.cli.analyze", "analyze_app", "Analyse evaluation runs: why RAG failed, which "
                "questions each side wins."),
     Subcommand("route", "lcrag.cli.routing", "route_app", "Learned routing between LC and RAG: fit a router, "

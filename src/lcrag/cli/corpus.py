@@ -1,8 +1,8 @@
-"""``lcrag corpus build|ask``: LongRAG over a document collection."""
+"""``lcrag corpus build``: a corpus index of retrieval units (LongRAG), which ``lcrag ask INDEX -s longrag`` (or any
+strategy that reads a corpus) answers over, as over any source."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from contextlib import ExitStack
@@ -15,13 +15,18 @@ from lcrag.chunking.units import GROUPINGS
 from lcrag.cli.commands import command_group
 from lcrag.cli.flags import tokenizer_for
 from lcrag.core.errors import LcragError
-from lcrag.core.options import longrag_choices, reader_forms
-from lcrag.core.progress import progress_factory, spinner, stderr
+from lcrag.core.options import longrag_choices
+from lcrag.core.progress import progress_factory, stderr
 from lcrag.core.registry import EMBEDDERS, spoken_list
 from lcrag.retrieval.corpus.settings import FAISS_KINDS
 from lcrag.retrieval.executors import EXECUTORS  # imported at start-up anyway: the retrievers' registry loads its package
 
-corpus_app = command_group("Answer over a document collection with long retrieval units (LongRAG).")
+corpus_app = command_group("Build a corpus index of long retrieval units (LongRAG); ask it with `lcrag ask INDEX`.")
+
+
+@corpus_app.callback()
+def corpus() -> None:  # a callback keeps `corpus` a group of one command (`lcrag corpus build`), its help the group's
+    pass
 
 
 @corpus_app.command("build")
@@ -81,65 +86,3 @@ def build(
                f"total {time.perf_counter() - started:.1f}s → {out}")
     if meta.get("skipped_records"):
         stderr.print(f"[yellow]skipped {meta['skipped_records']} malformed record(s)[/yellow]")
-
-
-@corpus_app.command("ask")
-def ask(
-    index_dir: Annotated[Path, typer.Argument(help="A directory written by `lcrag corpus build`.")],
-    question: Annotated[str, typer.Argument(help="The question.")],
-    unit: Annotated[Optional[str], typer.Option("--unit", help=f"Which built units to retrieve, of {', '.join(longrag_choices('unit'))} (default: grouped, else the first built).")] = None,
-    scorer: Annotated[str, typer.Option("--scorer", help=f"{spoken_list(longrag_choices('scorer'))} (dense: MaxP over the pieces' embeddings).")] = "dense",
-    k: Annotated[int, typer.Option("-k", help="Units to retrieve (as many as fit the reader's window are read).")] = 4,
-    faiss: Annotated[Optional[str], typer.Option("--faiss", help="Search the faiss index of this kind instead of exact MaxP.")] = None,
-    context_tokens: Annotated[Optional[int], typer.Option("--context-tokens", help="Most reader tokens of context.")] = None,
-    prompt: Annotated[str, typer.Option("--prompt", help=f"Turn-1 prompt: {spoken_list(longrag_choices('task'))}.")] = "nq",
-    llm: Annotated[str, typer.Option("--llm", help=f"The reader: {reader_forms()} (smollm2: bundled).")] = "smollm2",
-    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="LCRAG_BASE_URL")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
-    context_window: Annotated[Optional[int], typer.Option("--context-window")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer, long answer, units, tokens and timings as JSON.")] = False,
-) -> None:
-    """Answer QUESTION from the corpus: retrieve long units, read them, extract a short answer (two turns). The same
-    LongRAG as `lcrag ask INDEX_DIR -s longrag`, through the pipeline (streamed, cached, with its call context)."""
-    from lcrag.documents.indexed_corpus import CorpusSource
-    from lcrag.core.options import at_least, one_of
-    from lcrag.pipeline.pipeline import Pipeline, Settings
-    from lcrag.retrieval.corpus import CorpusIndex
-
-    at_least("k", k, 1)
-    # Names checked against longrag's registered options before the index is opened or a model loads.
-    one_of("unit", unit, longrag_choices("unit"), optional=True)
-    one_of("scorer", scorer, longrag_choices("scorer"))
-    one_of("prompt", prompt, longrag_choices("task"))
-    at_least("context_tokens", context_tokens, 1, optional=True)
-    at_least("context_window", context_window, 1, optional=True)
-    probe = CorpusIndex(index_dir)  # what was built, and with which embedder
-    kinds, spec = probe.unit_kinds, probe.meta.get("build", {}).get("embedder")
-    probe.close()
-    if not kinds:
-        raise LcragError(f"{index_dir} has no retrieval units yet; finish it with `lcrag corpus build`")
-    if scorer == "dense" and not spec:
-        raise LcragError(f"{index_dir} was built without an embedder; use --scorer bm25")
-    unit = unit or ("grouped" if "grouped" in kinds else kinds[0])
-    settings = Settings(llm=llm, base_url=base_url, tokenizer=tokenizer, context_window=context_window,
-                        strategy="longrag", k=k, budget=context_tokens, unit=unit,
-                        options={"scorer": scorer, "task": prompt, "faiss": faiss},
-                        **({"embedder": spec} if scorer == "dense" else {}))
-    pipeline = Pipeline(settings)
-    try:
-        source = CorpusSource.open(index_dir, unit)
-        with spinner("retrieving and reading…"):
-            answer = pipeline.ask(source, question, sources=False)
-        index = pipeline.corpus(source).index
-        titles = [index.unit_titles(unit, c.index) for c in answer.chunks]
-    finally:
-        pipeline.close()
-    if as_json:
-        data = answer.to_dict()
-        data["titles"] = titles
-        typer.echo(json.dumps(data, ensure_ascii=False, indent=1))
-        return
-    units = ", ".join(f"#{c.index} ({c.tokens} tok, {c.score:.3f})" for c in answer.chunks)
-    typer.echo(f"{answer.text}\n\nlong answer: {answer.long_answer}\nunits ({unit}, {scorer}): {units}\n"
-               f"reader: {answer.prompt_tokens} prompt + {answer.completion_tokens} completion tokens "
-               f"({answer.context_tokens} of context) · {answer.seconds:.1f}s")

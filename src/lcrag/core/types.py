@@ -50,6 +50,11 @@ class SourceIndex(Protocol):
 
     def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]: ...  # relative to start
 
+    def search(self, spec: PartSpec, query: str, depth: int | None) -> Ranked:
+        """The chunks the retriever ``spec`` ranks best for ``query`` (at most ``depth``; None: all it ranks), with
+        the reader calls it made for it and, when it built summaries, what building them cost."""
+        ...
+
     def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> ReadText:
         """The units ``retriever`` ranks best for ``question`` (a corpus's units, a collection's files), whole, while
         they fit ``limit`` tokens: what LC reads of a source over the window that is not cut as one text."""
@@ -209,6 +214,17 @@ class ChunkUsed:
     score: float
     tokens: int | None = None
     layer: int = 0  # 0: the document's own text; >= 1: a summary node
+
+
+@dataclass
+class Ranked:
+    """What a search over a source's index found: the chunks, best first; the reader calls the retriever made for
+    this query (a tree index navigating); and, for a retriever that built summaries, its build's cost (calls,
+    tokens, seconds, whether it was built now and whether this question is the one billed for it)."""
+
+    chunks: list[ScoredChunk]
+    calls: list[LLMCall] = field(default_factory=list)
+    build: dict[str, object] | None = None
 
 
 @dataclass

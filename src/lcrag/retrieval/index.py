@@ -32,7 +32,7 @@ from lcrag.retrieval.integrity import ArtifactDamaged, ArtifactStore
 from lcrag.retrieval.raptor import RaptorConfig
 from lcrag.core.files import atomic_write_text
 from lcrag.core.tokenization import Tokenizer, count_tokens
-from lcrag.core.types import Chunk, Document
+from lcrag.core.types import Chunk, Document, Ranked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -212,6 +212,21 @@ class DocumentIndex:
             taken = spec in self._unbilled
             self._unbilled.discard(spec)
             return taken
+
+    def search(self, spec: str | RetrieverSpec, query: str, depth: int | None) -> Ranked:
+        """The retriever ``spec``'s ranking for ``query``: a tree index's navigation calls with it, and a summary
+        retriever's build cost (billed to the first question that finds it built by this process)."""
+        retriever = self.retriever(spec)
+        with_calls = getattr(retriever, "run_with_calls", None)  # a retriever that asks the reader per query
+        ranked, calls = with_calls(query, depth) if with_calls is not None else (retriever.run(query, depth), [])
+        cost = getattr(retriever, "build_cost", None)  # a summary retriever's (RAPTOR, tree index)
+        if cost is None:
+            return Ranked(ranked, calls)
+        return Ranked(ranked, calls, cost.to_dict() | {
+            "retriever": retriever.name, "build_seconds": round(retriever.build_seconds, 3),
+            "built_now": bool(retriever.built_now),
+            # This question caused the build (its reader calls are billed to it once: lcrag serve's usage).
+            "billed_here": self.take_build_cost(spec)})
 
     def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> TruncatedText:
         """The chunks ``retriever`` ranks best for ``question``, whole, while they fit ``limit`` tokens, in document

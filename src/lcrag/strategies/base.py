@@ -122,32 +122,23 @@ def retrieve_context(ctx: QueryContext, question: str, assembler: ContextAssembl
     if ctx.prompts.chunk_format:
         assembler = replace(assembler, chunk_format=ctx.prompts.chunk_format)
     streaming.check_cancelled()  # each step starts only for a question still asked
-    with timer.stage("index"):
+    with timer.stage("index"):  # a summary retriever is built here, on first use
         index = ctx.index()
-        retriever = index.retriever(ctx.retriever)
+        index.retriever(ctx.retriever)
     depth = None if assembler.budget is not None else assembler.k
     streaming.check_cancelled()
     with timer.stage("retrieval"):
-        with_calls = getattr(retriever, "run_with_calls", None)
-        if with_calls is not None:
-            ranked, used = with_calls(ctx.query or question, depth)
-            if calls is not None:
-                calls.extend(used)
-        else:
-            ranked = retriever.run(ctx.query or question, depth)
+        found = index.search(ctx.retriever, ctx.query or question, depth)
+    if calls is not None:
+        calls.extend(found.calls)
     streaming.check_cancelled()
     with timer.stage("assembly"):
-        context = assembler.run(ranked, ctx.document.text, lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
+        context = assembler.run(found.chunks, ctx.document.text,
+                                lambda chunks: index.chunk_tokens(chunks, ctx.reader.tokenizer))
     known = all(c.tokens is not None for c in context.chunks)  # top-k selection does not count them
     streaming.emit("retrieved", tokens=context.chunk_tokens if known else None, chunks=context.chunks)
-    cost = getattr(retriever, "build_cost", None)
-    if cost is not None:
-        context.index_cost = cost.to_dict() | {
-            "retriever": retriever.name, "document": ctx.document.content_hash,
-            "build_seconds": round(getattr(retriever, "build_seconds", 0.0), 3),
-            "built_now": bool(getattr(retriever, "built_now", False)),
-            # This question caused the build (its reader calls are billed to it once: lcrag serve's usage).
-            "billed_here": bool(getattr(index, "take_build_cost", lambda spec: False)(ctx.retriever))}
+    if found.build is not None:
+        context.index_cost = found.build | {"document": ctx.document.content_hash}
     return context
 
 

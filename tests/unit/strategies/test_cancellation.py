@@ -15,7 +15,7 @@ from lcrag.readers import streaming
 from lcrag.readers.base import Completion, GenerationParams, complete_many
 from lcrag.retrieval.dense import embed_rows
 from lcrag.strategies import PromptSet, QueryContext, make_strategy
-from lcrag.core.types import Chunk, Document, ScoredChunk
+from lcrag.core.types import Chunk, Document, Ranked, ScoredChunk
 
 DOC = Document("The crane reset code is 7781. " * 20, "ops")
 
@@ -43,6 +43,9 @@ class SlowIndex:
 
     def retriever(self, spec) -> SlowRetriever:
         return self.slow
+
+    def search(self, spec, query: str, depth: int | None) -> Ranked:
+        return Ranked(self.slow.run(query, depth))
 
     def chunk_tokens(self, chunks, tokenizer) -> list[int]:
         self.counted += len(chunks)

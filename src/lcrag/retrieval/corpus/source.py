@@ -28,7 +28,7 @@ from lcrag.core.errors import InputError
 from lcrag.core.registry import RETRIEVERS, PartSpec
 from lcrag.retrieval.corpus.settings import SCORERS
 from lcrag.core.tokenization import Tokenizer, count_tokens
-from lcrag.core.types import Chunk, ScoredChunk
+from lcrag.core.types import Chunk, Ranked, ScoredChunk
 
 if TYPE_CHECKING:
     from lcrag.retrieval.base import Retriever
@@ -124,6 +124,10 @@ class CorpusUnits:
             return ranked
         texts = self.index.unit_texts(self.kind, range(min(RANKED_DEPTH, len(self.index.units(self.kind)))))
         return [ScoredChunk(Chunk(u, u, u + 1, t), 0.0) for u, t in enumerate(texts)]
+
+    def search(self, spec: PartSpec | str, query: str, depth: int | None) -> Ranked:
+        """The units the retriever ``spec`` ranks best for ``query`` (a corpus builds no summaries, asks no reader)."""
+        return Ranked(self.retriever(spec).run(query, depth))
 
     def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> TruncatedText:
         """LC over a corpus: the units ranked best for ``question``, whole, while they fit ``limit`` tokens, in
