@@ -1,7 +1,7 @@
 """`lcrag mcp` through the official MCP client, over stdio and streamable HTTP, on a collection made by a real
 `lcrag serve` in the same cache directory: tools listed, `search` and `ask` with structured results, a file read as a
-resource, bad arguments as tool errors with the server still answering, and the HTTP transport behind the key; with
-``--store``, a collection a `lcrag serve` replica uploaded to a shared PostgreSQL.
+resource, bad arguments as tool errors with the server still answering, and the HTTP transport behind the key (with
+``--store`` on a shared PostgreSQL: tests/system/test_mcp.py).
 
 lcrag mcp runs on both majors of the SDK, 1.x and 2.x, so the server is tested on each: on the one installed (the
 newest, by the test extra) and on the other, installed apart for these tests (``pip install --target``, only what the
@@ -19,6 +19,7 @@ from importlib import metadata
 import httpx
 import pytest
 from document_fixtures import tool_manual
+from mcp_sessions import over_stdio, run_file, server_path, tools_search_ask_and_a_resource, wire
 from service_fixtures import free_port, lcrag_process, wait_ready
 
 pytest.importorskip("mcp")
@@ -53,22 +54,10 @@ def other_sdk(tmp_path_factory) -> str:
     return str(target)
 
 
-def server_path(sdk_dir: str | None) -> dict[str, str]:
-    """PYTHONPATH for the server process: ``sdk_dir`` first, when given, then this process's own, if any."""
-    path = os.pathsep.join(filter(None, [sdk_dir, os.environ.get("PYTHONPATH")]))
-    return {"PYTHONPATH": path} if path else {}
-
-
 @pytest.fixture(params=[INSTALLED, OTHER], ids=lambda major: f"server-mcp{major}")
 def sdk_dir(request) -> str | None:
     """The SDK the server runs on: the installed one (None: nothing added), or the other major's directory."""
     return None if request.param == INSTALLED else request.getfixturevalue("other_sdk")
-
-
-def wire(result) -> dict:
-    """A result as it crossed the wire, with the protocol's camelCase names: the 2.x client names the fields in
-    snake_case (structured_content), 1.x as the protocol does (structuredContent)."""
-    return result.model_dump(mode="json", by_alias=True)
 
 
 @pytest.fixture(scope="module")
@@ -85,38 +74,6 @@ def cache_dir(tmp_path_factory):
         assert wait_ready(url, "tool", timeout=300)["state"] == "ready"
     (tmp / "run.toml").write_text('[chunking]\nchunking = "words:60"\n')  # a passage per command, for lcrag mcp
     return tmp / "cache"
-
-
-def run_file(cache_dir) -> str:
-    return str(cache_dir.parent / "run.toml")
-
-
-def over_stdio(cache_dir, session_does, sdk_dir=None, *extra: str):
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    async def run():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "lcrag.cli", "mcp", "--cache-dir",
-                                                                     str(cache_dir), "--config", run_file(cache_dir),
-                                                                     *extra],
-                                       env=server_path(sdk_dir) or None)  # added to the SDK's default one
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            return await session_does(session)
-
-    return asyncio.run(run())
-
-
-async def tools_search_ask_and_a_resource(session):
-    tools = {t.name: t for t in (await session.list_tools()).tools}
-    listed = await session.call_tool("list_collections", {})
-    found = await session.call_tool("search", {"query": "Which algorithm does the fit command use?",
-                                               "collection": "tool", "k": 2})
-    answered = await session.call_tool("ask", {"question": "Which algorithm does the fit command use?",
-                                               "collection": "tool", "strategy": "rag", "k": 1})
-    resources = (await session.list_resources()).resources
-    read = await session.read_resource(resources[0].uri)
-    return tools, listed, found, answered, resources, read
 
 
 def test_tools_search_ask_and_resources_over_stdio(cache_dir, sdk_dir):
