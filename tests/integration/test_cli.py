@@ -1,15 +1,10 @@
-"""Bad input: one line on stderr, exit code 2, no traceback. These never reach a model."""
+"""Bad input through the `lcrag` script in its own process: one line on stderr, exit code 2, no traceback. These never
+reach a model (the same in this process, over every kind of bad input: tests/unit/test_cli.py)."""
 
-import json
-import random
-import signal
 import subprocess
 import sys
 
 import pytest
-
-from lcrag.cli import main
-from lcrag.documents.files import DEFAULT_MAX_FILE_MB
 
 
 def lcrag(*args, cwd=None):
@@ -21,142 +16,6 @@ def doc(tmp_path):
     path = tmp_path / "doc.txt"
     path.write_text("Some text. " * 50)
     return path
-
-
-def run_main(args, monkeypatch, capsys) -> tuple[int, str]:
-    """``lcrag ARGS`` in this process (as the ``lcrag`` script runs it): exit code and stderr.
-
-    An alarm turns a hang (a FIFO read, say) into a failure instead of a stuck test run."""
-    monkeypatch.setattr(sys, "argv", ["lcrag", *map(str, args)])
-    # --max-file-mb sets this for the process; setenv (unlike delenv of an absent name) is undone after the test.
-    monkeypatch.setenv("LCRAG_MAX_FILE_MB", str(DEFAULT_MAX_FILE_MB))
-
-    def hang(signum, frame):
-        raise TimeoutError(f"lcrag {' '.join(map(str, args))} hung")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(60)
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    return code, capsys.readouterr().err
-
-
-DOC = "{doc}"  # replaced by a good document
-OFFLINE = ["--llm", "openai:m@http://127.0.0.1:9"]  # a reader that is never reached: these fail before any call
-
-BAD_INPUTS = [
-    # documents (defects 1 and 2)
-    (["ask", "{missing.txt}", "q"], "does not exist"),
-    (["ask", "{empty.txt}", "q"], "is empty"),
-    (["ask", "{binary.txt}", "q"], "binary"),
-    (["ask", "{noise.txt}", "q"], "noise.txt is not text in UTF-8 or Windows-1252/Latin-1"),
-    (["ask", "{fifo.txt}", "q"], "fifo.txt is not a regular file"),
-    (["ask", "{zero}", "q"], "/dev/zero is not a regular file"),
-    (["ask", "{no_docs}", "q"], "holds no .txt, .jsonl, .md, .pdf, .docx, .html or .epub files"),
-    (["ask", "{bad.jsonl}", "q"], "bad.jsonl:1: invalid JSON"),
-    (["index", "{fifo.txt}"], "not a regular file"),
-    (["index", "{noise.txt}"], "is not text"),
-    (["--max-file-mb", "0.00001", "ask", DOC, "q"], "over the 10 bytes limit (raise it with --max-file-mb"),
-    (["corpus", "build", "{fifo.txt}", "--out", "{no_docs}/idx"], "fifo.txt is not a regular file"),
-    # option values (defect 2b): every numeric option of every command
-    (["--max-file-mb", "0", "ask", DOC, "q"], "--max-file-mb must be > 0, got 0"),
-    (["ask", DOC, "q", "--chunking", "words:0"], "--chunking must be UNIT:SIZE"),
-    (["ask", DOC, "q", "--max-tokens", "0"], "--max-tokens must be ≥ 1, got 0"),
-    (["ask", DOC, "q", "--max-tokens", "-1"], "--max-tokens must be ≥ 1, got -1"),
-    (["ask", DOC, "q", "--context-window", "0"], "--context-window must be ≥ 1, got 0"),
-    (["ask", DOC, "q", "--context-window", "-1"], "--context-window must be ≥ 1, got -1"),
-    (["ask", DOC, "q", "--context-window", "64"], "--context-window must be above max_tokens (64), got 64"),
-    (["ask", DOC, "q", "--window", "-1"], "--window must be ≥ 0, got -1"),
-    (["ask", DOC, "q", "--threads", "0"], "--threads must be ≥ 1, got 0"),
-    (["ask", DOC, "q", "-k", "0"], "-k must be ≥ 1, got 0"),
-    (["ask", DOC, "q", "--budget", "0"], "--budget must be ≥ 1, got 0"),
-    (["ask", DOC, "q", "-k", "abc"], "Invalid value"),  # typer's own type check
-    (["ask", DOC, "q", "--strategy", "magic"], "--strategy must be one of closed-book, lc"),
-    (["ask", DOC, "q", "--retriever", "grep"], "--retriever must be one of bm25"),
-    (["ask", DOC, "q", "--order", "random"], "--order must be one of score, document; got 'random'"),
-    (["ask", DOC, "q", "-r", "tree", "--tree-navigation", "guess"], "--tree-navigation must be one of embedding, llm"),
-    (["index", DOC, "--chunking", "words:0"], "--chunking must be UNIT:SIZE"),
-    (["index", DOC, "--chunking", "words:many"], "got 'words:many'"),
-    (["index", DOC, "--chunking", "pages:3"], "UNIT one of words, tokens, sentences"),
-    (["index", DOC, "--retriever", "grep"], "unknown retriever"),
-    (["demo", "--words", "0"], "--words must be ≥ 1, got 0"),
-    (["ask", DOC, "q", "--router", "lara", "--lc-share", "0.3", "--lc-cost-share", "0.3"],
-     "--lc-cost-share cannot be set with --lc-share as well"),
-    (["ask", DOC, "q", "--option", "declines_to_lc=true"], "declines_to_lc needs a router"),
-    (["demo", "--retriever", "grep"], "--retriever must be one of"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--budget", "0"], "--budget must be ≥ 1, got 0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "-k", "0"], "-k must be ≥ 1, got 0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "-k", ","], "--k is empty"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--limit", "0"], "--limit must be ≥ 1, got 0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--concurrency", "0"], "--concurrency must be ≥ 1, got 0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--concurrency", "-1"], "--concurrency must be ≥ 1, got -1"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--context-window", "0"], "--context-window must be ≥ 1"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--threads", "0"], "--threads must be ≥ 1"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--window", "-1"], "--window must be ≥ 0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--chunking", "words:0"], "--chunking must be"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--strategies", "magic"], "unknown strategy"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--unit", "pages"], "unknown unit 'pages'; choose one of"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--strategies", "longrag", "--retriever", "hybrid"],
-     "unknown retriever 'hybrid'; choose one of dense, bm25"),
-    (["passkey", "{no_docs}/pk", "--depths", "0.5,1.5"], "between 0 and 1"),
-    (["passkey", "{no_docs}/pk", "--variants", "needle"], "unknown variant"),
-    (["passkey", "{no_docs}/pk", "--lengths", "10", "--tokenizer", "words"], "at least 64 tokens"),
-    (["corpus", "build", "{corpus.jsonl}", "--out", "{no_docs}/idx", "--piece-words", "0"], "--piece-words must be ≥ 1"),
-    (["corpus", "build", "{corpus.jsonl}", "--out", "{no_docs}/idx", "--group-tokens", "-1"], "--group-tokens must be ≥ 1"),
-    (["corpus", "build", "{corpus.jsonl}", "--out", "{no_docs}/idx", "--batch", "0"], "--batch must be ≥ 1, got 0"),
-    # checked against longrag's registered options before the index is opened
-    (["index", DOC, "--config", "{missing.txt}"], "missing.txt"),
-    (["analyze", "questions", "{no_docs}", "--top", "0"], "--top must be ≥ 1, got 0"),
-    (["analyze", "failures", "{no_docs}"], "not a run directory"),
-    # prompts files (defect 3)
-    (["ask", DOC, "q", "--prompts", "{bad_prompts.json}"], "placeholders"),
-    (["ask", DOC, "q", "--prompts", "{prompts_nested}"], "without a format spec or conversion"),
-    (["ask", DOC, "q", "--prompts", "{prompts_huge}"], "found {context:>999999999}"),
-    (["ask", DOC, "q", "--prompts", "{prompts_not_str}"], "prompt 'lc' must be a string, not int"),
-    (["ask", DOC, "q", "--prompts", "{prompts_unknown}"], "unknown key(s) 'sytem'"),
-    (["ask", DOC, "q", "--prompts", "{prompts_invalid}"], "prompts_invalid.json: invalid JSON ("),
-    (["ask", DOC, "q", "--prompts", "{fifo.txt}"], "fifo.txt is not a regular file"),
-    # readers and questions
-    (["ask", DOC, "q", "--llm", "{missing.gguf}"], "does not exist"),
-    (["ask", DOC, "q", "--llm", "mystery"], "unknown reader"),
-    (["ask", DOC, "   ", "--strategy", "closed-book", *OFFLINE], "question is empty"),
-    (["ask", DOC, "q", "-s", "rag", "-r", "tree", *OFFLINE, "--summary-llm", "{missing.gguf}", "--cache-dir", "{no_docs}/c"],
-     "does not exist"),
-    # names checked before anything loads, even when the answer would come from the cache (found by the audit)
-    (["ask", DOC, "q", "--embedder", "bogus"], "unknown embedder 'bogus'"),
-    (["index", DOC, "--llm", "bogus"], "unknown reader 'bogus'"),
-    (["ask", DOC, "q", "--tokenizer", "{no_docs}/missing.json"], "missing.json does not exist"),
-    (["ask", DOC, "q", "--base-url", "http://[::1"], "bad base URL"),
-    (["ask", DOC, "q", "--base-url", "ftp://host/v1"], "bad base URL 'ftp://host/v1'"),
-    (["ask", DOC, "q", "--llm", "openai:m@http://user:secret@host:99999/v1"], "bad base URL 'http://***@host:99999/v1'"),
-    # a pool of reader servers: a malformed URL among several, and its limits
-    (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "htp://host/v1"], "bad base URL 'htp://host/v1'"),
-    (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1,http://u:secret@[::1"], "bad base URL '<unparseable URL>'"),
-    (["ask", DOC, "q", "--base-url", "http://127.0.0.1:9/v1,,http://127.0.0.1:10/v1"], "an empty entry between commas"),
-    (["serve", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "localhost:8000"], "bad base URL 'localhost:8000'"),
-    (["mcp", "--base-url", "http://127.0.0.1:9/v1", "--base-url", "nope"], "bad base URL 'nope'"),
-    (["ask", DOC, "q", "--backoff", "0"], "--backoff must be a number from 0.01 to 3600, got 0.0"),
-    (["eval", "--dataset", DOC, "--out", "{no_docs}/run", "--backoff", "9", "--max-backoff", "3"],
-     "--max-backoff must be at least the back-off it starts from (9)"),
-    (["passkey", DOC, "--lengths", "100"], "is a file"),
-    # a cache directory that cannot be one is refused before anything is computed
-    (["ask", DOC, "q", "--cache-dir", "{empty.txt}", *OFFLINE], "is a file, not a directory: give the cache directory"),
-    (["ask", DOC, "q", "--cache-dir", "{empty.txt}/under", *OFFLINE], "cannot create the cache directory"),
-    (["serve", "--cache-dir", "{empty.txt}"], "is a file, not a directory: give the cache directory"),
-    (["mcp", "--cache-dir", "{empty.txt}"], "is a file, not a directory: give the cache directory"),
-    # usage errors are one line too, not typer's framed box
-    (["ask", DOC, "q", "-k", "abc"], "Invalid value for '-k'"),
-    (["--max-file-mb", "abc", "ask", DOC, "q"], "Invalid value for '--max-file-mb'"),
-    (["ask", DOC, "q", "--no-such-option"], "No such option: --no-such-option"),
-    (["no-such-command"], "No such command 'no-such-command'"),
-    (["demo", "--words", "abc"], "Invalid value for '--words'"),
-]
 
 
 def test_usage_errors_exit_2(doc):

@@ -4,7 +4,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,10 +11,6 @@ import pytest
 
 from lcrag.cli import main
 from lcrag.documents.files import DEFAULT_MAX_FILE_MB
-
-
-def lcrag(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "lcrag.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
 @pytest.fixture
