@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lcrag.core.errors import InputError, LcragError
-from lcrag.pipeline.pipeline import Pipeline, Settings, as_document
+from lcrag.pipeline.pipeline import Pipeline, Settings, as_source
 from lcrag.documents.indexed_corpus import CorpusSource, is_corpus_index
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.core.tokenization import WordCounter
@@ -31,7 +31,7 @@ def pipeline(scripted_reader, **settings):
 
 
 def test_a_corpus_index_directory_is_a_source(corpus_dir, tmp_path):
-    source = as_document(corpus_dir)
+    source = as_source(corpus_dir)
     assert isinstance(source, CorpusSource) and is_corpus_index(corpus_dir)
     assert source.kind == "corpus" and source.text is None and source.content_hash.startswith("corpus:")
     assert not is_corpus_index(tmp_path)

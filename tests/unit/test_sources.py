@@ -12,7 +12,7 @@ import pytest
 from lcrag.assembly.truncation import TruncatedText
 from lcrag.core.registry import RETRIEVERS, Option, PartSpec
 from lcrag.core.types import DOCUMENT, Chunk, Document, IndexParts, Ranked, ScoredChunk, SourceIndex
-from lcrag.pipeline.pipeline import IndexMaking, Pipeline, Settings, as_document
+from lcrag.pipeline.pipeline import IndexMaking, Pipeline, Settings, as_source
 from tests.unit.test_corpus_source import corpus_dir  # noqa: F401 - the fixture
 from tests.unit.test_longrag import index, replies  # noqa: F401 - the fixture
 
@@ -83,7 +83,7 @@ def test_a_document_and_a_corpus_are_asked_the_same_way(corpus_dir, scripted_rea
     making = IndexMaking(p, "words:4", None, None)
     document = Document("one two three four five six seven eight", id="d")
     assert [c.text for c in document.open_index(making).chunks] == ["one two three four", "five six seven eight"]
-    corpus = as_document(corpus_dir)
+    corpus = as_source(corpus_dir)
     assert corpus.open_index(making) is p.corpus(corpus)  # its units, opened once
     assert document.long_read(lambda: None, RETRIEVERS.get("bm25").spec()) is None  # LC cuts its text
     with pytest.raises(Exception, match="does not apply to a corpus index"):
@@ -136,6 +136,6 @@ def test_a_questions_max_tokens_reaches_longrags_reader_and_longrag_is_made_once
     assert [params.max_tokens for params in reader.params] == [50, 32]  # the long answer's, then turn 2's
     p.ask(index.dir, "vault code 4", strategy="longrag", max_tokens=8)
     assert [params.max_tokens for params in reader.params[2:]] == [8, 8]  # turn 2 within the question's bound
-    ctx = p.context(as_document(index.dir), "longrag")
+    ctx = p.context(as_source(index.dir), "longrag")
     made = [key for key in ctx._memo if key[0] == "longrag"]
     assert len(made) == 1  # one long reader for every question over this context

@@ -33,11 +33,11 @@ def index(
     run = config_from_flags(ctx, config, {"retriever": ("", None)})
     chunking = run.chunking.chunking or INDEX_CHUNKING
     from lcrag.pipeline.config import Config
-    from lcrag.pipeline.pipeline import Pipeline, as_document
+    from lcrag.pipeline.pipeline import Pipeline, as_source
 
     settings = Config(reader=run.reader, embedder=run.embedder, cache=run.cache).merged(
         {"chunking": chunking, "cache": False}).settings()  # indexing asks the reader nothing to cache
-    document = as_document(doc, ctx.obj)
+    document = as_source(doc, ctx.obj)
     with progress_factory() as progress:
         pipeline = Pipeline(settings, progress=progress)
         try:

@@ -202,7 +202,7 @@ def calibrate(
     two answers agree (LC was not needed there) and where they part (LC may gain), and keep the router's per-group
     scaling for this reader in the cache, where `lcrag ask`/`eval`/`serve --router` find it."""
     from lcrag.evaluation.routing.calibrate import generate_questions, read_questions
-    from lcrag.pipeline.pipeline import as_document
+    from lcrag.pipeline.pipeline import as_source
     from lcrag.strategies.routing.learned import Router
 
     if n > max_questions:
@@ -217,8 +217,8 @@ def calibrate(
              "max_tokens": max_tokens, "threads": threads, "cache_dir": cache_dir}
     settings = Config().merged({key: value for key, value in given.items() if value is not None}).settings()
     limits = ctx.find_root().obj  # lcrag --max-file-mb: the root command's ParseLimits
-    loaded = [as_document(d, limits) for d in documents or []]
-    asked = (read_questions(questions, loaded, lambda path: as_document(path, limits))[:n] if questions is not None
+    loaded = [as_source(d, limits) for d in documents or []]
+    asked = (read_questions(questions, loaded, lambda path: as_source(path, limits))[:n] if questions is not None
              else generate_questions(loaded, n))
     _run_calibration(settings, asked, questions is None, fitted, router, sampled, judge_sample, judge_seed, strength,
                      explore)

@@ -3,28 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from lcrag.core.types import Chunk, ScoredChunk
+from lcrag.core.types import Chunk, Ranking
 
 
-class Retriever(Protocol):
-    """Ranks a document's chunks for a query, best first."""
-
-    name: str
-
-    def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
-        """At most ``k`` chunks (all ranked chunks when ``k`` is None)."""
-        ...
-
-
-class RetrievalIndex(Protocol):
-    """What a strategy asks of the index it answers over: a document's (:class:`lcrag.retrieval.index.DocumentIndex`,
-    which also has its ``chunks``) or a corpus index's units (:class:`lcrag.retrieval.corpus.source.CorpusUnits`)."""
-
-    def retriever(self, spec: Any) -> Retriever: ...  # a name, or a RetrieverSpec
-
-    def chunk_tokens(self, chunks: list[Chunk], tokenizer: Any) -> list[int]: ...
-
-    def sentence_spans(self, start: int, end: int) -> tuple[tuple[int, int], ...]: ...  # relative to start
+# A retriever is declared once, with the sources whose indexes make it (lcrag.core.types.Ranking; every kind of
+# source's index answers lcrag.core.types.SourceIndex); named here for the retrievers' modules.
+Retriever = Ranking
 
 
 class IndexView(Protocol):
