@@ -4,58 +4,19 @@ and one that fails to load is reported in one line naming it while lcrag keeps w
 Most tests use the example plugin in tests/plugins/lcrag-example-plugin (a ``keyword-overlap`` retriever, a
 ``first-chunk`` strategy and a ``broken`` metric whose module raises ImportError). The README's test command installs
 it with ``pip install --target .venv/lcrag-plugins``: a real installation, visible only to the tests here (they put
-that directory on the path), so that the other tests keep seeing the built-in parts alone. The last tests give a fresh
-registry entry points of their own."""
+that directory on the path), so that the other tests keep seeing the built-in parts alone. (The mechanism on a
+registry of its own, and the plugin's parts answering in this process: tests/unit/test_plugins.py.)"""
 
-import importlib
 import json
 import os
 import subprocess
 import sys
-from importlib import metadata
-from importlib.metadata import EntryPoint
-from pathlib import Path
 
 import pytest
+from plugin_fixtures import SITE, TEXT, example_plugin_installed  # noqa: F401 - example_plugin_installed: a fixture
 
-import lcrag
 from lcrag.pipeline import pipeline
 from lcrag.cli import main
-from lcrag.core.errors import OptionError
-from lcrag.core.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
-
-PLUGIN = "lcrag-example-plugin"
-TEXT = "alpha one two three four. beta five six seven eight. gamma nine ten eleven twelve. omega the end is here."
-
-
-SITE = Path(sys.prefix) / "lcrag-plugins"  # where the README's test command installs the example plugin
-INSTALL = f"pip install --upgrade --target {SITE} ./tests/plugins/{PLUGIN}"
-
-
-@pytest.fixture(scope="module")
-def example_plugin_installed():
-    """The example plugin's installation on the path (and its entry points seen) for these tests only."""
-    sys.path.insert(0, str(SITE))
-    importlib.invalidate_caches()
-    installed_entry_points.cache_clear()
-    try:
-        try:
-            metadata.distribution(PLUGIN)
-            installed = True
-        except metadata.PackageNotFoundError:
-            installed = False
-        if not installed:
-            pytest.fail(f"the example plugin is not installed in {SITE}: {INSTALL} (the README's test command does it)",
-                        pytrace=False)
-        yield
-    finally:
-        sys.path.remove(str(SITE))
-        installed_entry_points.cache_clear()
-        RETRIEVERS.remove("keyword-overlap")
-        STRATEGIES.remove("first-chunk")
-        METRICS._failed.discard("broken")
-        for module in [m for m in sys.modules if m.startswith("lcrag_example_plugin")]:
-            del sys.modules[module]
 
 
 def python(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
@@ -125,28 +86,3 @@ def test_a_broken_plugin_is_one_warning_line_naming_it_and_lcrag_keeps_working()
 
 
 # -- the mechanism, on a registry of its own (no installed package needed) -------------------------------------------
-@pytest.fixture
-def things(tmp_path, monkeypatch):
-    """A registry whose entry points are three temporary modules: one registers its part, one raises, one registers
-    nothing under its entry point's name."""
-    modules = {
-        "lcrag_test_plugin_good": "from lcrag_test_plugin_registry import THINGS\n"
-                                  "@THINGS.register('good', help='a good thing')\ndef good():\n    return 'good'\n",
-        "lcrag_test_plugin_bad": "raise RuntimeError('no GPU here\\nsecond line')\n",
-        "lcrag_test_plugin_other": "from lcrag_test_plugin_registry import THINGS\n"
-                                   "@THINGS.register('other-name', help='?')\ndef other():\n    return 'other'\n",
-    }
-    for module, code in modules.items():
-        (tmp_path / f"{module}.py").write_text(code)
-    registry = Registry("thing", "lcrag.test-things")
-    registry_module = type(sys)("lcrag_test_plugin_registry")
-    registry_module.THINGS = registry
-    monkeypatch.setitem(sys.modules, "lcrag_test_plugin_registry", registry_module)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    points = [EntryPoint("good", "lcrag_test_plugin_good", "lcrag.test-things"),
-              EntryPoint("bad", "lcrag_test_plugin_bad", "lcrag.test-things"),
-              EntryPoint("mislabelled", "lcrag_test_plugin_other", "lcrag.test-things")]
-    monkeypatch.setattr(registry, "_entry_points", lambda: points)
-    yield registry
-    for module in modules:
-        sys.modules.pop(module, None)

@@ -7,64 +7,18 @@ it with ``pip install --target .venv/lcrag-plugins``: a real installation, visib
 that directory on the path), so that the other tests keep seeing the built-in parts alone. The last tests give a fresh
 registry entry points of their own."""
 
-import importlib
 import logging
-import os
-import subprocess
 import sys
-from importlib import metadata
 from importlib.metadata import EntryPoint
-from pathlib import Path
 
 import pytest
+from plugin_fixtures import TEXT, example_plugin_installed  # noqa: F401 - example_plugin_installed: a fixture
 
 import lcrag
 from lcrag import Settings
 from lcrag.pipeline import pipeline
 from lcrag.core.errors import OptionError
-from lcrag.core.registry import METRICS, RETRIEVERS, STRATEGIES, Registry, installed_entry_points
-
-PLUGIN = "lcrag-example-plugin"
-TEXT = "alpha one two three four. beta five six seven eight. gamma nine ten eleven twelve. omega the end is here."
-
-
-SITE = Path(sys.prefix) / "lcrag-plugins"  # where the README's test command installs the example plugin
-INSTALL = f"pip install --upgrade --target {SITE} ./tests/plugins/{PLUGIN}"
-
-
-@pytest.fixture(scope="module")
-def example_plugin_installed():
-    """The example plugin's installation on the path (and its entry points seen) for these tests only."""
-    sys.path.insert(0, str(SITE))
-    importlib.invalidate_caches()
-    installed_entry_points.cache_clear()
-    try:
-        try:
-            metadata.distribution(PLUGIN)
-            installed = True
-        except metadata.PackageNotFoundError:
-            installed = False
-        if not installed:
-            pytest.fail(f"the example plugin is not installed in {SITE}: {INSTALL} (the README's test command does it)",
-                        pytrace=False)
-        yield
-    finally:
-        sys.path.remove(str(SITE))
-        installed_entry_points.cache_clear()
-        RETRIEVERS.remove("keyword-overlap")
-        STRATEGIES.remove("first-chunk")
-        METRICS._failed.discard("broken")
-        for module in [m for m in sys.modules if m.startswith("lcrag_example_plugin")]:
-            del sys.modules[module]
-
-
-def python(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
-    """``python -c code`` (or ``python ARGS``) in a fresh interpreter with the example plugin on its path: no plugin
-    imported yet, no plugin failure remembered."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")])),
-           "COLUMNS": "400", "NO_COLOR": "1"}
-    command = [sys.executable, "-c", code] if code is not None else [sys.executable, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+from lcrag.core.registry import RETRIEVERS, Registry
 
 
 @pytest.mark.usefixtures("example_plugin_installed")
