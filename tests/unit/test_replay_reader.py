@@ -1,13 +1,13 @@
 """The replay reader (``replay:SOURCE``): recorded answers by (question, mode) on their document, through a real
 evaluation run; the checks on recordings; the ``recordings`` dataset format; the token-count cache."""
 
-import json
 import logging
 import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from replay_recordings import DOCS, RECORDS, SHARED, logs, tokenizer_json, write_jsonl  # noqa: F401 - fixtures
 
 from lcrag.core.errors import InputError
 from lcrag.evaluation.datasets import detect_format, load_dataset
@@ -21,54 +21,6 @@ from lcrag.core.errors import DatasetError
 from lcrag.strategies.base import QueryContext, Timer, call_reader
 from lcrag.core.types import Document
 from tests.conftest import WhitespaceTokenizer
-
-FILLER = " ".join(f"Line {i} of the annual notes says nothing of interest." for i in range(40))
-DOCS = {
-    "docs/alpha.txt": f"The vault code of Alpha is K1. {FILLER} Alpha's founder is Ada.",
-    "docs/beta.txt": f"The vault code of Beta is K2. {FILLER} Beta's founder is Bob.",
-}
-SHARED = "What is the vault code?"  # asked on both documents
-RECORDS = [
-    {"question": SHARED, "document": "docs/alpha.txt", "mode": "lc", "prediction": "K1 (alpha, lc)", "answer": "K1",
-     "model": "big-model"},
-    {"question": SHARED, "document": "docs/alpha.txt", "mode": "rag", "prediction": "K1 (alpha, rag)",
-     "model": "big-model"},
-    {"question": SHARED, "document": "docs/beta.txt", "mode": "lc", "prediction": "K2 (beta, lc)", "answers": ["K2"],
-     "model": "big-model"},
-    {"question": SHARED, "document": "docs/beta.txt", "mode": "rag", "prediction": "K2 (beta, rag)",
-     "model": "big-model"},
-    {"question": "Who founded Alpha?", "document": "docs/alpha.txt", "mode": "lc", "prediction": "Ada", "answer": "Ada",
-     "model": "big-model"},
-    {"question": "Who founded Alpha?", "document": "docs/alpha.txt", "mode": "rag", "prediction": "unanswerable",
-     "model": "big-model"},
-]
-
-
-def write_jsonl(path: Path, records: list) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def logs(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("LCRAG_CACHE_DIR", str(tmp_path / "cache"))
-    for name, text in DOCS.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    return write_jsonl(tmp_path / "logs.jsonl", RECORDS)
-
-
-@pytest.fixture
-def tokenizer_json(tmp_path) -> Path:
-    """A word-level tokenizer.json (no model needed): every word and punctuation mark is one token."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    words = sorted({w for text in [*DOCS.values(), *(r["prediction"] for r in RECORDS)] for w in text.split()})
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    path = tmp_path / "tokenizer.json"
-    tok.save(str(path))
-    return path
 
 
 def replay(source: Path, counts: Path | None = None) -> ReplayReader:
@@ -207,6 +159,8 @@ def test_the_question_reaches_the_reader_through_its_parameters_not_ambient_stat
     ({"question": "Q?", "document": "docs/alpha.txt", "mode": "lc", "prediction": 3}, "'prediction' must be a string"),
     ("{not json", "invalid JSON"),
 ])
+
+
 def test_a_bad_record_is_one_line_naming_file_and_line(logs, bad, message):
     write_jsonl(logs, [RECORDS[0], bad])
     with pytest.raises(InputError) as caught:
