@@ -1,7 +1,7 @@
-"""Keys per person (issue 43, item 5): what a key is and how it is kept (only its SHA-256, compared in constant time),
-roles and collection patterns, the audit log, and `lcrag keys`' one-line errors; then over real HTTP on loopback
-(uvicorn, a scripted reader): each role's 403s, a scoped key's 404s for collections outside its patterns, keys
-managed over HTTP, revocation, the audit log, --api-key as an admin key, and /metrics for a scoped key."""
+"""Keys per person (issue 43, item 5) across processes and over real HTTP on loopback (uvicorn, a scripted reader):
+another process's revocation, a hanging key store, `lcrag keys`' one-line errors, each role's 403s, a scoped key's
+404s for collections outside its patterns, keys managed over HTTP, the audit log and --api-key as an admin key (what a
+key is and how it is kept: tests/unit/service/test_keys.py)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,19 @@
 """Keys per person (issue 43, item 5): what a key is and how it is kept (only its SHA-256, compared in constant time),
-roles and collection patterns, the audit log, and `lcrag keys`' one-line errors; then over real HTTP on loopback
-(uvicorn, a scripted reader): each role's 403s, a scoped key's 404s for collections outside its patterns, keys
-managed over HTTP, revocation, the audit log, --api-key as an admin key, and /metrics for a scoped key."""
+roles and collection patterns, the audit log, and /metrics for a scoped key (over real HTTP on loopback, each role's
+403s, a scoped key's 404s, keys managed over HTTP, revocation and `lcrag keys`: tests/integration/service/test_keys.py)."""
 
 from __future__ import annotations
 
 import hmac
 import time
 
-import httpx
 import pytest
-from document_fixtures import crane_manual
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from service_fixtures import running, wait_ready
 
 from lcrag.core.errors import InputError
-from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service import keys as keys_module
 from lcrag.service.access import ScopedRegistry
-from lcrag.service.answering import Answering
-from lcrag.service.http.app import create_app
 from lcrag.service.keys import KeyExists, Keys, Principal, SqliteDatabase, key_hash
-from lcrag.service.limits import Limits
 
 
 @pytest.fixture
@@ -126,44 +118,3 @@ def test_metrics_for_a_scoped_key_leave_out_other_collections_series():
     Counter("requests", "not per collection", registry=registry).inc()
     shown = generate_latest(ScopedRegistry(registry, Principal("r", "reader", ("team-a*",)))).decode()
     assert 'collection="team-a"' in shown and "team-b" not in shown and "requests_total 1.0" in shown
-
-
-# -- over HTTP ---------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def served(tmp_path, scripted_reader):
-    """A service (the answer is always "7781") with collections team-a and team-b, each holding the crane manual,
-    and keys: reader and writer over team-a*, admin over every collection, scoped admin over team-a*."""
-    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", k=2, strategy="rag")
-    answering = Answering(settings, tmp_path / "collections", pipeline=Pipeline(settings, reader=scripted_reader(
-        lambda m: "7781")), price_as="gpt-4o-mini")
-    keys = Keys(SqliteDatabase(tmp_path / "collections.sqlite"))
-    made = {name: keys.add(name, role, patterns)["key"] for name, role, patterns in (
-        ("reader", "reader", ["team-a*"]), ("writer", "writer", ["team-a*"]), ("admin", "admin", []),
-        ("scoped-admin", "admin", ["team-a*"]))}
-    with running(create_app(answering, "operator-key", Limits(max_upload_bytes=1 << 20))) as url:
-        for name in ("team-a", "team-b"):
-            assert httpx.post(f"{url}/v1/collections", json={"name": name}, headers=bearer("operator-key")).is_success
-            upload(url, name, crane_manual(tmp_path), bearer("operator-key"))
-            wait_ready(url, name, bearer("operator-key"))
-        yield url, {name: bearer(key) for name, key in made.items()}
-    keys.close()
-
-
-def bearer(key: str) -> dict:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def upload(url, name, path, headers, as_name=None):
-    with open(path, "rb") as f:
-        return httpx.post(f"{url}/v1/collections/{name}/files", files={"file": (as_name or path.name, f)},
-                          headers=headers, timeout=60)
-
-
-def ask(url, collection, headers):
-    return httpx.post(f"{url}/v1/ask", json={"collection": collection, "question": "Crane reset code?"},
-                      headers=headers, timeout=60)
-
-
-def refused(response, status: int, words: str) -> bool:
-    body = response.json()
-    return response.status_code == status and words in body["error"]["message"] and "\n" not in response.text
