@@ -1,98 +1,15 @@
-"""LaRA as a dataset: loading its layout (fixtures written here, never LaRA's own files), its prompts byte for byte,
-its chunk format, and its RAG chunker (LlamaIndex's SentenceSplitter)."""
+"""LaRA's RAG chunker against LlamaIndex's SentenceSplitter itself, on the bundled MiniLM tokenizer (the LaRA layout,
+its prompts and the chunker alone: tests/unit/evaluation/test_lara_dataset.py)."""
 
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 
 import pytest
 
 from lcrag.chunking.sentence_splitter import SentenceSplitterChunker
 from lcrag.core.types import Document
-
-# -- upstream's prompt.py (Alibaba-NLP/LaRA@c171553), copied literally -------------------------------------------
-UPSTREAM_FULL = {
-    "paper": "Read the papers below and answer a question \n\n{context}\n\nQuestion: {question}\n\n Be concise.",
-    "financial": "Read the financial statement below and answer a question \n\n{context}\n\nQuestion: {question}\n\n Be concise.",
-    "book": "Read the book below and answer a question.\n\n{context}\n\nQuestion: {question}\n\nBe concise.",  # noqa
-}
-UPSTREAM_RAG = {
-    "paper": "Here are some chunks retrieved from some papers. Read these chunks to answer a question.\n\n{context}\n\nQuestion: {question}\n\n Be concise.",
-    "financial": "Here are some chunks retrieved from a financial statement. Read these chunks to answer a question. \n\n{context}\n\nQuestion: {question}\n\n Be concise.",
-    "book": "Here are some chunks retrieved from a book. Read these chunks to answer a question.\n\n{context}\n\nQuestion: {question}\n\nBe concise.",  # noqa
-}
-UPSTREAM_SYSTEM = "You are a helpful assistant"
-
-
-# -- a small LaRA folder -------------------------------------------------------------------------------------------
-BOOK = ("Marley was dead: to begin with. There is no doubt whatever about that. The register of his burial was "
-        "signed by the clergyman.\n\nScrooge signed it. Old Marley was as dead as a door-nail.\n")
-DOCS = {
-    "32k/book/A Tiny Carol.txt": BOOK,
-    "32k/financial/Acme, Inc..txt": "\ufeffAcme, Inc. had revenue of $5 million in 2023.\r\nIts CEO is J. Doe.\n",
-    "32k/paper/32k_paper_0.md": "# Paper 0\n\nWe propose a method. It works.\n",
-    "128k/book/Long Book.txt": "Call me Ishmael. Some years ago I went to sea. " * 20,
-}
-
-
-def jsonl(path: Path, records: list) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in records),
-                    encoding="utf-8")
-
-
-def q(kind, task, file, question, answer, length="32k", **extra):
-    place = {"comp_parts": [0, 2]} if task == "comp" else {"context_order": 0}
-    return {"type": kind, "level": task, "length": length, "file": file, **place, "question": question,
-            "answer": answer, **extra}
-
-
-@pytest.fixture
-def lara(tmp_path: Path) -> Path:
-    root = tmp_path / "lara"
-    for name, text in DOCS.items():
-        (root / "datasets" / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / "datasets" / name).write_bytes(text.encode("utf-8"))
-    query = root / "datasets" / "query"
-    jsonl(query / "32k_book_location.jsonl", [
-        q("novelette_fake", "location", "A Tiny Carol.txt", "Who signed the register?", "The clergyman.",
-          context="an excerpt that is not the document"),
-        q("novelette_fake", "location", "A Tiny Carol.txt", "Who was dead?", "Marley."),
-    ])
-    jsonl(query / "32k_book_comp.jsonl", [q("novelette", "comp", "A Tiny Carol.txt", "Compare them.", "They differ.")])
-    jsonl(query / "32k_financial_hallu.jsonl", [
-        q("financial", "hallu", "Acme, Inc..txt", "What is Acme's Mars strategy?", "It is not mentioned."),
-        q("financial", "hallu", "Acme, Inc..txt", "What is Acme's Mars strategy?", "The statement does not say."),
-    ])
-    jsonl(query / "32k_paper_reasoning.jsonl", [
-        {**q("paper", "reasoning", "32k_paper_0.md", "Why does it work?", "Because."), "context_order": "full"}])
-    jsonl(query / "128k_book_hallu.jsonl", [
-        q("book", "hallu", "Long Book.txt", "What is Ishmael's cat called?", "Not mentioned.", length="128k"),
-        q("book", "hallu", "Missing Stone.txt", "Who is the headmaster?", "Not mentioned.", length="128k"),
-    ])
-    # 128k_book_location.jsonl is absent, as upstream: its questions are in the models' prediction files
-    rebuilt = [{"type": "novel_fake", "level": "location", "file": "Long Book.txt", "context_order": 1,
-                "question": f"Where did Ishmael go ({i})?", "prediction": "To sea.", "ground_truth": "To sea."}
-               for i in range(3)]
-    jsonl(root / "predictions" / "model-b" / "full_preds_model-b_128k_book_location.jsonl", rebuilt)
-    jsonl(root / "predictions" / "model-a" / "full_preds_model-a_128k_book_location.jsonl", rebuilt)
-    jsonl(root / "predictions" / "model-a" / "rag_preds_model-a_32k_book_location.jsonl", [{"not": "read"}])
-    return root
-
-
-EXPECTED_IDS = [
-    "32k_book_location/1", "32k_book_location/2", "32k_book_comp/1", "32k_financial_hallu/1",
-    "32k_financial_hallu/2", "32k_paper_reasoning/1", "128k_book_location/1", "128k_book_location/2",
-    "128k_book_location/3", "128k_book_hallu/1",
-]
-
-
-# -- prompts -----------------------------------------------------------------------------------------------------
-
-
-# -- the chunker -------------------------------------------------------------------------------------------------
 
 
 # -- against LlamaIndex itself (pip install llama-index-core; the test extra has it) ------------------------------

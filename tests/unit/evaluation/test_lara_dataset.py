@@ -293,16 +293,3 @@ def test_sentence_splitter_spec(whitespace_tokenizer):
             parse_chunking(bad)
     with pytest.raises(InputError, match="tokenizer"):
         make_chunker("sentence-splitter")
-
-
-# -- against LlamaIndex itself (pip install llama-index-core; the test extra has it) ------------------------------
-
-
-SAMPLE = (
-    "CHAPTER I.\n\nMr. Utterson the lawyer was a man of a rugged countenance, that was never lighted by a smile; "
-    "cold, scanty and embarrassed in discourse; backward in sentiment; lean, long, dusty, dreary, and yet somehow "
-    "lovable... At friendly meetings, and when the wine was to his taste, something eminently human beaconed from "
-    "his eye. “I incline to Cain’s heresy,” he used to say quaintly. “I let my brother go to the devil in his own "
-    "way.” J. G. Utterson paid 5. dollars (or 3.5 pounds) on Jan. 3, 1886! Was it enough? Nobody knew.\n\n\n"
-    "| Model | Size | Score |\n| A, B | 7B | 59.4 |\n" * 6 + "\n\n\n" + "Paper 0, paper 1, and paper 2, " * 40 + "end."
-)
