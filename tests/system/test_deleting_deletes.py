@@ -272,7 +272,7 @@ def test_finished_jobs_are_pruned_after_the_job_retention(database, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason="a collection's tree index (indexes/<key>/tree-*) holds summaries of its text "
-                   "in a folder that does not say which collection it is of (lcrag.service.segments' index writes no "
+                   "in a folder that does not say which collection it is of (lcrag.store.segments' index writes no "
                    "meta.json): nothing can tell it is a removed file's")
 def test_a_removed_files_text_is_gone_from_the_collections_tree_index(tmp_path):
     reader = Stub(answer=closest_line)

@@ -82,7 +82,7 @@ class IndexParts(Protocol):
 
 class QuestionSource(Protocol):
     """What questions are asked over, one protocol for three kinds: a :class:`Document` (one text), a collection's
-    files (one text, indexed by file: :class:`lcrag.service.segments.CollectionDocument`) and a corpus index read
+    files (one text, indexed by file: :class:`lcrag.store.segments.CollectionDocument`) and a corpus index read
     unit by unit (:class:`lcrag.documents.indexed_corpus.CorpusSource`, which has no text). The pipeline asks each
     for its index and for what LC reads; a strategy declares the ``kind`` s it reads (its registered ``reads``),
     and asked over another kind it is refused in one line."""

@@ -230,7 +230,7 @@ class DocumentIndex:
 
     def read_best(self, question: str, retriever: PartSpec, tokenizer: Tokenizer, limit: int) -> TruncatedText:
         """The chunks ``retriever`` ranks best for ``question``, whole, while they fit ``limit`` tokens, in document
-        order (a collection reads its best files this way: :class:`lcrag.service.segments.CollectionIndex`)."""
+        order (a collection reads its best files this way: :class:`lcrag.store.segments.CollectionIndex`)."""
         ranked = self.retriever(retriever).run(question, None)
         return fill_with_chunks(ranked, lambda chunks: self.chunk_tokens(chunks, tokenizer), tokenizer, limit)
 

@@ -34,7 +34,7 @@ from lcrag.service.answer_cache import AnswerCache
 from lcrag.store.collections import EmptyCollection, Listed, NotFound
 from lcrag.store.embedded import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
-from lcrag.service.segments import FileEntry, IndexNotReady, Segments, collection_document
+from lcrag.store.segments import FileEntry, IndexNotReady, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
 from lcrag.store.base import KEPT_ANSWERS, IndexCost

@@ -11,7 +11,7 @@ import pytest
 from lcrag.chunking import SentenceChunker
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
-from lcrag.service.segments import SENTENCES
+from lcrag.store.segments import SENTENCES
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
 PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
@@ -189,8 +189,8 @@ def test_a_large_file_is_chunked_in_a_process_of_its_own_as_here(tmp_path, scrip
     import tempfile
 
     from lcrag.chunking import make_chunker
-    from lcrag.service import segments
-    from lcrag.service.segments import _CHUNK_HERE_CHARS, _spans
+    from lcrag.store import segments
+    from lcrag.store.segments import _CHUNK_HERE_CHARS, _spans
     from lcrag.core.types import Document
 
     temporary = tmp_path / "tmp"

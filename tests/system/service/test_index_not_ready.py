@@ -16,7 +16,7 @@ from lcrag.service.answering import Answering
 from lcrag.service.http.app import create_app
 from lcrag.service.limits import Limits
 from lcrag.store.embedded import EmbeddedStore
-from lcrag.service.segments import IndexNotReady
+from lcrag.store.segments import IndexNotReady
 from lcrag.store.base import IndexCost
 from lcrag.store.postgres import PostgresCollections
 

@@ -12,7 +12,7 @@ import lcrag.service.answering as answering_module
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.store.collections import Listed
-from lcrag.service.segments import SENTENCES, CollectionIndex, collection_document
+from lcrag.store.segments import SENTENCES, CollectionIndex, collection_document
 
 
 def text(number: int) -> str:

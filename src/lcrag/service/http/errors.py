@@ -23,7 +23,7 @@ from lcrag.store.postgres_database import RETRY_AFTER, StoreDown
 from lcrag.readers import streaming
 from lcrag.service.answering import Busy, ShuttingDown
 from lcrag.store.collections import NotFound, StorageError, TooLarge
-from lcrag.service.segments import IndexNotReady
+from lcrag.store.segments import IndexNotReady
 
 # With a body refused half-read, the connection is closed: the server would otherwise read (and drop) the rest, and a
 # client that sends its whole body before reading the answer would send all of it.

@@ -1,4 +1,6 @@
-"""A collection's index made of its files' segments.
+"""A collection as a source (:class:`lcrag.core.types.QuestionSource`): its files as one document, and its index made
+of their segments. It lives with the stores, below the strategies, so a question over a collection never climbs
+above the layer that answers it.
 
 Each file is parsed, chunked and embedded once, by content (:class:`lcrag.store.base.SegmentKey`: the file's
 SHA-256, the chunker and the embedder): the same file in two collections, or a collection that gains a file, never
