@@ -14,7 +14,7 @@ import lcrag.pipeline.pipeline
 from lcrag.chunking import make_chunker
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.core.registry import RETRIEVERS, Option
-from lcrag.retrieval.base import ScoredChunk
+from lcrag.core.types import ScoredChunk
 from lcrag.pipeline.specs import resolve
 from lcrag.strategies.routing import learned as learned_router
 from lcrag.core.types import Document
