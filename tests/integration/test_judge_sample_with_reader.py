@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.unit.evaluation.test_judge_sample import QUESTION, write_true_false_run
+from judge_runs import QUESTION, write_true_false_run
 
 pytestmark = pytest.mark.slow  # about 90 s: a few hundred judge calls and a small evaluation on two shared cores
 SAMPLE = 12

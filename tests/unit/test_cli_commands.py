@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import lcrag.cli.commands
 from lcrag.cli import SUBCOMMANDS, app
 from lcrag.cli.service_flags import ServiceFlags, with_service_flags
-from tests.unit.test_cli import run_main
+from cli_runs import run_main
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from lcrag.pipeline.config import Config, ConfigFileError, EvalConfig, ReaderCon
 from lcrag.core.errors import LcragError
 from lcrag.pipeline.pipeline import Settings
 from lcrag.core.registry import RETRIEVERS
-from tests.unit.test_cli import run_main
+from cli_runs import run_main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

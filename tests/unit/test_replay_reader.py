@@ -159,8 +159,6 @@ def test_the_question_reaches_the_reader_through_its_parameters_not_ambient_stat
     ({"question": "Q?", "document": "docs/alpha.txt", "mode": "lc", "prediction": 3}, "'prediction' must be a string"),
     ("{not json", "invalid JSON"),
 ])
-
-
 def test_a_bad_record_is_one_line_naming_file_and_line(logs, bad, message):
     write_jsonl(logs, [RECORDS[0], bad])
     with pytest.raises(InputError) as caught:

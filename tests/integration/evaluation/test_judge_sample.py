@@ -1,66 +1,12 @@
-"""Quality from a judged sample (``--judge MODEL --judge-sample N``): the per-configuration and per-policy tables,
-the verdicts cached, the report's section, and bad input as one-line errors. A scripted judge stands in for the
-model here; tests/integration/test_judge_sample_with_reader.py runs a real one."""
+"""A judged sample's bad flags on the command line (``--judge MODEL --judge-sample N``): one-line errors, exit 2,
+before the evaluation starts, an unreachable judge among them (the tables and the verdicts with a scripted judge:
+tests/unit/evaluation/test_judge_sample.py; a real judge: tests/integration/test_judge_sample_with_reader.py)."""
 
 from __future__ import annotations
 
-import json
-import random
-
 import pytest
-
-from lcrag.evaluation.judge import Judge
-from lcrag.evaluation.judge_sample import COLUMNS
-from lcrag.readers import CachedReader, CompletionCache
-from tests.unit.evaluation.test_judge import ScriptedJudge
-from tests.unit.test_cli import run_main
-
-QUESTION = "True or false: the door in chapter {i} is open."  # a form the bundled 135M judge answers
-
-
-def proxy(answer: str, rng: random.Random) -> float:
-    """A proxy that tracks the judge, imperfectly: ~0.85 for the right answer, ~0.15 for the wrong one."""
-    return round((0.85 if answer == "True" else 0.15) + rng.uniform(-0.1, 0.1), 3)
-
-
-def write_true_false_run(path, n=40, seed=0, lc_right=0.7, rag_right=0.45):
-    """A run of LC and Self-Route rows to questions whose gold answer is "True"; each answer is "True" or "False",
-    scored by :func:`proxy`. Weak retrieval (a low top chunk score, a high decline probability) where RAG is wrong."""
-    rng = random.Random(seed)
-    path.mkdir(parents=True)
-    rows = []
-    for i in range(n):
-        lc = "True" if rng.random() < lc_right else "False"
-        rag = "True" if rng.random() < rag_right else "False"
-        top, decline = (0.8, 0.02) if rag == "True" else (0.2, 0.4)
-        common = {"item_id": f"q{i}", "dataset": "abc"[i % 3], "question": QUESTION.format(i=i),
-                  "answers": ["True"], "metric": "lara"}
-        rows.append({**common, "config": "lc", "strategy": "lc", "prediction": lc, "score": proxy(lc, rng),
-                     "prompt_tokens": 4000, "calls": [{"prompt_tokens": 4000}]})
-        rows.append({**common, "config": "self-route|bm25|k5", "strategy": "self-route", "prediction": rag,
-                     "raw_route_answer": rag, "score": proxy(rag, rng), "route_score": proxy(rag, rng),
-                     "route": "rag", "prompt_tokens": 900, "calls": [{"prompt_tokens": 900}],
-                     "chunk_scores": [top, top / 2], "decline_probability": decline})
-    (path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-@pytest.fixture
-def judge(tmp_path):
-    """A judge that says True of "True", False of "False", and neither of anything else; verdicts cached."""
-    reader = ScriptedJudge({"True": "True", "False": "False", "Maybe": "I cannot tell"})
-    return Judge(CachedReader(reader, CompletionCache(tmp_path / "judge.sqlite")))
-
-
-def cell(body_row, column):
-    return body_row[len(body_row) - len(COLUMNS) + COLUMNS.index(column)]
-
-
-def interval(text):
-    """"0.612 [0.571, 0.655]" -> (0.612, 0.571, 0.655)."""
-    estimate, rest = text.split(" [")
-    low, high = rest.rstrip("]").split(", ")
-    return float(estimate), float(low), float(high)
+from cli_runs import run_main
+from judge_runs import write_true_false_run
 
 
 @pytest.mark.parametrize("args, message", [
