@@ -7,13 +7,6 @@ import sys  # noqa: E402
 import textwrap  # noqa: E402
 
 
-QUESTION = [{"role": "user", "content": "what is kept?"}]
-
-
-def truncate(data: bytes) -> bytes:
-    return data[: len(data) // 2]
-
-
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path

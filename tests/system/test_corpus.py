@@ -7,8 +7,7 @@ import json
 
 import numpy as np
 
-from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
-from lcrag.core.tokenization import WordCounter
+from lcrag.retrieval.corpus import CorpusIndex
 
 
 def write_corpus(path, records, gz=False):
@@ -39,20 +38,6 @@ RECORDS = [
 
 
 # -- the index -----------------------------------------------------------------------------------------------------
-class HashingEmbedder:
-    """Unit test stand-in: a bag of hashed words, so MaxP arithmetic can be checked against brute force."""
-
-    name = "hashing-test"
-    dimension = 64
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, sum(map(ord, w)) % self.dimension] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
-
 # -- --out, settings and content identity, concurrent builds (issue 14: defects 5 and 22) --------------------------
 
 

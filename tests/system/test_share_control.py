@@ -22,14 +22,6 @@ def clustered_scores(n: int, seed: int = 0) -> list[float]:
     return scores[:n]
 
 
-def realized(decisions: list[bool]) -> list[float]:
-    shares, sent = [], 0
-    for i, to_lc in enumerate(decisions, 1):
-        sent += to_lc
-        shares.append(sent / i)
-    return shares
-
-
 def _decide_many(path: str, n: int) -> None:
     from pathlib import Path
 

@@ -29,8 +29,6 @@ def test_cache_persists_across_processes(tmp_path, scripted_reader):
 import json  # noqa: E402
 import logging  # noqa: E402
 import sqlite3  # noqa: E402
-import sys  # noqa: E402
-import textwrap  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -122,17 +120,3 @@ def test_run_cache_damage_is_reported_not_repaired(tmp_path, scripted_reader):
         run_cache.get("k")
 
 
-WRITER = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from lcrag.readers import Completion, CompletionCache
-    path, name, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    while not go.exists():
-        time.sleep(0.01)
-    cache = CompletionCache(path)
-    for i in range(300):
-        cache.put(f"{name}-{i}", Completion("m", i, 1, text=f"{name} {i}"))
-        cache.put(f"shared-{i}", Completion("m", i, 1, text=f"shared {i}"))
-        assert cache.get(f"shared-{i}").text == f"shared {i}"
-    cache.close()
-""")

@@ -6,14 +6,12 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import replace
 
 
 from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.rundir import hold_run
 from lcrag.evaluation.runner import EvalRunner, expand_configs
 from lcrag.pipeline.pipeline import Settings
-from lcrag.strategies import PromptSet
 from tests.conftest import ScriptedReader
 
 ITEMS = [EvalItem(id=f"d/q{i}", dataset="d", question=f"What is the code for vault {i}?", answers=[f"K{i}"],
@@ -43,15 +41,6 @@ def test_eval_out_naming_a_file_is_one_line(tmp_path):
 
 
 # -- defect 19: the run's identity ----------------------------------------------------------------------------------
-CHANGES = {
-    "chunking": lambda s: replace(s, chunking="words:30"),
-    "max_tokens": lambda s: replace(s, max_tokens=32),
-    "prompts_sha256": lambda s: replace(s, prompts=replace(PromptSet(), closed_book="Q: {question}")),
-    "order": lambda s: replace(s, order="document"),
-    "tokenizer": lambda s: replace(s, tokenizer=__file__),  # any existing file: the scripted reader never loads it
-}
-
-
 # -- defect 13: one process per run directory -----------------------------------------------------------------------
 def test_second_process_on_a_held_run_is_refused_naming_the_holder(tmp_path):
     dataset = tmp_path / "data.jsonl"

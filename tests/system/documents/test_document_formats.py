@@ -9,17 +9,6 @@ from document_fixtures import html_page
 from lcrag.documents import load_document
 from lcrag.core.provenance import locate
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
-
-
-def _pages(n: int = 6, extra: dict[int, str] | None = None) -> list[list[str]]:
-    pages = [[f"The {WORDS[i]} part opens this page with some text.", f"The {WORDS[i]} section describes a configu-",
-              "ration of the system in detail.", f"It ends the {WORDS[i]} page."] for i in range(n)]
-    for page, line in (extra or {}).items():
-        pages[page].insert(2, line)
-    return pages
-
-
 def _where(doc, needle: str) -> dict:
     at = doc.text.index(needle)
     return locate(doc, at, at + len(needle))

@@ -4,7 +4,6 @@ part, and benchmarks/route_lara.py fitting on the training part alone and scorin
 from __future__ import annotations
 
 import json
-import random
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,30 +12,11 @@ import pytest
 
 from lcrag.core.errors import InputError
 from lcrag.evaluation.locked_split import LockedSplit
-from lcrag.evaluation.routing.report import Question
-from lcrag.strategies.routing.learned import FEATURES
 
 pytestmark = pytest.mark.unit
 
 BENCHMARKS = Path(__file__).parents[3] / "benchmarks"
 SPLIT = LockedSplit.load()
-TRAIN_READERS = ["gpt-4o", "llama-3.3-70b", "qwen2.5-7b-instruct"]
-
-
-def items_of(part: str, prefix: str, documents: int) -> list[str]:
-    """The question ids of the first ``documents`` documents of ``part`` whose name starts with ``prefix``."""
-    docs = sorted(d for d in (SPLIT.test_documents if part == "test" else SPLIT.train_documents)
-                  if d.startswith(prefix))[:documents]
-    return sorted(i for i, d in SPLIT.document_of.items() if d in docs)
-
-
-def question(reader: str, item_id: str, rng: random.Random) -> Question:
-    weak = rng.random() < 0.4  # LC wins where retrieval is weak: a learnable signal
-    x = [rng.uniform(0.1, 0.3) if weak else rng.uniform(0.6, 0.9)] + [rng.random() for _ in FEATURES[1:]]
-    return Question(f"/runs/{reader}", item_id, "lara-32k", 1.0 if weak else 0.5, 0.0 if weak else 0.5, 5000, 1500,
-                    x, None, False)
-
-
 def test_the_shipped_split_keeps_readers_and_documents_apart():
     assert SPLIT.test_readers == {"gpt-4o-mini", "llama-3.1-8b", "mistral-nemo"}
     assert len(SPLIT.train_readers) == 7 and not SPLIT.test_readers & SPLIT.train_readers

@@ -5,21 +5,9 @@ indexing never holds the reader's lock, and LC over a collection larger than the
 from __future__ import annotations
 
 
-from lcrag.pipeline.pipeline import Pipeline, Settings
-from lcrag.service.answering import Answering
 
 CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
 PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
-
-
-def make(tmp_path, reader, **settings) -> Answering:
-    settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:20", k=2, strategy="rag",
-                        **settings)
-    return Answering(settings, tmp_path / "collections", pipeline=Pipeline(settings, reader=reader))
-
-
-def add(answering: Answering, collection: str, name: str, text: str) -> None:
-    answering.collections.add_file(collection, name, iter([text.encode()]), 1 << 30)
 
 
 def test_the_embedded_store_is_a_collection_store_whose_version_moves_with_its_files(tmp_path):
