@@ -324,7 +324,7 @@ def bundled_router(name: str) -> str:
 
 def document_text(ctx: QueryContext) -> str:
     """The text the router measures: the document's; a corpus index has none (as in rows without a document)."""
-    return getattr(ctx.document, "text", "")
+    return ctx.document.text or ""
 
 
 def declining(answer: str) -> bool:
