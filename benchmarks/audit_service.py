@@ -16,7 +16,7 @@ stand-in: this audit is about the service (HTTP, MCP, limits, collections, memor
 
 Each case sends what a hostile or careless client sent and compares what came back with what the issue asks for;
 the table shows case, expected, got. Every hostile file is made by this script (issue 34's by the builders of
-tests/unit/documents/hostile_documents.py), none is committed. Exit status 1 when any case fails.
+tests/hostile_documents.py), none is committed. Exit status 1 when any case fails.
 
 Every process the audit starts (the servers, their parsing processes, the connection cases' attackers) is in a
 process group of its own and is stopped however the audit ends: a server that does not start (its cases fail, the
@@ -48,11 +48,11 @@ from pathlib import Path
 
 import httpx
 from common import Processes, free_port, log, machine, md_table, stop_group
-import stub_reader
-from stub_reader import Reader
 
 LCRAG = str(Path(sys.executable).with_name("lcrag"))
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from reader_servers import Stub, _Handler, closest_line  # noqa: E402  (the tests' stand-in reader: one copy of it)
 KEY = "audit-key-5b1e"
 MANUAL = ("Crane manual.\nThe reset code of the crane is 7781.\nThe hoist limit of the crane is 12 tonnes.\n"
           "Inspect the wire rope of the crane every week.\n")
@@ -206,7 +206,7 @@ class Audit:
     """What the cases share: the reader, the work directory, the options, the processes started, and the servers A,
     B, C and M (:data:`FLAGS`), each started when a case first asks for it (a case run alone starts only its own)."""
 
-    reader: Reader
+    reader: AuditReader
     reader_url: str
     work: Path
     options: argparse.Namespace
@@ -585,7 +585,7 @@ def bad_requests(t: Audit) -> list[tuple[str, httpx.Response]]:
       "a 200K-word question)", "each a 4xx with a short message, never 500, never the reader's address")
 def wrong_shapes(t: Audit):
     replies = bad_requests(t)
-    reader_port = str(t.reader.server_address[1])
+    reader_port = str(t.reader.port)
     bad = [(n, r.status_code) for n, r in replies
            if not 400 <= r.status_code < 500 or reader_port in r.text or len(message(r)) > 300]
     codes = ", ".join(f"{n}: {r.status_code}" for n, r in replies)
@@ -658,9 +658,9 @@ PROBE_MS = 100.0  # ... while /healthz (or an MCP client's tools/list) answers w
 
 
 def hostile_documents():
-    """The builders of issue 34's files (tests/unit/documents/hostile_documents.py): each writes its file, small, from
-    nothing; none is committed."""
-    path = REPO / "tests" / "unit" / "documents" / "hostile_documents.py"
+    """The builders of issue 34's files (tests/hostile_documents.py): each writes its file, small, from nothing; none
+    is committed."""
+    path = REPO / "tests" / "hostile_documents.py"
     if str(REPO / "tests") not in sys.path:
         sys.path.insert(0, str(REPO / "tests"))  # its PDF writer is the tests' own (document_fixtures)
     spec = importlib.util.spec_from_file_location("hostile_documents", path)
@@ -834,45 +834,61 @@ def tool_text(result: dict) -> str:
     return " ".join(part.get("text", "") for part in result.get("content", []))
 
 
-class AuditReaderHandler(stub_reader.ReaderHandler):
-    """The stand-in reader, keeping the end of every prompt it gets; a question that says SLOWLY is generated slowly,
-    a word every 0.25 s for the reader's ``slow_seconds``, until lcrag stops reading it."""
+class AuditReader(Stub):
+    """The tests' stand-in reader (answering with the context line closest to the question), keeping the end of every
+    prompt it gets; a question that says SLOWLY is generated slowly (:class:`AuditReaderHandler`)."""
+
+    def __init__(self):
+        self.prompts: list[str] = []
+        self.slow: list[dict] = []
+        self.slow_seconds = 6.0
+        super().__init__(answer=closest_line)
+
+    def start(self) -> None:
+        super().start()
+        self._server.RequestHandlerClass = AuditReaderHandler
+
+
+class AuditReaderHandler(_Handler):
+    """A question that says SLOWLY is generated slowly, a word every 0.25 s for the reader's ``slow_seconds``, until
+    lcrag stops reading it; every other question as the stand-in answers it."""
 
     def _complete(self, body: dict) -> None:
         prompt = body["messages"][-1]["content"]
-        with self.server.lock:
-            self.server.prompts.append(prompt[-2000:])
+        with self.stub.lock:
+            self.stub.prompts.append(prompt[-2000:])
         if "SLOWLY" not in prompt:
             return super()._complete(body)
         record = {"question": prompt.rsplit("SLOWLY", 1)[1][:60], "seconds": 0.0, "stopped": False}
-        self.server.slow.append(record)
+        self.stub.slow.append(record)
         started = time.monotonic()
         try:
-            if body.get("stream"):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-            while time.monotonic() - started < self.server.slow_seconds:
-                if body.get("stream"):
-                    self.wfile.write(b'data: {"choices": [{"delta": {"content": " slowly"}}]}\n\n')
-                    self.wfile.flush()
-                time.sleep(0.25)
-            if body.get("stream"):
-                self.wfile.write(b'data: {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}\n\n'
-                                 b"data: [DONE]\n\n")
-            else:
-                self._json({"choices": [{"message": {"content": "slowly"}}], "usage": {"prompt_tokens": 1,
-                                                                                       "completion_tokens": 1}})
+            self._answer_slowly(body.get("stream"), started)
         except (BrokenPipeError, ConnectionResetError):
             record["stopped"] = True
         record["seconds"] = time.monotonic() - started
 
+    def _answer_slowly(self, stream: bool, started: float) -> None:
+        usage = {"prompt_tokens": 1, "completion_tokens": 1}
+        if stream:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+        while time.monotonic() - started < self.stub.slow_seconds:
+            if stream:
+                self._chunk(b'data: {"choices": [{"delta": {"content": " slowly"}}]}\n\n')
+            time.sleep(0.25)
+        if not stream:
+            return self._json({"choices": [{"message": {"content": "slowly"}}], "usage": usage})
+        self._chunk(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+        self._chunk(b"data: [DONE]\n\n")
+        self._chunk(b"")
 
-def start_reader() -> tuple[Reader, str]:
-    reader, url = stub_reader.start()
-    reader.prompts, reader.slow, reader.slow_seconds = [], [], 6.0
-    reader.RequestHandlerClass = AuditReaderHandler
-    return reader, url
+
+def start_reader() -> tuple[AuditReader, str]:
+    reader = AuditReader()
+    return reader, reader.url
 
 
 def plant_mcp_collections(cache: Path, files: dict[str, dict[str, bytes]]) -> None:
@@ -1656,7 +1672,7 @@ def render(results: list[Case], command: str, seconds: float, flags: dict[str, l
         "(benchmarks/audit_connections.py's functions). Their reader is an OpenAI-compatible stand-in run by the "
         "script (the last word of the context line closest to the question, after a delay the audit sets, or slowly "
         "streamed for a question that says SLOWLY): the audit is about the service, not answers. Every hostile file "
-        "is made by the script (issue 34's by tests/unit/documents/hostile_documents.py's builders); none is "
+        "is made by the script (issue 34's by tests/hostile_documents.py's builders); none is "
         "committed.", "",
         "An amplification file (34.1-34.4, and 34.6 over MCP) passes when it is **answered or refused** within "
         f"{WITHIN_S:.0f} s of its upload (until its collection is indexed) with at most {EXTRA_MB:.0f} MB more "
@@ -1727,8 +1743,7 @@ def run_audit(args: argparse.Namespace) -> list[Case]:
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lcrag-audit-", ignore_cleanup_errors=True)))
         reader, reader_url = start_reader()
-        stack.callback(reader.server_close)
-        stack.callback(reader.shutdown)
+        stack.callback(reader.kill)
         processes = stack.enter_context(Processes())  # left first: the servers stop before their reader and files
         return run_cases(Audit(reader, reader_url, work, args, processes), args.cases)
 

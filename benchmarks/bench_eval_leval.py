@@ -4,7 +4,7 @@ against a base commit, A/B alternated in one run.
     python benchmarks/bench_eval_leval.py --dataset ../shared/data/leval/financial_qa.jsonl --base COMMIT \\
         [--limit 40] [--repeats 3] [--out benchmarks/results/eval_leval.md]
 
-The reader is the OpenAI-compatible stand-in (benchmarks/stub_reader.py, answering at once), so what is timed is
+The reader is the OpenAI-compatible stand-in (tests/reader_servers.py, answering at once), so what is timed is
 what lcrag does around the reader: loading the dataset, chunking and embedding the documents (the bundled MiniLM),
 embedding each question, retrieving, assembling, writing rows. Each side runs in its own fresh run directory every
 time (nothing carried over), the base from a `git worktree` of COMMIT on PYTHONPATH with the same interpreter and
@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import stub_reader
 from common import log, machine, md_table
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from reader_servers import Stub, closest_line  # noqa: E402  (the tests' stand-in reader: one copy of it)
 
 
 def eval_command(dataset: Path, out: Path, limit: int, reader_url: str) -> list[str]:
@@ -66,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     args.base = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.base], check=True,
                                capture_output=True, text=True).stdout.strip()  # a name that stays true
-    _, reader_url = stub_reader.start()
+    reader_url = Stub(answer=closest_line).url
     with tempfile.TemporaryDirectory(prefix="lcrag-bench-eval-") as tmp:
         work = Path(tmp)
         sides = {"base": worktree(args.base, work / "base"), "new": REPO / "src"}
@@ -105,7 +106,7 @@ def render(args, times: dict[str, list[float]], results: dict[str, list[tuple]])
         table, "",
         f"Rows identical between base and new (question, config, prediction, score): **{'yes' if same else 'NO'}**.",
         "",
-        "The reader is a stand-in that answers at once (benchmarks/stub_reader.py): these are lcrag's own seconds "
+        "The reader is a stand-in that answers at once (tests/reader_servers.py): these are lcrag's own seconds "
         "around the reader (dataset, chunking, embedding with the bundled MiniLM, retrieval, assembly, rows), not a "
         "measure of answers; with a real reader its calls dominate every row and this time is what is left over.", "",
     ])

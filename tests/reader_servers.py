@@ -1,6 +1,7 @@
 """OpenAI-compatible reader servers for the tests of a pool of readers (lcrag.readers.pool) and its benchmark:
 
-- :class:`Stub`, a stand-in on loopback (tests, and benchmarks of what surrounds the reader) with a prefix cache like
+- :class:`Stub`, the one stand-in reader on loopback (the tests, and the benchmarks of what surrounds the reader, which
+  import it) with llama.cpp's /tokenize, /detokenize and /props, /v1/models, and a prefix cache like
   llama.cpp's — the cached tokens it reports are those its recent prompts share with the new prompt's start, a token
   being a word with the spaces before it — that can fail on purpose (a status for every request, streams cut after
   some tokens), hold one request unanswered, be killed (its port refuses, its open connections are cut) and start
@@ -52,6 +53,7 @@ class Stub:
         self.reported: list[dict] = []  # the usage it reported for each
         self.lock = threading.Lock()
         self._cache: list[list[str]] = []
+        self.pieces: dict[int, str] = {}  # what /detokenize turns an id back into: the pieces /tokenize gave out
         self._connections: set[socket.socket] = set()
         self._server: ThreadingHTTPServer | None = None
         self.port = port
@@ -161,6 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json({"error": "failing"}, self.stub.fail_status)
         if self.path == "/props":
             return self._json({"default_generation_settings": {"n_ctx": 8192}})
+        if self.path == "/v1/models":
+            return self._json({"data": [{"id": "stub", "max_model_len": 8192}]})
         return self._json({}, 404)
 
     def do_POST(self):
@@ -169,9 +173,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json({"error": "failing"}, self.stub.fail_status)
         if self.path == "/tokenize":
             pieces = PIECES.findall(body["content"])
-            ids = [sum(map(ord, p)) for p in pieces]
+            ids = [sum(map(ord, p)) for p in pieces]  # the same on every stub: a pool's servers share a vocabulary
+            with self.stub.lock:
+                for i, piece in zip(ids, pieces):
+                    self.stub.pieces.setdefault(i, piece)  # anagrams share an id: the first one is kept
             tokens = [{"id": i, "piece": p} for i, p in zip(ids, pieces)] if body.get("with_pieces") else ids
             return self._json({"tokens": tokens})
+        if self.path == "/detokenize":
+            with self.stub.lock:
+                return self._json({"content": "".join(self.stub.pieces.get(i, "") for i in body["tokens"])})
         if self.path == "/v1/chat/completions":
             return self._complete(body)
         return self._json({}, 404)
