@@ -139,3 +139,14 @@ def test_a_questions_max_tokens_reaches_longrags_reader_and_longrag_is_made_once
     ctx = p.context(as_source(index.dir), "longrag")
     made = [key for key in ctx._memo if key[0] == "longrag"]
     assert len(made) == 1  # one long reader for every question over this context
+
+
+def test_longrag_ranks_units_with_the_questions_retriever_and_its_options(index, scripted_reader,  # noqa: F811
+                                                                          weighted_retriever, tmp_path):
+    reader = scripted_reader(replies("Answer: the vault code is 3", "Answer: 3"))
+    settings = Settings(retriever="weighted-test", options={"weight": 3.0}, k=2, cache=False, cache_dir=tmp_path,
+                        unit="document")
+    answer = Pipeline(settings, reader=reader).ask(index.dir, "vault code 3", strategy="longrag")
+    assert weighted_retriever == [{"weight": 3.0}]  # made from its spec over the units, its option with it
+    assert answer.retrieval == {"unit": "document", "scorer": "weighted-test"} and len(answer.chunks) == 2
+    assert answer.text == "3"

@@ -123,6 +123,9 @@ class LongRAG:
     long_params: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=128))
     short_params: GenerationParams = field(default_factory=lambda: GenerationParams(max_tokens=32))
     name: str = "longrag"
+    # How units are ranked for a query, at most k of them (default: the corpus index's own search by ``scorer``); the
+    # strategy ranks with the question's retriever, made from its spec over the units.
+    rank: Callable[[str, int], list[UnitHit]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.task not in TURN1:
@@ -136,6 +139,8 @@ class LongRAG:
             return self.reader.complete(messages, params)
 
     def retrieve(self, question: str) -> list[UnitHit]:
+        if self.rank is not None:
+            return self.rank(question, self.k)
         return self.index.search(question, self.unit, self.scorer, self.k, faiss=self.faiss)
 
     def turn1_messages(self, question: str, titles: list[str], context: str) -> list[dict[str, str]]:
@@ -240,19 +245,25 @@ class LongRAGStrategy(Strategy):
         return reader.run(question, ctx.query, complete, ctx.params)
 
     def _reader(self, ctx: QueryContext) -> LongRAG:
-        """LongRAG over the context's corpus units: scored by ``scorer``, else by the question's retriever when the
-        corpus index scores that way itself (bm25, dense), else dense; as many units as ``k``, else the assembler's
-        k, else as many as the budget could hold."""
+        """LongRAG over the context's corpus units, ranked by the question's retriever, made from its spec (name and
+        options) over the units as every strategy's is, unless the ``scorer``, ``faiss`` or ``unit`` option asks for
+        the corpus index's own search; as many units as ``k``, else the assembler's k, else as the budget could hold."""
         units = ctx.index()
-        scorer = self.scorer or ctx.retriever.name
-        if scorer not in SCORERS:  # a retriever that composes others (hybrid): the corpus's own search is MaxP
-            scorer = "dense"
-        units.retriever(RETRIEVERS.get(scorer).spec())  # readies the index to score this way (dense: the embedder)
         unit = self.unit or units.kind
         budget = ctx.assembler.budget
         k = self.k or (ctx.assembler.k if budget is None else units_in_budget(units.index, unit, budget))
-        return LongRAG(units.index, ctx.reader, unit=unit, scorer=scorer, k=k, context_tokens=budget, task=self.task,
-                       faiss=self.faiss)
+        made = {"k": k, "context_tokens": budget, "task": self.task}
+        if self.scorer is None and self.faiss is None and unit == units.kind:
+            spec = ctx.retriever
+            units.retriever(spec)  # made now, before a question waits on it (dense: the embedder loads)
+
+            def rank(query: str, depth: int) -> list[UnitHit]:
+                return [UnitHit(s.chunk.index, s.score) for s in units.search(spec, query, depth).chunks]
+
+            return LongRAG(units.index, ctx.reader, unit=unit, scorer=spec.name, rank=rank, **made)
+        scorer = self.scorer or ("dense" if self.faiss else ctx.retriever.name)  # faiss indexes embeddings
+        units.retriever(RETRIEVERS.get(scorer).spec())  # readies the index to score this way (dense: the embedder)
+        return LongRAG(units.index, ctx.reader, unit=unit, scorer=scorer, faiss=self.faiss, **made)
 
 
 def units_in_budget(index: CorpusIndex, unit: str, budget: int) -> int:
