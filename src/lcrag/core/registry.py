@@ -200,7 +200,7 @@ class Registry:
         return tuple(self._parts) + tuple(sorted(set(plugins)))
 
     def names_except(self, **meta: Any) -> tuple[str, ...]:
-        """:meth:`names` without the parts whose meta has all these values (e.g. ``needs="corpus"``). Plugins not yet
+        """:meth:`names` without the parts whose meta has all these values (e.g. ``reads=("corpus",)``). Plugins not yet
         imported are listed: their meta is unknown until they are used, and listing must not import them."""
         names = self.names()
         return tuple(n for n in names
