@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from route_runs import write_run
 
 from lcrag.evaluation.routing.report import MAX_COST, MAX_SHARE, load_questions, policies, summary_table
 from lcrag.strategies.routing.learned import Router
-from tests.unit.evaluation.test_route_report import write_run
 
 
 

@@ -31,7 +31,7 @@ def test_cli_an_unknown_bare_router_name_exits_2_with_one_line(tmp_path):
 
 
 def test_cli_route_eval_reads_the_shipped_router_beside_a_folder_of_its_name(tmp_path):
-    from tests.unit.evaluation.test_route_report import write_run
+    from route_runs import write_run
 
     write_run(tmp_path / "run")
     (tmp_path / "lara").mkdir()
