@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 
 import numpy as np
 import pytest
+# RECORDS, HashingEmbedder and write_corpus are also imported from here by tests/unit/test_corpus_source.py
+from corpus_fixtures import RECORDS, HashingEmbedder, write_corpus  # noqa: F401
 
 from lcrag.chunking.units import (
     Graph,
@@ -23,27 +24,6 @@ from lcrag.documents.corpus import CorpusStore
 from lcrag.core.errors import InputError
 from lcrag.retrieval.corpus import CorpusBuildConfig, CorpusIndex
 from lcrag.core.tokenization import WordCounter
-
-
-def write_corpus(path, records, gz=False):
-    data = "".join(json.dumps(r) + "\n" for r in records)
-    if gz:
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(data)
-    else:
-        path.write_text(data, encoding="utf-8")
-    return path
-
-
-RECORDS = [
-    {"id": "a", "title": "Kiss and Tell (1945 film)", "text": "Kiss and Tell is a 1945 comedy starring Shirley Temple.",
-     "links": ["Shirley Temple"]},
-    {"id": "b", "title": "Shirley Temple", "text": "Shirley Temple was an actress and later a diplomat, Chief of Protocol."},
-    {"id": "c", "title": "Tellurium", "text": "Tellurium is a chemical element; nothing here names a film."},
-    {"id": "d", "title": "Zorblax Vault", "text": "The secret code of the Zorblax Vault is 73914, kept by the guild."},
-    {"id": "e", "title": "Guild of Keys", "text": "The guild guards the Zorblax Vault and never speaks of the code.",
-     "links": ["d", "unknown title"]},
-]
 
 
 # -- ingestion -----------------------------------------------------------------------------------------------------
@@ -142,20 +122,6 @@ def test_units_map_every_piece(tmp_path):
 
 
 # -- the index -----------------------------------------------------------------------------------------------------
-class HashingEmbedder:
-    """Unit test stand-in: a bag of hashed words, so MaxP arithmetic can be checked against brute force."""
-
-    name = "hashing-test"
-    dimension = 64
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, sum(map(ord, w)) % self.dimension] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
-
 def test_index_builds_resumes_and_searches(tmp_path):
     src = write_corpus(tmp_path / "c.jsonl", RECORDS)
     config = CorpusBuildConfig(embedder="hashing", piece_words=5, grouping="links", group_tokens=40, batch=3)

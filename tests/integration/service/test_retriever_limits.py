@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from corpus_fixtures import HashingEmbedder
 from service_fixtures import running, wait_ready
-from tests.unit.test_corpus import HashingEmbedder
 
 from lcrag.core.errors import InputError
 from lcrag.pipeline.pipeline import Pipeline, Settings
