@@ -4,22 +4,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import random
 
+from share_control_runs import CALIBRATION, clustered_scores
 
 from lcrag.strategies.routing.share_control import ShareLedger, ShareTarget
-
-CALIBRATION = tuple(sorted(random.Random(1).gauss(0.0, 0.3) for _ in range(1001)))  # the fitting readers' scores
-
-
-def clustered_scores(n: int, seed: int = 0) -> list[float]:
-    """A new reader's scores: on another scale than the calibration (shifted and wider), and arriving in runs of
-    40-80 questions of one kind (a dataset file's comparison questions all score high)."""
-    rng, scores = random.Random(seed), []
-    while len(scores) < n:
-        centre = rng.choice((0.2, 0.8, 1.5))
-        scores += [rng.gauss(centre, 0.4) for _ in range(rng.randint(40, 80))]
-    return scores[:n]
 
 
 def _decide_many(path: str, n: int) -> None:

@@ -4,9 +4,8 @@ written (fsync'ed) per question; the resume logic's quick cases are tests/unit/t
 from __future__ import annotations
 
 import pytest
-
-from tests.unit.test_share_control import eval_session, ledger_file, resume_questions
-from tests.unit.test_share_control import small_window  # noqa: F401 - a fixture
+from share_control_runs import eval_session, ledger_file, resume_questions
+from share_control_runs import small_window  # noqa: F401 - a fixture
 
 
 @pytest.mark.slow  # a ledger file written (fsync'ed) per question, for 18 killed runs
