@@ -3,17 +3,15 @@ every k of a matrix reads one index per document; question vectors are kept for 
 
 from __future__ import annotations
 
-import pytest
+from eval_runs import vault_items
 
-from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.retrieval.query_cache import CachedQueryEmbedder
 from tests.conftest import ScriptedReader
 
 
-ITEMS = [EvalItem(id=f"d/q{i}", dataset="d", question=f"What is the code for vault {i}?", answers=[f"K{i}"],
-                  context=f"Some text. The code for vault {i} is K{i}. More text. " * 5) for i in range(3)]
+ITEMS = vault_items(context_repeats=5)
 
 
 def run(tmp_path, strategies, ks):

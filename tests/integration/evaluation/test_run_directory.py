@@ -7,21 +7,9 @@ import socket
 import subprocess
 import sys
 
+from eval_runs import run
 
-from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.rundir import hold_run
-from lcrag.evaluation.runner import EvalRunner, expand_configs
-from lcrag.pipeline.pipeline import Settings
-from tests.conftest import ScriptedReader
-
-ITEMS = [EvalItem(id=f"d/q{i}", dataset="d", question=f"What is the code for vault {i}?", answers=[f"K{i}"],
-                  context=f"Some text. The code for vault {i} is K{i}. More text.") for i in range(3)]
-
-
-def run(out, reader=None, settings=None, configs=("lc",), items=ITEMS):
-    runner = EvalRunner(items, expand_configs(list(configs), ["bm25"], [1], []), out,
-                        settings or Settings(chunking="words:20"), reader=reader or ScriptedReader())
-    return runner.run()
 
 
 # -- defect 5: --out naming a file ----------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ every k of a matrix reads one index per document; question vectors are kept for 
 from __future__ import annotations
 
 import pytest
+from eval_runs import vault_items
 
 import lcrag.pipeline.pipeline
-from lcrag.evaluation.datasets import EvalItem
 from lcrag.evaluation.runner import EvalRunner, expand_configs
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.retrieval import index as index_module
@@ -15,8 +15,7 @@ from tests.conftest import ScriptedReader
 
 pytestmark = pytest.mark.unit
 
-ITEMS = [EvalItem(id=f"d/q{i}", dataset="d", question=f"What is the code for vault {i}?", answers=[f"K{i}"],
-                  context=f"Some text. The code for vault {i} is K{i}. More text. " * 5) for i in range(3)]
+ITEMS = vault_items(context_repeats=5)
 
 
 def run(tmp_path, strategies, ks):
