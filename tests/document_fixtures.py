@@ -162,3 +162,12 @@ def tool_manual(folder: Path) -> Path:
     path = folder / "manual.md"
     path.write_text("\n\n".join(f"# The {name} command\n\n{text} {filler}" for name, text in TOOL_COMMANDS.items()))
     return path
+
+
+LONG_HEADING = 50_000  # characters in heading_markdown's top heading, 100 times the titles' default cut
+
+
+def heading_markdown(path: Path, title_chars: int = LONG_HEADING, sections: int = 5000) -> Path:
+    """One huge top heading over many small sub-sections (114 KB at the defaults)."""
+    path.write_text("# " + "A" * title_chars + "\n\n" + "".join(f"## h{i}\n\n" for i in range(sections)))
+    return path

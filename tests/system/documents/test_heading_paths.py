@@ -8,17 +8,10 @@ from __future__ import annotations
 import json
 import tracemalloc
 
+from document_fixtures import heading_markdown
 
 from lcrag.documents import load_document
 from lcrag.documents.sandbox import Sandbox, encode, outcome_of
-
-LONG = 50_000
-
-
-def heading_markdown(path, title_chars: int = LONG, sections: int = 5000):
-    """The audit's file: one huge top heading over many small sub-sections (114 KB at the defaults)."""
-    path.write_text("# " + "A" * title_chars + "\n\n" + "".join(f"## h{i}\n\n" for i in range(sections)))
-    return path
 
 
 def test_the_recent_parse_cache_counts_the_bytes_a_parse_holds(tmp_path):

@@ -10,21 +10,13 @@ import json
 import tracemalloc
 
 import pytest
-from document_fixtures import html_page, write_docx, write_epub, write_pdf
+from document_fixtures import LONG_HEADING, heading_markdown, html_page, write_docx, write_epub, write_pdf
 
 from lcrag.documents import load_document
 from lcrag.documents.limits import ParseLimits
 from lcrag.documents.sandbox import _shape_checked, documents_of, encode, outcome_of
 from lcrag.core.errors import InputError
 from lcrag.core.provenance import ELLIPSIS, MAX_TITLE_CHARS, SOURCE_SECTION_LEVELS, SOURCE_TITLE_CHARS, Sections, locate
-
-LONG = 50_000
-
-
-def heading_markdown(path, title_chars: int = LONG, sections: int = 5000):
-    """The audit's file: one huge top heading over many small sub-sections (114 KB at the defaults)."""
-    path.write_text("# " + "A" * title_chars + "\n\n" + "".join(f"## h{i}\n\n" for i in range(sections)))
-    return path
 
 
 def _titles(document) -> list[str]:
@@ -33,7 +25,7 @@ def _titles(document) -> list[str]:
 
 @pytest.mark.parametrize("fmt", ["md", "html", "docx", "epub", "pdf"])
 def test_a_long_heading_title_is_cut_with_an_ellipsis_in_every_format(tmp_path, fmt):
-    title, body = "Harbour " * (LONG // 8), "The crane reset code is 7781."
+    title, body = "Harbour " * (LONG_HEADING // 8), "The crane reset code is 7781."
     path = tmp_path / f"long.{fmt}"
     if fmt == "md":
         path.write_text(f"# {title}\n\n{body}\n")
