@@ -182,7 +182,7 @@ def test_legacy_and_utf16_documents_are_indexed(tmp_path, monkeypatch, capsys, t
     (["analyze", "questions", "{good}", "--rag-config", "rag|bm25|k99"], "--rag-config 'rag|bm25|k99' is not in these runs"),
 ])
 def test_analyze_refuses_damaged_runs_and_bad_options(tmp_path, monkeypatch, capsys, args, message):
-    """Found by benchmarks/audit_hardening.py: a damaged manifest was a traceback, bad names were accepted."""
+    """Found by the hardening audit (tests/system/test_hardening.py): a damaged manifest was a traceback, bad names were accepted."""
     run, good = tmp_path / "run", tmp_path / "good"
     for d in (run, good):
         d.mkdir()
