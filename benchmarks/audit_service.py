@@ -1623,9 +1623,6 @@ def names(t: Audit):
                  and nfd == "café.txt" and forms == [200, 200])
 
 
-import audit_bounds  # noqa: E402,F401 - issue 42's cases (42.1-42.6) register themselves
-
-
 # -- running the audit --------------------------------------------------------------------------------------------
 LAST = {"34.7": 1, "34.8": 2, "25.16": 3}  # the long ones late; 25.16 searches every answer, so it runs last
 
