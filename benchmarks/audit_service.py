@@ -1,4 +1,4 @@
-"""Service audit (issues 25, 34 and 42): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
+"""Service audit (issues 25 and 34): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
 
     python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
     python benchmarks/audit_service.py --cases 34.4,34.7     # only these cases (and only the servers they use)
@@ -9,7 +9,7 @@ needs it, each with its own temporary --cache-dir: A, `lcrag serve` with a small
 --transport http` with its default flags, over collections planted in its cache before it starts; a few cases start
 their own (34.12: serve and mcp offering tree; 34.7 and 34.8: benchmarks/audit_connections.py's servers, with no
 reader, at the issue's scale: 21,000 slow connections, 10,000 idle MCP initializations). Their reader
-is a small OpenAI-compatible server this script runs (`--llm openai:audit --base-url ...`): it streams its answer
+is the tests' stand-in (tests/reader_servers.py) run by this script (`--llm openai:audit --base-url ...`): it streams its answer
 (the last word of the context line closest to the question) after a delay the script sets, or, for a question that
 says SLOWLY, a word every 0.25 s until lcrag stops reading, so questions can be made slow on purpose. The reader is a
 stand-in: this audit is about the service (HTTP, MCP, limits, collections, memory), not answer quality.
@@ -618,37 +618,6 @@ def small_things(t: Audit):
     got = (f"newline {newline}; parts {chat.status_code} {text!r}; bearer {lower.status_code}; "
            f"wrong key {wrong.status_code}")
     return got, newline in (400, 422) and text == "7781" and lower.status_code == 200 and wrong.status_code == 401
-
-
-# -- a test command that passes on a fresh machine -----------------------------------------------------------------
-def readme_test_command() -> str:
-    block = REPO.joinpath("README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1]
-    return next(line for line in block.splitlines() if "pytest" in line).strip()
-
-
-@case("25.18", "examples name only data the project ships", "no file under examples/ names ../shared")
-def examples_data(t: Audit):
-    naming = [p.name for p in REPO.joinpath("examples").rglob("*") if p.is_file()
-              and "shared/" in p.read_text(encoding="utf-8", errors="replace")]
-    return f"{len(naming)} files name ../shared {naming}", not naming
-
-
-@case("25.19", "the README's test command installs the browser tests' system packages",
-      "it runs tests/install-system-packages.sh, which installs chromium")
-def installs_chromium(t: Audit):
-    command = readme_test_command()
-    script = REPO / "tests" / "install-system-packages.sh"
-    installs = script.exists() and "chromium" in script.read_text(encoding="utf-8")
-    return f"{command[:70]!r}…; installs chromium: {installs}", command.startswith(
-        "sh tests/install-system-packages.sh") and installs
-
-
-@case("25.20", ".ci/run runs the README's test command", "its last command is the README's, verbatim")
-def ci_runs_readme(t: Audit):
-    lines = [line.strip() for line in REPO.joinpath(".ci", "run").read_text().splitlines() if line.strip()
-             and not line.lstrip().startswith("#")]
-    same = lines[-1] == readme_test_command()
-    return f"last line {'is' if same else 'is not'} the README's command", same
 
 
 # == issue 34: what a small file, a connection or a session may cost ===============================================

@@ -22,6 +22,16 @@ def test_ci_runs_the_readme_test_command_exactly():
     assert tests[0].startswith("sh tests/install-system-packages.sh && "), "the system packages come first"
 
 
+def test_the_system_packages_script_installs_the_browser_the_system_tests_drive():
+    assert "chromium" in (ROOT / "tests" / "install-system-packages.sh").read_text(encoding="utf-8")
+
+
+def test_the_examples_name_only_data_the_project_ships():
+    naming = [p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").rglob("*")
+              if p.is_file() and "shared/" in p.read_text(encoding="utf-8", errors="replace")]
+    assert naming == [], "an example names ../shared, which a user's clone does not have"
+
+
 def test_the_demo_command_sets_up_and_runs_the_demo():
     assert any(c.startswith("python3 -m venv .venv") and c.endswith("lcrag demo") for c in readme_commands())
 
