@@ -44,6 +44,7 @@ from lcrag.core.redaction import redact_spec, redact_url
 from lcrag.core.registry import RETRIEVERS, STRATEGIES
 from lcrag.core.files import atomic_write_text
 from lcrag.documents.indexed_corpus import CorpusSource
+from lcrag.retrieval.corpus.index import CorpusIndex
 from lcrag.core.text import QUESTION_WORDS, content_words, question_type  # noqa: F401  (the analysis imports them)
 from lcrag.strategies.routing.learned import bundled_router, numbers_in, retrieved_text, shipped_name, text_signals
 from lcrag.strategies import needs_corpus, strategy_needs
@@ -169,7 +170,8 @@ class EvalRunner:
 
         EvalOptions(ks=tuple(c.k for c in configs if c.budget is None),
                     budgets=tuple(c.budget for c in configs if c.budget is not None), concurrency=concurrency)
-        self.corpus_dir = Path(corpus) if corpus else None
+        # Checked whether or not a strategy asked reads it: a wrong --corpus is said, never silently unused.
+        self.corpus_dir = CorpusIndex.check(corpus) if corpus else None
         needs_context = [c.id for c in configs if strategy_needs(c.strategy) in ("document", "chunks")]
         if any(needs_corpus(c.strategy) for c in configs) and self.corpus_dir is None:
             raise InputError("longrag reads a corpus: pass --corpus INDEX (built with `lcrag corpus build`)")

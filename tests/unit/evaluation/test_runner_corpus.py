@@ -22,4 +22,15 @@ def test_corpus_questions_need_a_corpus_and_a_corpus_strategy(tmp_path):
     with pytest.raises(InputError, match="have no context: with a corpus-backed dataset pass --corpus INDEX"):
         EvalRunner(items, expand_configs(["rag"], ["bm25"], [1], []), tmp_path)
     # with a corpus, every strategy reads it (tests/unit/test_corpus_source.py runs them)
-    EvalRunner(items, expand_configs(["rag"], ["bm25"], [1], []), tmp_path / "run", corpus=tmp_path)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "meta.json").write_text("{}")
+    (corpus / "pieces.npz").touch()
+    EvalRunner(items, expand_configs(["rag"], ["bm25"], [1], []), tmp_path / "run", corpus=corpus)
+
+
+def test_a_corpus_that_is_not_one_is_refused_even_when_no_strategy_reads_it(tmp_path):
+    items = [EvalItem(id="q", dataset="d", question="who?", answers=["x"], context="text", metric="em")]
+    for wrong in (tmp_path / "missing", tmp_path):
+        with pytest.raises(InputError, match="is not a corpus index"):
+            EvalRunner(items, expand_configs(["rag"], ["bm25"], [1], []), tmp_path / "run", corpus=wrong)

@@ -29,12 +29,8 @@ class CorpusIndex:
     """Open a built index; ``CorpusIndex.build`` makes one."""
 
     def __init__(self, path: str | Path, embedder: Embedder | None = None):
-        self.dir = Path(path)
+        self.dir = self.check(path)
         meta_path = self.dir / "meta.json"
-        if not meta_path.exists():
-            raise InputError(f"{self.dir} is not a corpus index (no meta.json); build one with `lcrag corpus build`")
-        if not (self.dir / "pieces.npz").exists():  # meta.json is written first, so a build may stop before these
-            raise InputError(f"{self.dir} is not finished building; resume it with `lcrag corpus build`")
         self.meta = json.loads(meta_path.read_text())
         self.store = CorpusStore(self.dir / "corpus.sqlite")
         with np.load(self.dir / "pieces.npz") as z:
@@ -48,6 +44,16 @@ class CorpusIndex:
         # Per-corpus figures, read or summed once (a question's budget needs them; the corpus does not change).
         self._unit_tokens: dict[str, np.ndarray] = {}
         self._figures_lock = threading.Lock()
+
+    @staticmethod
+    def check(path: str | Path) -> Path:
+        """``path`` as a finished corpus index's directory, or a one-line error saying what it is instead."""
+        directory = Path(path)
+        if not (directory / "meta.json").is_file():
+            raise InputError(f"{directory} is not a corpus index (no meta.json); build one with `lcrag corpus build`")
+        if not (directory / "pieces.npz").exists():  # meta.json is written first, so a build may stop before these
+            raise InputError(f"{directory} is not finished building; resume it with `lcrag corpus build`")
+        return directory
 
     @property
     def embedder(self) -> Embedder | None:
