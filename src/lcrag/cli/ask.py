@@ -15,6 +15,7 @@ from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, CacheDir, Chunking, Co
                              LCShare, PartOption, PoolBackoff, PoolMaxBackoff, PriceAs, PricesFile, RetrieverOpt,
                              RouterFile, RouteThreshold, RunFile, ServerSlots, Strategy, SummaryLLM, Threads, Timeout,
                              TreeNavigation, Window, config_from_flags, stdout)
+from lcrag.cli.question_flags import question_flags
 from lcrag.core.http_client import DEFAULT_TIMEOUT
 from lcrag.core.options import longrag_choices
 from lcrag.core.progress import progress_factory, spinner, stderr
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from lcrag.core.types import Answer
 
 
+@question_flags()
 def ask(
     ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="A document (.pdf, .docx, .html, .epub, .md, .txt), a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],

@@ -16,6 +16,7 @@ from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, Chunking, ContextWindo
                              config_from_flags, listed, stdout, tokenizer_for, whole_numbers)
 from lcrag.documents.limits import ParseLimits
 from lcrag.core.errors import LcragError, OptionError
+from lcrag.cli.question_flags import question_flags
 from lcrag.core.http_client import DEFAULT_TIMEOUT
 from lcrag.core.options import longrag_choices
 from lcrag.core.progress import progress_factory, spinner, stderr
@@ -46,6 +47,7 @@ def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None, options: 
     return run
 
 
+@question_flags(without=("strategy",))  # --strategies: the matrix's
 def evaluate(
     ctx: typer.Context,
     dataset: Annotated[Optional[Path], typer.Option("--dataset", help="A dataset file or directory (its format: see --format); required, here or in --config.")] = None,

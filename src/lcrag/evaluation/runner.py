@@ -40,6 +40,7 @@ from lcrag.evaluation.rundir import (
 )
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.readers import CachedReader, CompletionCache, Reader, make_reader
+from lcrag.core.question_settings import QUESTION_SETTINGS, by_name, identity_additions
 from lcrag.core.redaction import redact_spec, redact_url
 from lcrag.core.registry import RETRIEVERS, STRATEGIES
 from lcrag.core.files import atomic_write_text
@@ -213,7 +214,7 @@ class EvalRunner:
         manifest's ``config.reader.llm`` are the spec it was loaded from."""
         s = self.settings
         reader = self._cached_reader.inner
-        return {
+        recorded = {
             "configs": [c.to_dict() for c in self.configs],
             "reader": getattr(reader, "identity", reader.model),
             "llm": redact_spec(s.llm),
@@ -238,6 +239,9 @@ class EvalRunner:
             "dataset_sha256": file_hash(self.dataset_path) if self.dataset_path else None,
             "closed_book_filter": "drop" if self.drop_closed_book else ("mark" if self.filter_closed_book else "off"),
         }
+        # Every other declared per-question setting, by its name when not at its default: none is left out.
+        declared = {setting.name: getattr(s, setting.name) for setting in QUESTION_SETTINGS}
+        return recorded | identity_additions(declared, recorded)
 
     def manifest(self, identity: dict | None = None) -> dict:
         """The identity plus what describes this session's question list and software (not compared on resume:
@@ -280,9 +284,11 @@ class EvalRunner:
             atomic_write_text(self.out / MANIFEST, json.dumps(manifest, indent=1))
             return
         missing = object()
-        changed = [k for k in identity if old.get(k, missing) != identity[k]]
+        # A declared setting recorded in the old run but at its default now (so left out) differs too.
+        settings_recorded = [k for k in old if k in by_name() and k not in identity]
+        changed = [k for k in [*identity, *settings_recorded] if old.get(k, missing) != identity.get(k, missing)]
         if changed:
-            details = "; ".join(f"{k}: {_short(old.get(k, '(not recorded)'))} -> {_short(manifest[k])}"
+            details = "; ".join(f"{k}: {_short(old.get(k, '(not recorded)'))} -> {_short(manifest.get(k, '(default)'))}"
                                 for k in changed)
             raise RunDirectoryError(f"{self.out} holds a different run ({', '.join(changed)} differ): {details}; "
                                     f"use a new --out, or the settings recorded in {self.out / MANIFEST}")

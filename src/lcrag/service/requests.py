@@ -8,11 +8,13 @@ operator sets per server (question length, max_tokens, strategies) are checked a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from lcrag.core.errors import InputError
+from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting, request_fields
 
 # Bounds on the values themselves; a Settings check after them gives the valid range in its own words.
 Name = Annotated[str, Field(min_length=1, max_length=64)]
@@ -20,30 +22,30 @@ Short = Annotated[str, Field(min_length=1, max_length=200)]
 OptionValue = Annotated[str, Field(max_length=1000)] | int | float | bool | None
 
 
-class QuestionChoices(BaseModel):
-    """How a question is answered: the fields of ``lcrag.pipeline.pipeline.Settings`` a client may choose."""
+class _ChoicesBase(BaseModel):
+    """What every question's request takes besides the declared settings: the parts' options."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    choice_names: ClassVar[frozenset[str]] = frozenset()  # the fields of the model made from the declaration
 
-    strategy: Short | None = None
-    retriever: Short | None = None
-    k: int | None = Field(None, ge=1, le=1000)
-    budget: int | None = Field(None, ge=1, le=100_000_000)
-    order: Short | None = None
-    route_threshold: float | None = Field(None, ge=0, le=1)
-    router: Name | None = Field(None, description="a router the server offers (GET /v1/routers), never a path")
-    lc_share: float | None = Field(None, ge=0, le=1, description="with a router: the share of questions held going to LC")
-    lc_cost_share: float | None = Field(None, ge=0, le=1, description="with a router: LC's share of prompt tokens held")
-    cache_aware: bool | None = None
-    condense: Literal["auto", "reader", "join"] | None = Field(
-        None, description="how a follow-up is made to stand alone: the reader's rewrite, joined turns, or auto")
-    max_tokens: int | None = Field(None, ge=1, description="completion tokens, up to the server's --max-tokens")
     options: dict[Short, OptionValue] | None = Field(
         None, max_length=32, description="options the strategy or retriever declares, by name (e.g. widen for cascade)")
 
     def answer_options(self) -> dict[str, Any]:
         """The options the client gave, by Settings field name."""
-        return self.model_dump(include=set(QuestionChoices.model_fields), exclude_none=True)
+        return self.model_dump(include=set(self.choice_names), exclude_none=True)
+
+
+def question_choices_model(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> type[_ChoicesBase]:
+    """How a question is answered: the declared per-question settings a client may choose
+    (:mod:`lcrag.core.question_settings`), each with its bounds, and the parts' options."""
+    fields = {name: (kind, None) for name, kind in request_fields(declared).items()}
+    model = create_model("QuestionChoices", __base__=_ChoicesBase, __module__=__name__, **fields)
+    model.choice_names = frozenset(model.model_fields)
+    return model
+
+
+QuestionChoices = question_choices_model()
 
 
 class AskRequest(QuestionChoices):

@@ -118,6 +118,9 @@ CHANGES = {
     "prompts_sha256": lambda s: replace(s, prompts=replace(PromptSet(), closed_book="Q: {question}")),
     "order": lambda s: replace(s, order="document"),
     "tokenizer": lambda s: replace(s, tokenizer=__file__),  # any existing file: the scripted reader never loads it
+    # Declared per-question settings no hand-written key records: in the identity by their declaration alone.
+    "condense": lambda s: replace(s, condense="join"),
+    "history_turns": lambda s: replace(s, history_turns=2),
 }
 
 
@@ -129,6 +132,13 @@ def test_resume_with_another_setting_is_refused_naming_it(tmp_path, key):
     with pytest.raises(RunDirectoryError, match=rf"holds a different run \({key} differ\)"):
         run(tmp_path, settings=CHANGES[key](settings), configs=("rag",))
     assert snapshot(tmp_path) == before  # the manifest still records the settings of its rows
+
+
+def test_resume_at_the_default_of_a_setting_the_run_set_is_refused_naming_it(tmp_path):
+    settings = Settings(chunking="words:20")
+    run(tmp_path, settings=replace(settings, condense="join"), configs=("rag",))
+    with pytest.raises(RunDirectoryError, match=r"holds a different run \(condense differ\)"):
+        run(tmp_path, settings=settings, configs=("rag",))
 
 
 def test_resume_with_another_context_window_or_reader_is_refused(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -32,6 +32,7 @@ except ImportError:  # 1.x (1.10 or newer: structured output, transport security
     SDK_MAJOR = 1
 
 from lcrag.core.errors import LcragError
+from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting, request_fields
 from lcrag.readers import streaming
 from lcrag.service.access import principal
 from lcrag.service.answer_cache import from_cache
@@ -154,13 +155,12 @@ class LcragMCP(SDKServer):
         except LcragError as exc:  # the store's database out of reach (StoreDown): said in one line
             raise ToolError(one_line(exc)) from None
 
-    async def ask(self, question: str, collection: str, strategy: str | None = None, retriever: str | None = None,
-                  k: int | None = None, budget: int | None = None, order: str | None = None,
-                  route_threshold: float | None = None, router: str | None = None, lc_share: float | None = None,
-                  lc_cost_share: float | None = None, cache_aware: bool | None = None, max_tokens: int | None = None,
-                  condense: str | None = None, options: dict[str, Any] | None = None,
-                  history: list[dict[str, Any]] | None = None, ctx: Context | None = None) -> Answered:
-        given = {name: value for name, value in locals().items() if name not in ("self", "ctx") and value is not None}
+    async def ask(self, question: str, collection: str, options: dict[str, Any] | None = None,
+                  history: list[dict[str, Any]] | None = None, ctx: Context | None = None,
+                  **choices: Any) -> Answered:
+        """``choices``: the declared per-question settings a client may choose (see :func:`with_choices`)."""
+        given = {"question": question, "collection": collection, "options": options, "history": history, **choices}
+        given = {name: value for name, value in given.items() if value is not None}
         try:
             request = AskRequest.model_validate(given)
             _visible(ctx, collection)
@@ -270,3 +270,19 @@ class LcragMCP(SDKServer):
                                                   if caller.sees(name) for stored in collections.files(name)])
         return [Resource(uri=FILE_URI.format(name=quote(name, safe=""), file=quote(file, safe="")),
                          name=f"{name}/{file}", mimeType="text/plain") for name, file in listed]
+
+
+def with_choices(ask: Callable, declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> Callable:
+    """``ask`` taking, in its signature (the tool's published parameters), each declared per-question setting a
+    client may choose in place of its ``**choices``: typed, bounded and described as the HTTP request's fields."""
+    signature = inspect.signature(ask, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    declared_choices = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=None)
+                        for name, kind in request_fields(declared).items()]
+    ask.__signature__ = signature.replace(parameters=[*own, *declared_choices])
+    ask.__annotations__ = {**ask.__annotations__, **{p.name: p.annotation for p in declared_choices}}
+    ask.__annotations__.pop("choices", None)
+    return ask
+
+
+with_choices(LcragMCP.ask)

@@ -1,0 +1,51 @@
+"""The command-line flags of the declared per-question settings (:mod:`lcrag.core.question_settings`): a question
+command (``ask``, ``eval``) gets a flag for each declared setting it does not spell out itself, so a setting declared
+once is a flag of every question command. A command spells one out where its form differs (``eval``'s
+comma-separated ``-k`` of a matrix) or its help names the registries' parts (``--strategy``)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Optional
+
+import typer
+
+from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting
+
+
+def flag_option(setting: QuestionSetting) -> Any:
+    """``Annotated[type, typer.Option(...)]`` of one declared setting: its flag, help, choices and bounds."""
+    help_text = setting.help[:1].upper() + setting.help[1:]
+    if setting.choices:
+        help_text += f" ({', '.join(setting.choices)})"
+    if setting.parts != ("every strategy",):
+        help_text = f"{', '.join(setting.parts)}: {help_text}"
+    bounds = {"min": setting.low, "max": setting.high} if setting.kind in (int, float) else {}
+    kind = Optional[setting.kind] if setting.nullable else setting.kind
+    return Annotated[kind, typer.Option(setting.flag, help=help_text + ".", **bounds)]
+
+
+def question_flags(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS,
+                   without: Iterable[str] = ()) -> Callable[[Callable], Callable]:
+    """A decorator: the command takes, after its own parameters, a flag for each declared setting on the command
+    line that it does not take already (nor names in ``without``: one it sets another way). Their values reach it only through ``ctx.params`` (the configuration is
+    built from those by :func:`lcrag.cli.flags.config_from_flags`), never as arguments."""
+    def add_flags(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)  # the typer annotations as objects: kept as given
+        taken = set(signature.parameters) | set(without)
+        added = [s for s in declared if s.on_cli and s.name not in taken]
+        parameters = [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, annotation=flag_option(s),
+                                        default=s.default) for s in added]
+
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            for setting in added:
+                kwargs.pop(setting.name, None)
+            return command(*args, **kwargs)
+
+        run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *parameters])
+        run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in parameters}}
+        return run
+    return add_flags
