@@ -1,14 +1,14 @@
 """Service audit (issues 25 and 34): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
 
     python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
-    python benchmarks/audit_service.py --cases 34.4,34.7     # only these cases (and only the servers they use)
+    python benchmarks/audit_service.py --cases 34.4,34.9     # only these cases (and only the servers they use)
 
 Real servers are started as subprocesses of the installed `lcrag` on free loopback ports, each when a case first
 needs it, each with its own temporary --cache-dir: A, `lcrag serve` with a small --max-upload-mb (no key, loopback); B, with --api-key, a narrowed
 --strategies and --retrievers; C, `lcrag serve` with its default flags (the files of issue 34); M, `lcrag mcp
 --transport http` with its default flags, over collections planted in its cache before it starts; a few cases start
-their own (34.12: serve and mcp offering tree; 34.7 and 34.8: benchmarks/audit_connections.py's servers, with no
-reader, at the issue's scale: 21,000 slow connections, 10,000 idle MCP initializations). Their reader
+their own (34.12: serve and mcp offering tree). Items 34.7 and 34.8 (21,000 slow connections, 10,000 idle MCP
+initializations) are measured by benchmarks/bench_connections.py. Their reader
 is the tests' stand-in (tests/reader_servers.py) run by this script (`--llm openai:audit --base-url ...`): it streams its answer
 (the last word of the context line closest to the question) after a delay the script sets, or, for a question that
 says SLOWLY, a word every 0.25 s until lcrag stops reading, so questions can be made slow on purpose. The reader is a
@@ -18,7 +18,7 @@ Each case sends what a hostile or careless client sent and compares what came ba
 the table shows case, expected, got. Every hostile file is made by this script (issue 34's by the builders of
 tests/hostile_documents.py), none is committed. Exit status 1 when any case fails.
 
-Every process the audit starts (the servers, their parsing processes, the connection cases' attackers) is in a
+Every process the audit starts (the servers and their parsing processes) is in a
 process group of its own and is stopped however the audit ends: a server that does not start (its cases fail, the
 others go on), an exception, Ctrl-C (exit 130) or SIGTERM (exit 143) (benchmarks/common.py's Processes).
 """
@@ -1063,64 +1063,6 @@ def mcp_resource_parse(t: Audit):
     return " · ".join(rows), passed
 
 
-# -- items 7 and 8: connections and sessions at the issue's scale (benchmarks/audit_connections.py) ----------------
-def connections_module():
-    import audit_connections
-
-    return audit_connections
-
-
-@case("34.7", "slowloris: 21,000 connections sending a header line every 10 s, against lcrag serve and lcrag mcp "
-      "(default flags), from one address, then from 254",
-      "/healthz (MCP: /mcp) answering a new client 4 times a second: p99 < 100 ms, no probe failing; no slow "
-      "connection held past the 10-s header timeout + 10 s; the server's descriptors within their budget; the server "
-      "up, its log + ≤ 100 lines")
-def slowloris(t: Audit):
-    ac = connections_module()
-    hard = ac.raise_file_limit()
-    connections = t.options.connections
-    workers = max(2, -(-connections // (hard - 200)))
-    rows, passed = [], True
-    for command in ("serve", "mcp"):
-        server = ac.start(t.work, command, t.processes)
-        try:
-            for spread in (False, True):
-                r = ac.slowloris(server, connections, workers, spread, 20.0, t.options.loris_seconds)
-                # audit_connections.py's checks: its descriptors within their budget (the connection cap and the
-                # listen backlog: connections the kernel holds for the server are open on the attacker's side)
-                ok = (r["p99_ms"] < PROBE_MS and r["probe_failures"] == 0 and r["longest_held_s"] <= ac.HEADER_TIMEOUT
-                      + 10 and r["max_fds"] <= ac.FD_BUDGET and r["log_lines"] <= 100 and r["server_alive"])
-                rows.append(f"{r['server']} ← {connections:,} from {r['from']}: {r['probe_failures']} of "
-                            f"{r['probes'] + r['probe_failures']} probes failed, p50/p99/max {r['p50_ms']:.0f}/"
-                            f"{r['p99_ms']:.0f}/{r['max_ms']:.0f} ms; {r['opened']:,} opened, longest held "
-                            f"{r['longest_held_s']:.0f} s; fds ≤ {r['max_fds']:,} (budget {ac.FD_BUDGET:,}); log "
-                            f"+{r['log_lines']}")
-                passed &= ok
-                time.sleep(ac.HEADER_TIMEOUT + 2)
-        finally:
-            server.stop()
-    return " · ".join(rows), passed
-
-
-@case("34.8", "MCP sessions: 10,000 initialize requests never followed up (lcrag mcp, default flags), from one "
-      "address, then from 254", "RSS growth ≤ 100 MB at the peak; a new client served (initialize, tools/list)")
-def idle_sessions(t: Audit):
-    ac = connections_module()
-    server = ac.start(t.work, "mcp", t.processes)
-    rows, passed = [], True
-    try:
-        for spread in (False, True):
-            s = ac.idle_sessions(server, t.options.sessions, spread)
-            grew = s["rss_peak"] - s["rss_before"]
-            rows.append(f"{s['initializations']:,} from {s['from']}: answers {s['statuses']}; RSS {s['rss_before']:.0f}"
-                        f" → peak {s['rss_peak']:.0f} MB ({grew:+.0f}); new client "
-                        f"{'served' if s['served'] else 'NOT served'} in {s['served_s'] * 1000:.0f} ms")
-            passed &= grew <= EXTRA_MB and s["served"]
-    finally:
-        server.stop()
-    return " · ".join(rows), passed
-
-
 # -- item 9: MCP resources materialised and buffered ---------------------------------------------------------------
 def unread_reads(t: Audit, file: str, count: int = 20) -> tuple[float, float]:
     """``count`` clients each asking for ``file`` of M's "big" collection and never reading the answer: M's peak
@@ -1593,7 +1535,7 @@ def names(t: Audit):
 
 
 # -- running the audit --------------------------------------------------------------------------------------------
-LAST = {"34.7": 1, "34.8": 2, "25.16": 3}  # the long ones late; 25.16 searches every answer, so it runs last
+LAST = {"25.16": 1}  # 25.16 searches every answer, so it runs last
 
 
 def order(number: str) -> tuple[int, int]:
@@ -1633,9 +1575,7 @@ def render(results: list[Case], command: str, seconds: float, flags: dict[str, l
         "Real servers on loopback, each with its own temporary cache directory: "
         + "; ".join(f"{name} `lcrag {' '.join(args)}`" for name, args in flags.items())
         + "; D `lcrag serve --retrievers bm25 --retrievers tree` and `lcrag mcp --transport http --retrievers bm25 "
-        "--retrievers tree` (started by case 34.12); items 34.7 and 34.8 start "
-        "their own `lcrag serve` and `lcrag mcp --transport http` with their default flags and no reader "
-        "(benchmarks/audit_connections.py's functions). Their reader is an OpenAI-compatible stand-in run by the "
+        "--retrievers tree` (started by case 34.12). Their reader is an OpenAI-compatible stand-in run by the "
         "script (the last word of the context line closest to the question, after a delay the audit sets, or slowly "
         "streamed for a question that says SLOWLY): the audit is about the service, not answers. Every hostile file "
         "is made by the script (issue 34's by tests/hostile_documents.py's builders); none is "
@@ -1675,10 +1615,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--cases", "--only", dest="cases", type=case_numbers,
-                        help="run only these cases, comma-separated (34.4,34.7): each starts only the servers it uses")
-    parser.add_argument("--connections", type=int, default=21_000, help="slow connections (34.7)")
-    parser.add_argument("--loris-seconds", type=float, default=45.0, help="each slow-connection phase (34.7)")
-    parser.add_argument("--sessions", type=int, default=10_000, help="idle MCP initializations (34.8)")
+                        help="run only these cases, comma-separated (34.4,34.9): each starts only the servers it uses")
     args = parser.parse_args()
     started = time.monotonic()
     try:
@@ -1705,7 +1642,7 @@ def case_numbers(text: str) -> set[str]:
 
 def run_audit(args: argparse.Namespace) -> list[Case]:
     """The cases run against servers started as they are needed; every process started (servers, their parsing
-    processes, the connection cases' attackers) and the reader stopped on the way out, however it goes."""
+    processes) and the reader stopped on the way out, however it goes."""
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lcrag-audit-", ignore_cleanup_errors=True)))
         reader, reader_url = start_reader()

@@ -2,7 +2,7 @@
 over real HTTP on loopback: the server `lcrag serve` runs (uvicorn with lcrag's connection guard,
 lcrag.service.http.server) in a thread of the test process, with a scripted reader.
 
-The scale of item 7 (21,000 slow connections, EMFILE) is measured by benchmarks/audit_connections.py."""
+The scale of item 7 (21,000 slow connections, EMFILE) is measured by benchmarks/bench_connections.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ app `lcrag mcp --transport http` serves (lcrag.cli.mcp.http_app: the guard, body
 SDK's app) on uvicorn with lcrag's connection guard, in a thread, on loopback, with a scripted reader. The client is
 plain JSON-RPC over HTTP, as a hostile one would be.
 
-The scale of item 8 (10,000 idle initializations) is measured by benchmarks/audit_connections.py."""
+The scale of item 8 (10,000 idle initializations) is measured by benchmarks/bench_connections.py."""
 
 from __future__ import annotations
 

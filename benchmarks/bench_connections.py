@@ -1,26 +1,28 @@
-"""Connections and sessions held for free (issue 34, items 7 and 8), at the issue's scale, against real processes.
+"""Connections and sessions held for free (issue 34, items 7 and 8), measured at the issue's scale against real processes.
 
-    python benchmarks/audit_connections.py --out benchmarks/results/audit_connections.md
+    flock /tmp/lcrag-bench.lock python benchmarks/bench_connections.py --out benchmarks/results/connections.md
+    python benchmarks/bench_connections.py --connections 200 --sessions 100 --seconds 12 --ramp 2   # a smoke run
 
-Slowloris (item 7): ``--connections`` (21,000) slow connections, each sending a request line and then one header
-line every 10 s and never the end of its headers, opened over ``--ramp`` seconds by ``--workers`` client processes
-(each raises its own open-file limit to the hard one: 21,000 sockets do not fit one process here; each runs at
-nice 10, as the attacker's CPU is not the server's when it attacks from elsewhere), against a real
-`lcrag serve` with its default flags, and against `lcrag mcp --transport http`. A connection the server closes is
-opened again at the attacker's next 10-s round, as the slowloris tool does. Two phases per server: every
-connection from 127.0.0.1 (the per-client cap), then spread over 127.0.0.2-127.0.0.255 (the connection cap).
-Meanwhile a new client asks `GET /healthz` (`/mcp` for the MCP server: any answer counts) four times a second, from
-127.0.0.1 like the attacker; the table gives its latency, the longest any slow connection was held, the server's
-open descriptors at the most, and the lines its log grew by.
+Slow connections (item 7): ``--connections`` (21,000) slow connections, each sending a request line and then one
+header line every 10 s and never the end of its headers, opened over ``--ramp`` seconds by ``--workers`` client
+processes (each raises its own open-file limit to the hard one: 21,000 sockets do not fit one process here; each runs
+at nice 10, as the attacker's CPU is not the server's when it attacks from elsewhere), against a real `lcrag serve`
+with its default flags, and against `lcrag mcp --transport http`. A connection the server closes is opened again at
+the attacker's next 10-s round, as the slowloris tool does. Two phases per server: every connection from 127.0.0.1
+(the per-client cap), then spread over 127.0.0.2-127.0.0.255 (the connection cap). Meanwhile a new client asks
+`GET /healthz` (`/mcp` for the MCP server: any answer counts) four times a second, from 127.0.0.1 like the attacker;
+the table gives its latency, the longest any slow connection was held, the server's open descriptors at the most
+(next to their budget) and the lines its log grew by.
 
 Idle MCP sessions (item 8): ``--sessions`` (10,000) `initialize` requests never followed up, 32 at a time, against
 `lcrag mcp --transport http` with its default flags, first from one address, then from 254; the server's resident
-memory before, at its peak and after, and then whether a new client is served (initialize, initialized,
-tools/list).
+memory before, at its peak and after, and then whether (and how fast) a new client is served (initialize,
+initialized, tools/list).
 
-The reader is never called (`--llm openai:audit --base-url` a closed port): this is about connections. Exit status 1
-when a check fails: /healthz over 100 ms at p99 or failing, a slow connection held past the header timeout plus 10 s,
-the log growing by more than 100 lines, RSS growth over 100 MB, or a new MCP client not served.
+The reader is never called (`--llm openai:audit --base-url` a closed port): this is about connections. The report
+gives numbers, not a verdict: what the service must do with such clients (close them at the header timeout, refuse
+over the caps, serve a new client) is asserted by tests/integration/service/test_hostile_connections.py and
+test_hostile_mcp.py at a small scale; this script measures what it costs at the issue's.
 """
 
 from __future__ import annotations
@@ -52,7 +54,6 @@ HEADER_TIMEOUT = 10.0  # lcrag's default --header-timeout
 FD_BUDGET = 1024 + 2 * 1024 + 256  # --max-connections, twice the backlog, the server's own (lcrag.service.http.server)
 HELLO = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "audit", "version": "0"}}}
-LOAD: list[float] = []
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -343,11 +344,11 @@ def idle_sessions(server: Server, count: int, spread: bool) -> dict:
 
 
 # -- the report -----------------------------------------------------------------------------------------------------
-def render(loris: list[dict], sessions: list[dict], command: str, elapsed: float, checks: list[tuple[str, bool]]) -> str:
+def render(loris: list[dict], sessions: list[dict], command: str, elapsed: float, load_at_start: float) -> str:
     out = ["# Connections and sessions held for free (issue 34, items 7 and 8)", "",
            f"Command: `{command}`", "", f"Machine: {machine()}; `ulimit -n` {resource.getrlimit(resource.RLIMIT_NOFILE)}"
            " (soft, hard) for the client processes, which raise their soft limit to the hard one. Run time "
-           f"{elapsed:.0f} s. Load average (1 min) at start and end: {LOAD[0]:.1f}, {os.getloadavg()[0]:.1f} (the "
+           f"{elapsed:.0f} s. Load average (1 min) at start and end: {load_at_start:.1f}, {os.getloadavg()[0]:.1f} (the "
            "machine is shared: other jobs ran meanwhile).", "",
            "Servers: `lcrag serve` and `lcrag mcp --transport http` with their default flags (`--max-connections "
            "1024 --max-client-connections 128 --header-timeout 10 --body-timeout 30 --keep-alive 5`; for MCP also "
@@ -357,8 +358,9 @@ def render(loris: list[dict], sessions: list[dict], command: str, elapsed: float
            "is opened again at its next 10-s round. The probe is a new connection from 127.0.0.1 asking "
            "`/healthz` (`/mcp` on the MCP server) four times a second.", ""]
     out.append(md_table(
-        ["server", "slow connections from", "connections opened", "closed by the server", "longest held (s)",
-         "server answers to them", "probe p50 / p99 / max (ms)", "probe failures", "server fds at most",
+        ["server", "slow connections from", "connections opened", "closed by the server",
+         f"longest held (s; header timeout {HEADER_TIMEOUT:.0f})",
+         "server answers to them", "probe p50 / p99 / max (ms)", "probe failures", f"server fds at most (budget {FD_BUDGET:,})",
          "server RSS at most (MB)", "log lines added"],
         [[r["server"], f"{r['connections']:,} from {r['from']}", f"{r['opened']:,}", f"{r['closed_by_server']:,}",
           f"{r['longest_held_s']:.1f}", ", ".join(f"{n:,}× {s}" for s, n in sorted(r["answers"].items())) or "-",
@@ -376,8 +378,7 @@ def render(loris: list[dict], sessions: list[dict], command: str, elapsed: float
           f"{s['rss_before']:.0f} / {s['rss_peak']:.0f} / {s['rss_after']:.0f}",
           f"{s['rss_peak'] - s['rss_before']:.0f}", f"{'yes' if s['served'] else 'NO'} ({s['served_s'] * 1000:.0f} ms: "
           f"{s['served_detail']})", s["log_lines"]] for s in sessions]))
-    out += ["", "## Checks", "", md_table(["check", "result"], [[c, "pass" if ok else "FAIL"] for c, ok in checks]),
-            ""]
+    out.append("")
     return "\n".join(out)
 
 
@@ -391,7 +392,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=45.0, help="length of each slow-connection phase")
     parser.add_argument("--skip", default="", help="comma-separated: serve, mcp, sessions")
     args = parser.parse_args()
-    LOAD.append(os.getloadavg()[0])
+    load_at_start = os.getloadavg()[0]
     hard = raise_file_limit()
     if args.connections / args.workers > hard - 200:
         raise SystemExit(f"{args.connections:,} connections over {args.workers} processes do not fit the open-file "
@@ -424,26 +425,11 @@ def main() -> None:
                     log(json.dumps(sessions[-1]))
             finally:
                 server.stop()
-    checks = []
-    for r in loris:
-        where = f"{r['server']}, {r['connections']:,} slow connections from {r['from']}"
-        checks += [(f"{where}: /healthz p99 under 100 ms, no probe failed", r["p99_ms"] < 100
-                    and r["probe_failures"] == 0),
-                   (f"{where}: no slow connection held past {HEADER_TIMEOUT + 10:.0f} s, the server's descriptors "
-                    f"within its budget ({FD_BUDGET:,})",
-                    r["longest_held_s"] <= HEADER_TIMEOUT + 10 and r["max_fds"] <= FD_BUDGET),
-                   (f"{where}: the server's log grew by at most 100 lines, and it is still up",
-                    r["log_lines"] <= 100 and r["server_alive"])]
-    for s in sessions:
-        where = f"lcrag mcp, {s['initializations']:,} idle initializations from {s['from']}"
-        checks += [(f"{where}: RSS growth at most 100 MB", s["rss_peak"] - s["rss_before"] <= 100),
-                   (f"{where}: a new client served", s["served"])]
     command = f"cd {Path.cwd().name} && python {shlex.join(sys.argv)}"  # as run
-    report = render(loris, sessions, command, time.monotonic() - started, checks)
+    report = render(loris, sessions, command, time.monotonic() - started, load_at_start)
     print(report)
     if args.out:
         args.out.write_text(report, encoding="utf-8")
-    sys.exit(0 if all(ok for _, ok in checks) else 1)
 
 
 if __name__ == "__main__":
