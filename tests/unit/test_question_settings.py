@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from lcrag.cli.ask import ask
 from lcrag.cli.evaluate import evaluate
 from lcrag.cli.question_flags import question_flags
+from lcrag.core.options import SettingError
 from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting, by_name, identity_additions
 from lcrag.pipeline.config import PER_QUESTION, SECTIONS, Config
 from lcrag.pipeline.pipeline import Settings
@@ -54,7 +55,9 @@ def test_a_setting_declared_once_is_a_flag_of_ask_and_eval(command, arguments):
     assert flags_of(with_temperature)["temperature"].opts == ["--temperature"]
     assert "temperature" not in flags_of(command)
     out = CliRunner().invoke(app_of(with_temperature), [command.__name__, *arguments, "--temperature", "3"])
-    assert out.exit_code == 2 and "--temperature" in out.output  # its bounds, checked before the command runs
+    # Its bounds, checked before the command runs, by the declaration (lcrag's main says it in one line, exit 2).
+    assert isinstance(out.exception, SettingError) and out.exception.setting == "temperature"
+    assert "must be a number from 0 to 2, got 3.0" in str(out.exception)
 
 
 def test_a_setting_declared_once_is_a_request_field_with_its_bounds():

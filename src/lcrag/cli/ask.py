@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lcrag.assembly.context import ORDERS
 from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, CacheDir, Chunking, ContextWindow, Embedder, LCCostShare,
                              LCShare, PartOption, PoolBackoff, PoolMaxBackoff, PriceAs, PricesFile, RetrieverOpt,
                              RouterFile, RouteThreshold, RunFile, ServerSlots, Strategy, SummaryLLM, Threads, Timeout,
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from lcrag.core.types import Answer
 
 
-@question_flags()
+@question_flags()  # --budget, --order, --max-tokens and every other declared setting it does not spell out
 def ask(
     ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="A document (.pdf, .docx, .html, .epub, .md, .txt), a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],
@@ -32,15 +31,12 @@ def ask(
     strategy: Strategy = "self-route",
     retriever: RetrieverOpt = "bm25",
     k: Annotated[int, typer.Option("-k", help="Chunks to retrieve.")] = 5,
-    budget: Annotated[Optional[int], typer.Option("--budget", help="Retrieved-token budget instead of -k.")] = None,
-    order: Annotated[Optional[str], typer.Option("--order", help=f"{' or '.join(ORDERS)} (default: the strategy's own).")] = None,
     chunking: Chunking = None,
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseUrl = None,
     context_window: ContextWindow = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Answer length limit.")] = 64,
     prompts: Annotated[Optional[Path], typer.Option("--prompts", help="JSON file replacing prompt templates.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the completion cache.")] = False,
     cache_dir: CacheDir = None,

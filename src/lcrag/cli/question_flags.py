@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from lcrag.core.options import declared_value
 from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting
 
 
@@ -22,9 +23,13 @@ def flag_option(setting: QuestionSetting) -> Any:
         help_text += f" ({', '.join(setting.choices)})"
     if setting.parts != ("every strategy",):
         help_text = f"{', '.join(setting.parts)}: {help_text}"
-    bounds = {"min": setting.low, "max": setting.high} if setting.kind in (int, float) else {}
     kind = Optional[setting.kind] if setting.nullable else setting.kind
-    return Annotated[kind, typer.Option(setting.flag, help=help_text + ".", **bounds)]
+
+    def checked(value: Any) -> Any:
+        return declared_value(setting, value)
+
+    # Checked by the declaration, as the settings check it: the same one-line message, naming the flag (exit 2).
+    return Annotated[kind, typer.Option(setting.flag, help=help_text + ".", callback=checked)]
 
 
 def question_flags(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS,

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lcrag.core.errors import LcragError, OptionError
+from lcrag.core.question_settings import QuestionSetting, by_name
 
 # The command-line flag of each setting, for messages. One name per setting across all commands.
 FLAGS = {
@@ -40,9 +41,11 @@ def _naming(problem: str, other: str | None) -> str:
 
 
 def cli_message(exc: LcragError) -> str:
-    """``exc``'s message with a setting's name replaced by its command-line flag."""
-    if isinstance(exc, SettingError) and exc.setting in FLAGS:
-        return f"{FLAGS[exc.setting]} {_naming(exc.problem, FLAGS.get(exc.other, exc.other))}"
+    """``exc``'s message with a setting's name replaced by its command-line flag (a declared per-question setting's
+    flag is its declaration's)."""
+    flags = FLAGS | {name: setting.flag for name, setting in by_name().items()}
+    if isinstance(exc, SettingError) and exc.setting in flags:
+        return f"{flags[exc.setting]} {_naming(exc.problem, flags.get(exc.other, exc.other))}"
     return str(exc)
 
 
@@ -94,6 +97,24 @@ def one_of(name: str, value: object, allowed: Iterable[str], optional: bool = Fa
     allowed = tuple(allowed)
     if value not in allowed:
         raise SettingError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def declared_value(setting: QuestionSetting, value: object) -> object:
+    """``value`` when it is within ``setting``'s declared bounds or choices, else :class:`SettingError` naming the
+    setting (the settings sections check the same bounds, with their own cross-setting rules)."""
+    if value is None and setting.nullable:
+        return value
+    if setting.choices is not None:
+        one_of(setting.name, value, setting.choices)
+    elif setting.kind is int:
+        at_least(setting.name, value, int(setting.low if setting.low is not None else -(1 << 62)))
+        at_most(setting.name, value, int(setting.high if setting.high is not None else 1 << 62))
+    elif setting.kind is float and (setting.low is not None or setting.high is not None):
+        in_range(setting.name, value, setting.low if setting.low is not None else float("-inf"),
+                 setting.high if setting.high is not None else float("inf"))
+    elif not isinstance(value, setting.kind) or (setting.kind is not bool and isinstance(value, bool)):
+        raise SettingError(setting.name, f"must be {setting.kind.__name__}, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

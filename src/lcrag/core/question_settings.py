@@ -60,7 +60,8 @@ QUESTION_SETTINGS: tuple[QuestionSetting, ...] = (
                     choices=("score", "document"), identity_key="order"),
     QuestionSetting("chunking", str, None, "UNIT:SIZE[:OVERLAP] (default: the strategy's own)", nullable=True,
                     offered=False, identity_key="chunking"),
-    QuestionSetting("max_tokens", int, 64, "completion tokens, up to the server's --max-tokens", low=1,
+    QuestionSetting("max_tokens", int, 64, "the answer's length limit in tokens (served: up to the server's "
+                    "--max-tokens)", low=1,
                     high=1 << 24, identity_key="max_tokens"),
     QuestionSetting("window", int, 3, "sentences either side of a hit", low=0, high=64, offered=False,
                     identity_key="retriever_options", parts=("sentence-window",)),
