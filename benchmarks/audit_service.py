@@ -1,26 +1,69 @@
-"""Service audit (issues 25 and 34): the hostile-client findings replayed against real `lcrag serve` and `lcrag mcp`.
+"""Service audit (issues 25 and 34): what is left of it, the cases that bound time or memory, against real `lcrag serve`
+and `lcrag mcp`. Being moved: a bound on seconds or megabytes is to become a number a bench_*.py reports.
 
-    python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
+    flock /tmp/lcrag-bench.lock python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
     python benchmarks/audit_service.py --cases 34.4,34.9     # only these cases (and only the servers they use)
 
-Real servers are started as subprocesses of the installed `lcrag` on free loopback ports, each when a case first
-needs it, each with its own temporary --cache-dir: A, `lcrag serve` with a small --max-upload-mb (no key, loopback); B, with --api-key, a narrowed
---strategies and --retrievers; C, `lcrag serve` with its default flags (the files of issue 34); M, `lcrag mcp
---transport http` with its default flags, over collections planted in its cache before it starts; a few cases start
-their own (34.12: serve and mcp offering tree). Items 34.7 and 34.8 (21,000 slow connections, 10,000 idle MCP
-initializations) are measured by benchmarks/bench_connections.py. Their reader
-is the tests' stand-in (tests/reader_servers.py) run by this script (`--llm openai:audit --base-url ...`): it streams its answer
-(the last word of the context line closest to the question) after a delay the script sets, or, for a question that
-says SLOWLY, a word every 0.25 s until lcrag stops reading, so questions can be made slow on purpose. The reader is a
-stand-in: this audit is about the service (HTTP, MCP, limits, collections, memory), not answer quality.
+Where the other cases went (issue 45, item 7). Tested already, dropped here (tests/integration/service/ is "i/s"):
+  25.1 stored XSS: i/s/test_service.py::test_uploaded_files_are_served_inert_and_the_page_runs_only_its_own_script
+  25.2 server paths as router: i/s/test_service.py::test_a_request_names_a_router_never_a_server_path
+  25.3 cross-site writes, DNS rebinding: i/s/test_service.py::test_cross_site_writes_and_foreign_host_names_are_refused
+  25.4 stale answers after delete: i/s/test_service_collections.py::test_indexing_that_ends_after_a_delete_never_answers_
+       for_the_new_collection and ::test_a_collection_created_again_is_another_collection
+  25.6 nested JSONL: i/s/test_service_collections.py::test_a_jsonl_nested_too_deep_is_an_error_naming_it_and_a_good_file_
+       recovers
+  25.7 upload without Content-Length: i/s/test_service.py::test_a_chunked_upload_is_stopped_at_the_limit_as_it_streams
+  25.8 200 MB JSON body: i/s/test_service.py::test_a_json_body_over_the_limit_is_413_and_never_echoed
+  25.9 metrics labels: i/s/test_service.py::test_refused_requests_are_labelled_by_route_never_by_raw_path
+  25.10 queue and upload: i/s/test_service.py::test_the_queue_refuses_with_429_and_uploads_never_wait_behind_it
+  25.12 colliding and long names: i/s/test_service_collections.py::test_names_keep_their_letters_and_never_overwrite,
+       ::test_a_name_too_long_to_store_is_refused_with_a_400
+  25.13 upload leftovers: i/s/test_service_collections.py::test_uploads_cut_short_by_a_crash_are_removed_at_start_up
+  25.14 cost caps: i/s/test_service.py::test_operator_limits_cap_what_one_request_costs
+  25.15 wrong shapes: i/s/test_service.py::test_bodies_of_the_wrong_shape_are_4xx_never_500
+  25.16 server paths in answers: i/s/test_service_collections.py::test_status_and_errors_name_files_by_their_uploaded_
+       names_only (and every storage-failure test's answers without paths)
+  25.17 small things: i/s/test_service.py::test_openai_content_parts_a_lowercase_bearer_and_long_file_names,
+       ::test_the_api_key_is_required_when_set
+  34.5 a collection in error, the queue while indexing: tests/system/documents/test_parse_service.py::test_a_collection_
+       in_error_answers_its_error_at_once_never_parsing_again, ::test_the_queue_is_checked_before_waiting_for_indexing
+  34.10 an MCP client that leaves: i/s/test_hostile_mcp.py::test_a_question_whose_mcp_client_left_is_cancelled,
+       i/s/test_service.py::test_a_question_whose_client_left_while_queued_is_never_generated
+  34.11 the reindex race: i/s/test_hostile_collections.py::test_concurrent_reindexes_never_join_a_thread_not_yet_started
+  34.12 summarising retrievers: i/s/test_retriever_limits.py (issue 43: the summaries are the indexing's, not billed to
+       a question; search refuses them)
+  34.13 lone surrogates: i/s/test_hostile_connections.py::test_a_lone_surrogate_is_a_400_naming_the_field,
+       i/s/test_hostile_mcp.py::test_mcp_over_http_has_the_header_timeout_json_413_and_surrogate_errors
+  34.14 declared bodies over the limits: i/s/test_hostile_connections.py::test_a_declared_body_over_its_limit_is_a_json_
+       413_naming_the_flag (and the MCP test above)
+  34.16 storage failures: i/s/test_hostile_collections.py::test_storage_failures_are_json_without_paths_and_delete_takes_
+       the_collection_away, ::test_an_unwritable_collections_directory_is_a_json_500_without_paths,
+       tests/system/service/test_storage_failures.py::test_a_real_full_disk_under_lcrag_serve
+  34.names: i/s/test_hostile_collections.py::test_symbolic_links_planted_in_the_collections_directory_are_never_followed,
+       ::test_look_alike_names_are_refused_and_names_in_one_script_kept, ::test_a_file_is_found_by_any_normal_form_of_its_name
+Moved to tests/system/test_service_audit.py: 34.15 (DELETE when half an upload's body is in; the other half of the case,
+while the file is placed, is i/s/test_hostile_collections.py::test_a_collection_deleted_while_an_upload_is_placed_is_a_
+json_404) and 34.17 (a non-ASCII --api-key, flag or LCRAG_SERVE_API_KEY, serve and mcp; the Latin-1 header is
+i/s/test_hostile_connections.py::test_a_non_ascii_api_key_is_refused_at_start_and_an_ascii_one_matches_its_bytes).
+Measured by benchmarks/bench_connections.py: 34.7 (21,000 slow connections) and 34.8 (10,000 idle MCP sessions).
 
-Each case sends what a hostile or careless client sent and compares what came back with what the issue asks for;
-the table shows case, expected, got. Every hostile file is made by this script (issue 34's by the builders of
-tests/hostile_documents.py), none is committed. Exit status 1 when any case fails.
+Left here, their behaviour tested and their bounds still verdicts, each to become a reported number:
+  25.5 memory per upload (behaviour: i/s/test_service_collections.py::test_a_reindex_releases_the_previous_index_and_a_
+       delete_releases_all); 25.11 a DOCX bomb's time and memory (tests/unit/documents/test_zip_bombs.py); 34.1-34.4
+       amplifying files within 5 s and 100 MB while /healthz answers (tests/system/documents/test_parse_sandbox.py::
+       test_each_amplifying_file_is_read_or_refused_as_it_should_be_within_100_mb, test_parse_service.py::test_a_
+       hostile_file_is_refused_naming_its_limit_while_the_service_answers); 34.6 MCP resources/read of hostile PDFs
+       (test_parse_service.py::test_an_mcp_resource_read_parses_off_the_event_loop_through_the_cache); 34.9 the memory
+       of unread MCP resource reads (i/s/test_hostile_mcp.py::test_a_resource_over_max_resource_mb_is_refused_and_one_
+       under_is_read).
 
-Every process the audit starts (the servers and their parsing processes) is in a
-process group of its own and is stopped however the audit ends: a server that does not start (its cases fail, the
-others go on), an exception, Ctrl-C (exit 130) or SIGTERM (exit 143) (benchmarks/common.py's Processes).
+Servers are started as subprocesses of the installed `lcrag` on free loopback ports, each when a case first needs it,
+each with its own temporary --cache-dir: A, `lcrag serve --max-upload-mb 4`; C, `lcrag serve` with its default flags;
+M, `lcrag mcp --transport http`, over collections planted in its cache before it starts. Their reader is the tests'
+stand-in (tests/reader_servers.py) run by this script (`--llm openai:audit --base-url ...`). Every hostile file is made
+by this script (issue 34's by the builders of tests/hostile_documents.py), none is committed. Exit status 1 when any
+case fails. Every process the audit starts is in a process group of its own and is stopped however the audit ends
+(benchmarks/common.py's Processes).
 """
 
 from __future__ import annotations
@@ -40,9 +83,7 @@ import sys
 import tempfile
 import threading
 import time
-import unicodedata
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +94,6 @@ LCRAG = str(Path(sys.executable).with_name("lcrag"))
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from reader_servers import Stub, _Handler, closest_line  # noqa: E402  (the tests' stand-in reader: one copy of it)
-KEY = "audit-key-5b1e"
 MANUAL = ("Crane manual.\nThe reset code of the crane is 7781.\nThe hoist limit of the crane is 12 tonnes.\n"
           "Inspect the wire rope of the crane every week.\n")
 QUESTION = "What is the reset code of the crane?"
@@ -204,7 +244,7 @@ def case(number: str, name: str, expected: str):
 @dataclass
 class Audit:
     """What the cases share: the reader, the work directory, the options, the processes started, and the servers A,
-    B, C and M (:data:`FLAGS`), each started when a case first asks for it (a case run alone starts only its own)."""
+    C and M (:data:`FLAGS`), each started when a case first asks for it (a case run alone starts only its own)."""
 
     reader: AuditReader
     reader_url: str
@@ -218,10 +258,6 @@ class Audit:
     @property
     def a(self) -> Server:  # lcrag serve, loopback, no key, --max-upload-mb 4
         return self.server("a", FLAGS["A"][1:], {}, before=leave_upload_leftover)
-
-    @property
-    def b(self) -> Server:  # --api-key, --strategies rag, --retrievers bm25 dense
-        return self.server("b", FLAGS["B"][1:], {"Authorization": f"Bearer {KEY}"})
 
     @property
     def c(self) -> Server:  # lcrag serve with its default flags
@@ -258,80 +294,7 @@ def timed(fn, *args, **kw):
 
 
 # == issue 25 =====================================================================================================
-# -- security -----------------------------------------------------------------------------------------------------
-@case("25.1", "stored XSS: an uploaded HTML page", "a download (octet-stream, attachment, nosniff, sandbox CSP); the "
-      "page's CSP allows only its own script")
-def stored_xss(t: Audit):
-    collection(t.a, "xss", {"page.html": b"<html><body><script>alert(document.domain)</script>Hi</body></html>"})
-    r = t.a.get("/v1/collections/xss/files/page.html")
-    csp = t.a.get("/").headers.get("content-security-policy", "")
-    script_src = re.search(r"script-src ([^;]*)", csp)
-    got = (f"{r.status_code} {r.headers.get('content-type')}, {r.headers.get('content-disposition', '')[:10]}, "
-           f"nosniff={r.headers.get('x-content-type-options')}, file CSP {r.headers.get('content-security-policy')!r}, "
-           f"page script-src {script_src.group(1) if script_src else None!r}")
-    return got, (r.headers.get("content-type") == "application/octet-stream"
-                 and r.headers.get("content-disposition", "").startswith("attachment")
-                 and r.headers.get("x-content-type-options") == "nosniff"
-                 and "sandbox" in r.headers.get("content-security-policy", "")
-                 and script_src is not None and script_src.group(1).strip() == "'self'")
-
-
-@case("25.2", "client-chosen server paths (router: a FIFO, /dev/zero, /etc/passwd, a missing file)",
-      "400 at once for each, one message whether the path exists or not; /healthz answers meanwhile")
-def server_paths(t: Audit):
-    # Outside the servers' directory: the messages may quote what the client sent (case 16 looks for the servers').
-    client_side = Path(tempfile.mkdtemp(prefix="lcrag-client-"))
-    fifo = client_side / "fifo"
-    os.mkfifo(fifo)
-    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})
-    replies = []
-    for path in (str(fifo), "/dev/zero", "/etc/passwd", str(client_side / "missing.json")):
-        reply, seconds = timed(ask, t.a, "paths", router=path)
-        replies.append((reply.status_code, seconds, message(reply).replace(path[:40], "PATH")))
-    fifo.unlink()
-    client_side.rmdir()
-    health, seconds = timed(t.a.get, "/healthz")
-    statuses = sorted({r[0] for r in replies})
-    slowest = max(r[1] for r in replies)
-    same = len({r[2] for r in replies}) == 1
-    got = f"{statuses}, slowest {slowest:.2f} s, same message: {same}; /healthz {health.status_code} in {seconds:.2f} s"
-    return got, statuses == [400] and slowest < 2 and same and health.status_code == 200
-
-
-@case("25.3", "cross-site writes and DNS rebinding on the default server",
-      "Origin evil + text/plain: 403 (no collection); cross-site upload 403; Host attacker.example 400; "
-      "text/plain from a script 415")
-def cross_site(t: Audit):
-    evil = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
-    create = t.a.post("/v1/collections", content=b'{"name": "csrf"}', headers=evil)
-    made = t.a.get("/v1/collections/csrf").status_code
-    collection(t.a, "mine")
-    up = upload(t.a, "mine", "x.txt", b"hello", headers={"Sec-Fetch-Site": "cross-site"})
-    rebinding = t.a.get("/v1/collections", headers={"Host": "attacker.example"})
-    plain = t.a.post("/v1/collections", content=b'{"name": "plain"}', headers={"Content-Type": "text/plain"})
-    got = (f"create {create.status_code} (then GET {made}), upload {up.status_code}, Host {rebinding.status_code}, "
-           f"text/plain {plain.status_code}")
-    return got, (create.status_code, made, up.status_code, rebinding.status_code, plain.status_code) == \
-        (403, 404, 403, 400, 415)
-
-
 # -- results that never mix, resources that never leak -------------------------------------------------------------
-@case("25.4", "stale answers after delete (3 runs)", "an empty re-created collection: 400, never the deleted "
-      "document's answer; re-created with another document: that document's answer")
-def stale_after_delete(t: Audit):
-    got = []
-    for run in range(3):
-        collection(t.a, "stale", {"manual.txt": MANUAL.encode()})
-        first = ask(t.a, "stale").json().get("text")
-        t.a.delete("/v1/collections/stale")
-        collection(t.a, "stale")
-        empty = ask(t.a, "stale")
-        collection(t.a, "stale", {"other.txt": MANUAL.replace("7781", f"51{run}0").encode()})
-        again = ask(t.a, "stale").json().get("text")
-        t.a.delete("/v1/collections/stale")
-        got.append((first, empty.status_code, again))
-    passed = all(g == ("7781", 400, f"51{i}0") for i, g in enumerate(got))
-    return "; ".join(f"{a} / empty {s} / {b}" for a, s, b in got), passed
 
 
 def big_text(megabytes: float, seed: int) -> bytes:
@@ -352,132 +315,6 @@ def memory_per_upload(t: Audit):
     late = rss[-1] - rss[11]
     return (f"RSS after cycles 1, 6, 12, 18, 24: {', '.join(f'{rss[i]:.0f}' for i in (0, 5, 11, 17, 23))} MB "
             f"({late:+.0f} MB over the last 12)"), late < 24
-
-
-@case("25.6", "a JSONL nested 100,000 deep, then a good file",
-      "state error naming the file; asking 400 (not 500); after a good file: ready, the bad one skipped, 200")
-def nested_jsonl(t: Audit):
-    bad = ('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n").encode()
-    first = collection(t.a, "deep", {"deep.jsonl": bad})
-    asked = ask(t.a, "deep").status_code
-    second = collection(t.a, "deep", {"manual.txt": MANUAL.encode()})
-    answered = ask(t.a, "deep")
-    got = (f"{first['state']} ({(first['error'] or '')[:50]!r}), ask {asked}; then {second['state']} "
-           f"skipped {len(second['skipped'])}, ask {answered.status_code} {answered.json().get('text')!r}")
-    return got, (first["state"] == "error" and "deep.jsonl" in (first["error"] or "") and asked == 400
-                 and second["state"] == "ready" and len(second["skipped"]) == 1 and answered.status_code == 200)
-
-
-def stream_body(server: Server, path: str, content_type: str, head: bytes, total: int,
-                length: int | None = None) -> tuple[str, int]:
-    """Send ``head`` then zeros up to ``total`` bytes over a raw connection (chunked, or with ``length`` declared),
-    stopping when the server answers or closes; the status line it sent (or how it ended) and the bytes sent."""
-    port = int(server.url.rsplit(":", 1)[1])
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {content_type}\r\n"
-                 f"{framing}\r\n\r\n".encode())
-    block, sent = b"0" * 65536, 0
-    frame = (lambda d: d) if length is not None else (lambda d: b"%x\r\n%b\r\n" % (len(d), d))
-    try:
-        sock.sendall(frame(head))
-        while sent < total and not _answered(sock):
-            sock.sendall(frame(block))
-            sent += len(block)
-        sock.settimeout(30)
-        reply = sock.recv(4096).decode("latin-1")
-        return (reply.split("\r\n", 1)[0] or "closed"), sent
-    except (BrokenPipeError, ConnectionResetError):
-        return _last_words(sock), sent
-    finally:
-        sock.close()
-
-
-def _last_words(sock: socket.socket) -> str:
-    """The status line a server sent before closing a connection we were still writing to, if it can be read."""
-    try:
-        sock.settimeout(2)
-        return sock.recv(4096).decode("latin-1").split("\r\n", 1)[0] or "connection closed by the server"
-    except OSError:
-        return "connection closed by the server"
-
-
-def _answered(sock: socket.socket) -> bool:
-    import select
-
-    return bool(select.select([sock], [], [], 0)[0])
-
-
-def stored_bytes(server: Server, name: str) -> int:
-    directory = server.cache / "collections" / name
-    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) if directory.exists() else 0
-
-
-@case("25.7", "a 150 MB upload without Content-Length at --max-upload-mb 4",
-      "413 (or the connection closed) after about 4 MB sent; nothing kept on disk")
-def chunked_upload(t: Audit):
-    collection(t.a, "chunked")
-    boundary = "auditboundary"
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.txt\"\r\n"
-            "Content-Type: text/plain\r\n\r\n").encode()
-    peak = t.a.peak_since()
-    ended, sent = stream_body(t.a, "/v1/collections/chunked/files", f"multipart/form-data; boundary={boundary}",
-                              head, 150 << 20)
-    time.sleep(0.5)
-    kept = stored_bytes(t.a, "chunked")
-    got = f"{ended!r} after {sent / (1 << 20):.1f} MB sent; {kept} bytes on disk; peak RSS {peak():+.0f} MB"
-    return got, (" 413 " in ended or "closed" in ended) and sent < (16 << 20) and kept < 1024
-
-
-@case("25.8", "a 200 MB JSON body (declared, then chunked); a 200 KB bad value",
-      "413 (or, chunked, the connection closed) after a few MB; an error quoting at most a short prefix")
-def unbounded_body(t: Audit):
-    peak = t.a.peak_since()
-    declared, sent_declared = stream_body(t.a, "/v1/ask", "application/json", b'{"question": "', 200 << 20,
-                                          length=200 << 20)
-    chunked, sent_chunked = stream_body(t.a, "/v1/ask", "application/json", b'{"question": "', 200 << 20)
-    grew = peak()
-    bad = t.a.post("/v1/ask", json={"collection": "paths", "question": "q", "strategy": "x" * 200_000})
-    got = (f"declared: {declared!r} after {sent_declared >> 20} MB; chunked: {chunked!r} after "
-           f"{sent_chunked >> 20} MB; peak RSS {grew:+.0f} MB; bad value {bad.status_code} with a "
-           f"{len(message(bad))}-character message")
-    return got, (" 413 " in declared and (" 413 " in chunked or "closed" in chunked) and sent_declared < (16 << 20)
-                 and sent_chunked < (16 << 20) and grew < 100 and 400 <= bad.status_code < 500
-                 and len(message(bad)) < 300)
-
-
-@case("25.9", "metrics labels: 3,000 requests without the key to random paths",
-      "/metrics grows by less than 20 KB (labels are route templates)")
-def metrics_labels(t: Audit):
-    def size() -> int:
-        return len(t.b.get("/metrics").content)
-
-    before = size()
-    with httpx.Client(base_url=t.b.url, timeout=30) as client:
-        codes = {client.get(f"/v1/{os.urandom(6).hex()}/x{i}").status_code for i in range(3000)}
-    after = size()
-    return f"/metrics {before} → {after} bytes (answers {sorted(codes)})", after - before < 20_000
-
-
-@case("25.10", "10 slow asks at once with --max-waiting 8, and a 37-byte upload meanwhile",
-      "the asks beyond the queue get 429 with Retry-After at once, the rest 200; the upload answered within 1 s")
-def overload(t: Audit):
-    collection(t.a, "load", {"manual.txt": MANUAL.encode()})
-    collection(t.a, "side")
-    t.reader.delay = 1.0
-    try:
-        with ThreadPoolExecutor(10) as pool:
-            # Distinct questions: an answer already given would come from the completion cache, not the reader.
-            asks = [pool.submit(ask, t.a, "load", f"{QUESTION} (asked by client {i})") for i in range(10)]
-            time.sleep(1.0)
-            up, seconds = timed(upload, t.a, "side", "note.txt", b"The side note: the gate code is 4411.\n")
-            replies = [a.result() for a in asks]
-    finally:
-        t.reader.delay = 0.0
-    codes = sorted(r.status_code for r in replies)
-    retry = all(r.headers.get("retry-after") for r in replies if r.status_code == 429)
-    got = f"asks {codes}, Retry-After on each 429: {retry}; upload {up.status_code} in {seconds:.2f} s"
-    return got, 429 in codes and set(codes) <= {200, 429} and retry and up.status_code == 201 and seconds < 1
 
 
 def docx_bomb(expanded_mb: int) -> bytes:
@@ -515,109 +352,12 @@ def decompression_bomb(t: Audit):
                  and grew < 200)
 
 
-@case("25.12", "names that collide: договор.txt, счёт.txt, another счёт.txt; over-long names",
-      "letters kept, the second счёт.txt numbered (never overwritten); 300-character upload 400, "
-      "200-letter download 404")
-def colliding_names(t: Audit):
-    collection(t.a, "names")
-    stored = [upload(t.a, "names", name, text.encode()).json().get("name") for name, text in
-              (("договор.txt", "Договор 1."), ("счёт.txt", "Счёт 1."), ("счёт.txt", "Счёт 2."))]
-    files = [f["name"] for f in t.a.get("/v1/collections/names").json()["files"]]
-    first = t.a.get("/v1/collections/names/files/счёт.txt").text
-    long_up = upload(t.a, "names", "n" * 296 + ".txt", b"x").status_code
-    long_down = t.a.get("/v1/collections/names/files/" + "ж" * 200 + ".txt").status_code
-    got = (f"stored {stored}, listed {files}, счёт.txt holds {first!r}; long upload {long_up}, "
-           f"long download {long_down}")
-    return got, (stored == ["договор.txt", "счёт.txt", "счёт (2).txt"] and len(files) == 3 and first == "Счёт 1."
-                 and long_up == 400 and long_down == 404)
-
-
 def leave_upload_leftover(cache: Path) -> None:
     """What kill -9 during an upload's final copy leaves: a hidden temporary file beside the collection's files."""
     files = cache / "collections" / "left" / "files"
     files.mkdir(parents=True)
     (files / "manual.txt").write_text(MANUAL, encoding="utf-8")
     (files / ".upload-k2j4x9").write_bytes(b"\0" * (8 << 20))
-
-
-@case("25.13", "an 8 MB .upload-* left by kill -9 before start-up", "removed at start-up; the collection's file kept")
-def upload_leftovers(t: Audit):
-    left = sorted(p.name for p in (t.a.cache / "collections" / "left" / "files").iterdir())
-    listed = [f["name"] for f in t.a.get("/v1/collections/left").json()["files"]]
-    return f"on disk {left}, listed {listed}", left == ["manual.txt"] and listed == ["manual.txt"]
-
-
-@case("25.14", "per-request cost: max_tokens 100,000,000; a 20,000-character question; strategy lc where only rag "
-      "is allowed", "400 at once naming --max-tokens, --max-question-chars, --strategies")
-def cost_caps(t: Audit):
-    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
-    chat = {"model": "lcrag/core/paths", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 10**8}
-    tokens, seconds = timed(t.a.post, "/v1/chat/completions", json=chat)
-    long = ask(t.a, "paths", "why " * 5000)
-    collection(t.b, "capped", {"manual.txt": MANUAL.encode()})
-    lc = ask(t.b, "capped", strategy="lc")
-    replies = [(tokens, "--max-tokens"), (long, "--max-question-chars"), (lc, "--strategies")]
-    got = "; ".join(f"{r.status_code} {message(r)[:60]!r}" for r, _ in replies) + f" (first in {seconds:.2f} s)"
-    return got, all(r.status_code == 400 and flag in message(r) for r, flag in replies) and seconds < 2
-
-
-BAD_FIELDS = [  # name, the field as sent (raw JSON)
-    ("k [1]", '"k": [1]'), ("k {}", '"k": {}'), ('strategy ["rag"]', '"strategy": ["rag"]'),
-    ("router 123", '"router": 123'), ("k of 5,000 digits", '"k": ' + "9" * 5000),
-    ("nested 50,000 deep", '"k": ' + "[" * 50_000 + "]" * 50_000), ('stream "false"', '"stream": "false"'),
-]
-
-
-def bad_requests(t: Audit) -> list[tuple[str, httpx.Response]]:
-    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
-    replies = [(name, t.a.post("/v1/ask", content=f'{{"collection": "paths", "question": "q", {field}}}'.encode(),
-                               headers={"Content-Type": "application/json"})) for name, field in BAD_FIELDS]
-    chat = {"model": "lcrag/core/paths", "messages": [{"role": "user", "content": QUESTION}], "stream": True,
-            "stream_options": "x"}
-    replies.append(("stream_options \"x\"", t.a.post("/v1/chat/completions", json=chat)))
-    replies.append(("300-char upload name", upload(t.a, "paths", "n" * 296 + ".txt", b"x")))
-    replies.append(("300-char download name", t.a.get("/v1/collections/paths/files/" + "n" * 300)))
-    replies.append(("200K-word question", ask(t.a, "paths", "word " * 200_000)))
-    return replies
-
-
-@case("25.15", "bodies of the wrong shape (k [1], {}, 5,000 digits, nested, stream_options, long names, "
-      "a 200K-word question)", "each a 4xx with a short message, never 500, never the reader's address")
-def wrong_shapes(t: Audit):
-    replies = bad_requests(t)
-    reader_port = str(t.reader.port)
-    bad = [(n, r.status_code) for n, r in replies
-           if not 400 <= r.status_code < 500 or reader_port in r.text or len(message(r)) > 300]
-    codes = ", ".join(f"{n}: {r.status_code}" for n, r in replies)
-    return (codes if not bad else f"FAILED {bad}; {codes}"), not bad
-
-
-@case("25.16", "server paths in answers (every answer of this audit; an unreadable upload's status)",
-      "no answer quotes the server's directories; files are named as uploaded")
-def no_server_paths(t: Audit):
-    collection(t.a, "quiet", {"manual.txt": MANUAL.encode(), "broken.pdf": b"%PDF-1.7 not really"})
-    skipped = t.a.get("/v1/collections/quiet").json()["status"]["skipped"]
-    root = str(t.work)
-    seen = [text for server in t.servers for text in server.seen]
-    leaks = [text[max(0, text.index(root) - 60):text.index(root) + 60] for text in seen if root in text]
-    got = (f"skipped {skipped}; {len(seen)} answers searched, {len(leaks)} quote a server path"
-           + (f", e.g. {leaks[0]!r}" if leaks else ""))
-    return got, not leaks and len(skipped) == 1 and skipped[0].startswith("broken.pdf")
-
-
-@case("25.17", "small things: a name with a trailing newline; OpenAI content parts; a lowercase bearer; a wrong key",
-      "422/400; 200 with the answer; 200; 401")
-def small_things(t: Audit):
-    collection(t.a, "paths", {"manual.txt": MANUAL.encode()})  # as case 2 made it (cases run alone too)
-    newline = t.a.post("/v1/collections", json={"name": "ops\n"}).status_code
-    parts = {"model": "lcrag/core/paths", "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]}
-    chat = t.a.post("/v1/chat/completions", json=parts)
-    text = chat.json()["choices"][0]["message"]["content"] if chat.status_code == 200 else message(chat)
-    lower = httpx.get(t.b.url + "/v1/collections", headers={"authorization": f"bearer {KEY}"}, timeout=30)
-    wrong = httpx.get(t.b.url + "/v1/collections", headers={"Authorization": "Bearer nope"}, timeout=30)
-    got = (f"newline {newline}; parts {chat.status_code} {text!r}; bearer {lower.status_code}; "
-           f"wrong key {wrong.status_code}")
-    return got, newline in (400, 422) and text == "7781" and lower.status_code == 200 and wrong.status_code == 401
 
 
 # == issue 34: what a small file, a connection or a session may cost ===============================================
@@ -663,18 +403,6 @@ def tree_mb(pid: int) -> float:
         except (OSError, StopIteration):
             pass
     return total / 1024
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds used by ``pid`` and its descendants, those ended and waited for included."""
-    total = 0
-    for process in descendants(pid):
-        try:
-            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def healthz(server: Server):
@@ -799,10 +527,6 @@ class Mcp:
             self.http.close()
 
 
-def tool_text(result: dict) -> str:
-    return " ".join(part.get("text", "") for part in result.get("content", []))
-
-
 class AuditReader(Stub):
     """The tests' stand-in reader (answering with the context line closest to the question), keeping the end of every
     prompt it gets; a question that says SLOWLY is generated slowly (:class:`AuditReaderHandler`)."""
@@ -883,41 +607,6 @@ def mcp_files(work: Path) -> dict[str, dict[str, bytes]]:
                     "seven.txt": (line * (7_000_000 // len(line))).encode()}}
 
 
-def raw_exchange(server: Server, head: bytes, body: bytes = b"", then=None,
-                 wait: float = 10.0) -> tuple[str, dict, str]:
-    """Send ``head`` and ``body`` on a connection of its own (then call ``then(sock)``), read until the server closes
-    it: the status line, the headers (lower-case names) and the body text it answered with."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=wait) as sock:
-        try:
-            sock.sendall(head + body)
-            if then is not None:
-                then(sock)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        got = b""
-        try:
-            while chunk := sock.recv(65536):
-                got += chunk
-        except (ConnectionResetError, TimeoutError, socket.timeout):
-            pass
-    top, _, text = got.partition(b"\r\n\r\n")
-    lines = top.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
-    text = text.decode("utf-8", "replace")
-    server.seen.append(text[:100_000])
-    return lines[0], {k.lower(): v for k, v in headers.items()}, text
-
-
-def json_error(headers: dict, text: str) -> str:
-    """The message of a JSON error body, else "" (not JSON, or not an error)."""
-    if not headers.get("content-type", "").startswith("application/json"):
-        return ""
-    try:
-        return str(json.loads(text)["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return ""
-
-
 # -- items 1-4: a small file that asks for unbounded work -----------------------------------------------------------
 AMPLIFIED = (f"each file (beside the crane manual, a collection of its own) answered or refused in ≤ {WITHIN_S:.0f} s "
              f"with ≤ {EXTRA_MB:.0f} MB more RSS (the server's, and with its parsing processes), /healthz < "
@@ -986,51 +675,6 @@ def markdown_emphasis(t: Audit):
     h = hostile_documents()
     return hostile_files(t, [("4.5 MB", "emphasis.md", h.emphasis_markdown),
                              ("12 MB", "emphasis12.md", lambda p: h.emphasis_markdown(p, repeats=4_000_000))])
-
-
-# -- item 5: a collection in error, and the queue before any work ----------------------------------------------------
-def broken_jsonl(records: int) -> bytes:
-    """Good records, then a broken last one: parsed whole (seconds), then refused, so its collection is in error."""
-    lines = (json.dumps({"text": f"record {i} about the harbour crane, its valves, pumps and gauges"})
-             for i in range(records))
-    return ("\n".join(lines) + "\n{broken\n").encode()
-
-
-def asks_at_once(server: Server, name: str, count: int, tag: str) -> list[tuple[int, float, str]]:
-    def one(i: int):
-        reply, seconds = timed(ask, server, name, f"{QUESTION} ({tag} {i})", timeout=300)
-        return reply.status_code, seconds, message(reply) if reply.status_code != 200 else reply.json()["text"]
-
-    with ThreadPoolExecutor(count) as pool:
-        return list(pool.map(one, range(count)))
-
-
-@case("34.5", "a collection in error asked 12 times at once; asked 12 times while still indexing "
-      "(--max-waiting 8); a cached question on a healthy collection meanwhile",
-      "while indexing: the asks beyond the queue 429 at once; in error: 12 × 400 with its error at once, nothing "
-      "parsed again (server CPU < 1 s); the healthy question answered in < 3 s")
-def error_collection(t: Audit):
-    collection(t.c, "healthy", {"manual.txt": MANUAL.encode()})
-    ask(t.c, "healthy")  # kept in the completion cache
-    t.c.post("/v1/collections", json={"name": "broken"})
-    data = broken_jsonl(450_000)
-    upload(t.c, "broken", "records.jsonl", data)
-    indexing = asks_at_once(t.c, "broken", 12, "indexing")
-    status = wait_state(t.c, "broken", timeout=300)
-    busy = [seconds for code, seconds, _ in indexing if code == 429]
-    cpu = tree_cpu(t.c.process.pid)
-    with ThreadPoolExecutor(1) as pool:
-        healthy = pool.submit(timed, ask, t.c, "healthy")
-        errors, seconds = timed(asks_at_once, t.c, "broken", 12, "error")
-        cached, cached_s = healthy.result()
-    cpu = tree_cpu(t.c.process.pid) - cpu
-    same = all(code == 400 and text == status["error"] for code, _, text in errors)
-    got = (f"{len(data) >> 20} MB JSONL: while indexing {sorted(c for c, _, _ in indexing)}, the 429s in at most "
-           f"{max(busy, default=0):.2f} s; then {status['state']} ({(status['error'] or '')[:60]!r}); 12 asks: "
-           f"{sorted({c for c, _, _ in errors})} with its error: {same}, all in {seconds:.2f} s, server CPU "
-           f"{cpu:.2f} s; healthy cached question {cached.status_code} in {cached_s:.2f} s")
-    return got, (len(busy) == 4 and max(busy) < 1 and status["state"] == "error" and same and seconds < 3
-                 and cpu < 1 and cached.status_code == 200 and cached_s < 3)
 
 
 # -- item 6: MCP resources/read of a hostile PDF, while another client lists tools --------------------------------
@@ -1113,342 +757,7 @@ def mcp_resource_size(t: Audit):
                  and kept <= EXTRA_MB and len(text) > 6_000_000)
 
 
-# -- item 10: an MCP client that leaves ----------------------------------------------------------------------------
-def mcp_ask(client: Mcp, question: str, timeout: float):
-    try:
-        return client.tool("ask", {"question": question, "collection": "ops"}, timeout=timeout)
-    except httpx.TimeoutException:
-        return None
-
-
-@case("34.10", "MCP over HTTP: a client leaves its question (queued behind another; then while it is generated "
-      "for 20 s)", "the queued one never reaches the reader; the generated one stopped, and the next client's "
-      "question answered in < 5 s (was 39 s behind a dropped 38 s one)")
-def mcp_cancel(t: Audit):
-    reader = t.reader
-    first, second, third = Mcp(t.m).open(), Mcp(t.m).open(), Mcp(t.m).open()
-    try:
-        reader.slow_seconds = 6.0
-        with ThreadPoolExecutor(1) as pool:
-            holding = pool.submit(mcp_ask, first, "SLOWLY what is the reset code of the crane? (holder)", 60)
-            deadline = time.monotonic() + 30
-            while not reader.slow and time.monotonic() < deadline:
-                time.sleep(0.05)
-            left = mcp_ask(second, "Which rope is inspected every week? (queued, then gone)", 1.0)
-            held = holding.result()
-        time.sleep(1.5)
-        reached = sum("(queued, then gone)" in p for p in reader.prompts)
-        reader.slow_seconds, reader.slow[:] = 20.0, []
-        dropped = mcp_ask(second, "SLOWLY which hoist limit holds? (generating, then gone)", 1.5)
-        answered, seconds = timed(mcp_ask, third, "What is the hoist limit of the crane? (next client)", 60)
-        time.sleep(0.5)
-        stopped = reader.slow[0] if reader.slow else {}
-    finally:
-        reader.slow_seconds = 6.0
-        for client in (first, second, third):
-            client.close()
-    got = (f"holder answered: {held is not None and not held.get('isError')}; the queued question left after 1 s "
-           f"reached the reader {reached} times · the generated one left after 1.5 s: generation "
-           f"{'stopped' if stopped.get('stopped') else 'NOT stopped'} after {stopped.get('seconds', 0):.1f} s; next "
-           f"client answered {answered is not None and not answered.get('isError')} in {seconds:.1f} s")
-    return got, (left is None and dropped is None and held is not None and reached == 0 and stopped.get("stopped")
-                 and answered is not None and not answered.get("isError") and seconds < 5)
-
-
-# -- item 11: the reindex race -------------------------------------------------------------------------------------
-@case("34.11", "40 rounds × 4 concurrent small uploads to a new collection",
-      "every collection ready with its 4 files; no RuntimeError or traceback in the server's log")
-def reindex_race(t: Audit):
-    log_before = len(t.a.log_text())
-    codes, wrong = set(), []
-    with ThreadPoolExecutor(4) as pool:
-        for round_ in range(40):
-            name = f"race{round_}"
-            t.a.post("/v1/collections", json={"name": name})
-            replies = list(pool.map(lambda i: upload(t.a, name, f"note{i}.txt", f"Note {i} of round {round_}: the "
-                                                     f"valve code is {round_}{i}.\n".encode()), range(4)))
-            codes |= {r.status_code for r in replies}
-            status = wait_state(t.a, name, timeout=60)
-            if (status["state"], status["files"], status["done"]) != ("ready", 4, 4):
-                wrong.append(f"{name}: {status['state']} {status['done']}/{status['files']}")
-            t.a.delete(f"/v1/collections/{name}")
-    added = t.a.log_text()[log_before:]
-    errors = len(re.findall(r"Traceback|RuntimeError|cannot join thread", added))
-    got = f"uploads {sorted(codes)}; {40 - len(wrong)} of 40 ready with 4/4 {wrong[:3]}; {errors} errors in the log"
-    return got, codes == {201} and not wrong and errors == 0
-
-
-# -- item 12: model calls a client orders ---------------------------------------------------------------------------
-VALVES = " ".join(f"Section {i}. The valve {i} opens at {10 + i} bar and closes at {5 + i} bar." for i in range(2000))
-
-
-def prompt_tokens_counted(server: Server) -> float:
-    found = re.search(r'^lcrag_tokens_total\{kind="prompt"\} (\S+)$', server.get("/metrics").text, re.M)
-    return float(found.group(1)) if found else 0.0
-
-
-@case("34.12", "retrievers that write summaries with the reader: tree over /v1/ask where the operator offers it "
-      "(D: --retrievers bm25 --retrievers tree), raptor there, tree on B (--retrievers bm25 --retrievers dense) and "
-      "on A (default); lcrag mcp offering tree: search with it, ask with it twice",
-      "where offered, the summarising calls in the request's calls and prompt_tokens (index_cost included) and in "
-      "/metrics, once; elsewhere a 400 naming --retrievers; MCP search refuses it (no model call), MCP ask's usage "
-      "includes the summaries once")
-def paid_retrievers(t: Audit):
-    d = t.start_server("d", ["--retrievers", "bm25", "--retrievers", "tree"], {})
-    t.others.append(d)
-    try:
-        collection(d, "valves", {"valves.txt": VALVES.encode()})
-        counted = prompt_tokens_counted(d)
-        first = ask(d, "valves", "When does valve 7 open?", retriever="tree", timeout=300)
-        body = first.json() if first.status_code == 200 else {}
-        counted = prompt_tokens_counted(d) - counted
-        again = ask(d, "valves", "When does valve 8 open?", retriever="tree", timeout=300)
-        raptor = ask(d, "valves", "When does valve 9 open?", retriever="raptor")
-    finally:
-        d.stop()
-    calls = body.get("calls", [])
-    built = [c for c in calls if c["stage"].startswith("index:")]
-    billed = (len(built) == 1 and built[0]["prompt_tokens"] == (body.get("index_cost") or {}).get("prompt_tokens")
-              and built[0]["prompt_tokens"] > 0 and body["prompt_tokens"] == sum(c["prompt_tokens"] for c in calls))
-    later = [c["stage"] for c in again.json().get("calls", [])] if again.status_code == 200 else [again.status_code]
-    for server in (t.a, t.b):
-        collection(server, "paid", {"manual.txt": MANUAL.encode()})
-    refusals = [ask(t.b, "paid", retriever="tree"), ask(t.a, "paid", retriever="tree"), raptor]
-    plain = ask(t.b, "paid", retriever="bm25")
-    searched, mcp_usage, mcp_calls = mcp_with_tree(t)
-    got = (f"D tree: {first.status_code}, calls {[c['stage'] for c in calls]}, index "
-           f"{built[0]['prompt_tokens'] if built else 0} of {body.get('prompt_tokens')} prompt tokens (calls sum "
-           f"{sum(c['prompt_tokens'] for c in calls)}), "
-           f"/metrics +{counted:.0f}; next question's calls {later} · refused: "
-           + ", ".join(f"{r.status_code} {message(r)[:50]!r}" for r in refusals)
-           + f" · B bm25 {plain.status_code} · MCP with tree offered: search {tool_text(searched)[:70]!r}; two asks: "
-           f"usage {mcp_usage} prompt tokens, {mcp_calls} reader calls")
-    return got, (billed and counted == body.get("prompt_tokens") and not any(s.startswith("index:") for s in later)
-                 and all(r.status_code == 400 and "--retrievers" in message(r) for r in refusals)
-                 and plain.status_code == 200 and searched.get("isError") is True
-                 and "no model call" in tool_text(searched) and mcp_calls[0] > mcp_calls[1]
-                 and mcp_usage[0] > 2 * mcp_usage[1])
-
-
-def mcp_with_tree(t: Audit) -> tuple[dict, list[int], list[int]]:
-    """`lcrag mcp --retrievers bm25 --retrievers tree` over the valves: search with tree (refused: it makes no model
-    call), then two asks with it: each one's usage (prompt tokens) and the reader calls it made."""
-    valves = {"valves": {"valves.txt": VALVES.encode()}}
-    server = t.start_server("m-tree", ["--retrievers", "bm25", "--retrievers", "tree"], {},
-                          command="mcp", before=lambda cache: plant_mcp_collections(cache, valves))
-    t.others.append(server)
-    client = Mcp(server).open()
-    usage, calls = [], []
-    try:
-        searched = client.tool("search", {"query": "valve 7", "collection": "valves", "retriever": "tree"})
-        for number in (12, 13):
-            prompts = len(t.reader.prompts)
-            asked = client.tool("ask", {"question": f"When does valve {number} open?", "collection": "valves",
-                                        "retriever": "tree"}, timeout=300)
-            calls.append(len(t.reader.prompts) - prompts)
-            usage.append((asked.get("structuredContent") or {}).get("usage", {}).get("prompt_tokens", 0))
-    finally:
-        client.close()
-        server.stop()
-    return searched, usage, calls
-
-
-# -- items 13, 14: wrong answers to mistakes -----------------------------------------------------------------------
-SURROGATES = [  # path, body (raw JSON, \\u escapes as a client's JSON library writes them), the field named
-    ("/v1/ask", '{"collection": "uni", "question": "Reset \\ud800 code?"}', "question"),
-    ("/v1/ask", '{"collection": "uni", "question": "Reset code?", "history": [{"role": "user", '
-     '"content": "a\\udfffb"}]}', "history[0].content"),
-    ("/v1/chat/completions", '{"model": "lcrag/uni", "messages": [{"role": "user", "content": "x\\ud800"}]}',
-     "messages[0].content"),
-    ("/v1/chat/completions", '{"model": "lcrag/uni", "messages": [{"role": "user", "content": "hi"}, '
-     '{"role": "assistant", "content": "\\ud83d"}, {"role": "user", "content": "Reset code?"}]}',
-     "messages[1].content"),
-]
-
-
-@case("34.13", "a lone surrogate (\\ud800) in a question, a history message, chat messages (streamed or not); in "
-      "MCP ask and search", "400 JSON naming the field ('... not valid Unicode text'); MCP: refused naming the lone "
-      "surrogate (the SDK's JSON parser: -32700; or lcrag's tool error naming the field), the session going on")
-def surrogates(t: Audit):
-    collection(t.a, "uni", {"manual.txt": MANUAL.encode()})
-    wrong = []
-    for path, body, name in SURROGATES:
-        for stream in (False, True):
-            reply = t.a.post(path, content=body[:-1] + f', "stream": {json.dumps(stream)}}}',
-                             headers={"Content-Type": "application/json"})
-            if reply.status_code != 400 or not message(reply).startswith(f"{name}: not valid Unicode text"):
-                wrong.append(f"{path} {name} stream={stream}: {reply.status_code} {reply.text[:60]!r}")
-    client = Mcp(t.m).open()
-    try:
-        tools = [(client.rpc("tools/call", {"name": "ask", "arguments": {"question": "a\ud800", "collection": "ops"}}),
-                  "question"),
-                 (client.rpc("tools/call", {"name": "search", "arguments": {"query": "b\udc00", "collection": "ops"}}),
-                  "query")]
-        after = client.tool("ask", {"question": QUESTION, "collection": "ops"})
-    finally:
-        client.close()
-    said = []
-    for answer, name in tools:
-        text = (answer.get("error") or {}).get("message") or tool_text(answer.get("result", {}))
-        said.append(text)
-        parse_error = (answer.get("error") or {}).get("code") == -32700
-        if not (parse_error or f"{name}: not valid Unicode text" in text and answer["result"].get("isError")):
-            wrong.append(f"MCP {name}: {str(answer)[:80]!r}")
-    healthy = t.a.get("/healthz").status_code
-    answered = (after.get("structuredContent") or {}).get("answer")
-    got = (f"{len(SURROGATES) * 2 - sum(w.startswith('/') for w in wrong)} of {len(SURROGATES) * 2} HTTP 400 naming "
-           f"the field, e.g. {message(reply)[:70]!r}; /healthz {healthy} · MCP: {said[0][:70]!r}, {said[1][:70]!r}; "
-           f"then ask answered {answered!r}" + (f"; WRONG: {wrong[:3]}" if wrong else ""))
-    return got, not wrong and healthy == 200 and answered == "7781"
-
-
-def declared_body(server: Server, path: str, content_type: str, size: int, extra: str = "") -> tuple[str, dict, str]:
-    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {size}\r\n"
-            f"{extra}\r\n").encode()
-    return raw_exchange(server, head, b"x" * 1000, wait=10)  # the rest is never sent
-
-
-@case("34.14", "bodies over --max-body-kb (1024) or --max-upload-mb (4) with Content-Length (2 MB ask, 8 MB upload, "
-      "2 MB to /mcp), the ask sent whole too", "413 JSON naming the flag, before the body is read")
-def declared_too_large(t: Audit):
-    collection(t.a, "big413")
-    replies = [(declared_body(t.a, "/v1/ask", "application/json", 2 << 20), "--max-body-kb"),
-               (declared_body(t.a, "/v1/collections/big413/files", "multipart/form-data; boundary=x", 8 << 20),
-                "--max-upload-mb"),
-               (declared_body(t.m, "/mcp", "application/json", 2 << 20, "Accept: application/json, text/event-stream"
-                              "\r\n"), "lcrag mcp --max-body-kb")]
-    whole = t.a.post("/v1/ask", content=b"{" + b" " * (2 << 20) + b"}", headers={"Content-Type": "application/json"})
-    rows, passed = [], True
-    for (status, headers, text), flag in replies:
-        said = json_error(headers, text)
-        rows.append(f"{status[9:]} {headers.get('content-type')} {said[:60]!r}")
-        passed &= " 413 " in status and flag in said
-    rows.append(f"whole: {whole.status_code} {message(whole)[:50]!r}")
-    return "; ".join(rows), passed and whole.status_code == 413 and "--max-body-kb" in message(whole)
-
-
-# -- items 15, 16: collections under races and storage failures ----------------------------------------------------
-def lock(path: Path, locked: bool) -> None:
-    """Make a directory immutable (root: chattr +i, which root's writes obey too) or writable again; without root,
-    read-only (chmod), which binds everyone else."""
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "+i" if locked else "-i", str(path)], check=True)
-    else:
-        path.chmod(0o555 if locked else 0o755)
-
-
-def full_disk(t: Audit) -> tuple[str, bool]:
-    """An upload to a collection whose folder is a 1 MB file system (a full disk): 507 JSON without paths; then a
-    small file fits. Needs root (mount); reported as not tried without it."""
-    collection(t.a, "full")
-    files = t.a.cache / "collections" / "full" / "files"
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(files)], capture_output=True)
-    if mounted.returncode != 0:
-        return "full disk not tried (mounting a 1 MB file system needs root)", True
-    try:
-        refused = upload(t.a, "full", "big.txt", big_text(2, 3))
-        small = upload(t.a, "full", "manual.txt", MANUAL.encode())
-        wait_state(t.a, "full")
-    finally:
-        subprocess.run(["umount", "-l", str(files)], check=False)
-    t.a.delete("/v1/collections/full")
-    got = f"full disk: {refused.status_code} {message(refused)!r}, then a small file {small.status_code}"
-    return got, (refused.status_code == 507 and refused.headers["content-type"] == "application/json"
-                 and "No space left" in message(refused) and str(t.work) not in refused.text
-                 and small.status_code == 201)
-
-
-def stuck_files(t: Audit) -> tuple[str, bool]:
-    """A collection whose files cannot be removed (immutable): DELETE takes it away all the same; an upload into an
-    immutable folder: 500 JSON without paths."""
-    collection(t.a, "stuck", {"manual.txt": MANUAL.encode()})
-    files = t.a.cache / "collections" / "stuck" / "files"
-    lock(files, True)
-    try:
-        refused = upload(t.a, "stuck", "more.txt", b"More about the crane.\n")
-        deleted = t.a.delete("/v1/collections/stuck")
-    finally:
-        for folder in [files] + list((t.a.cache / "collections").glob(".deleted-stuck-*/files")):
-            if folder.exists():
-                lock(folder, False)
-    after = t.a.get("/v1/collections/stuck").status_code
-    listed = "stuck" in [c["name"] for c in t.a.get("/v1/collections").json()["data"]]
-    again = t.a.post("/v1/collections", json={"name": "stuck"}).status_code
-    t.a.delete("/v1/collections/stuck")
-    got = (f"immutable folder: upload {refused.status_code} {message(refused)!r}; DELETE {deleted.status_code}, "
-           f"then GET {after}, listed {listed}, created again {again}")
-    return got, (refused.status_code == 500 and refused.headers["content-type"] == "application/json"
-                 and str(t.work) not in refused.text and "storage failed" in message(refused)
-                 and deleted.status_code == 200 and after == 404 and not listed and again == 201)
-
-
-def unwritable_index(t: Audit) -> tuple[str, bool]:
-    """The index cache immutable: the collection's error says the storage failed, naming no server path."""
-    indexes = t.a.cache / "indexes"
-    indexes.mkdir(exist_ok=True)
-    lock(indexes, True)
-    try:
-        fresh = f"A fresh note {time.time()}: the gate code is 3141.\n".encode()  # never indexed before
-        status = collection(t.a, "noindex", {"fresh.txt": fresh})
-    finally:
-        lock(indexes, False)
-    t.a.delete("/v1/collections/noindex")
-    error = status.get("error") or ""
-    got = f"index cache immutable: {status['state']} {error!r}"
-    return got, status["state"] == "error" and "storage failed" in error and str(t.work) not in error and \
-        not re.search(r"/\w+/", error)
-
-
-@case("34.16", "storage failures: a full disk (a 1 MB tmpfs), an immutable collection folder (upload, DELETE), an "
-      "immutable index cache", "507 / 500 JSON saying the storage failed, without a server path; DELETE takes the "
-      "collection away (GET 404, the name free again); the collection's error without a path")
-def storage_failures(t: Audit):
-    rows = [full_disk(t), stuck_files(t), unwritable_index(t)]
-    return " · ".join(got for got, _ in rows), all(ok for _, ok in rows)
-
-
-# -- item 17 and the names ------------------------------------------------------------------------------------------
-@case("34.names", "names: symbolic links planted among a collection's files and in the collections folder; "
-      "paypal.txt then pаypal.txt (Cyrillic а); a file asked for by its NFD name",
-      "links never listed, served, read or deleted through; the look-alike refused (400, naming the scripts); the "
-      "NFD name finds the file")
-def names(t: Audit):
-    collection(t.a, "planted", {"manual.txt": MANUAL.encode()})
-    root = t.a.cache / "collections"
-    secret = t.work / "secret.txt"
-    secret.write_text("The server's secret word is mandrake.\n")
-    (root / "planted" / "files" / "planted.txt").symlink_to(secret)
-    elsewhere = t.work / "elsewhere" / "files"
-    elsewhere.mkdir(parents=True)
-    (elsewhere / "secret.txt").symlink_to(secret)
-    (root / "linked").symlink_to(elsewhere.parent)
-    upload(t.a, "planted", "note.txt", b"A note: the gate opens at six.\n")  # indexed again, links among the files
-    wait_state(t.a, "planted")
-    served = t.a.get("/v1/collections/planted/files/planted.txt").status_code
-    listed = [f["name"] for f in t.a.get("/v1/collections/planted").json()["files"]]
-    collections_listed = [c["name"] for c in t.a.get("/v1/collections").json()["data"]]
-    through = t.a.get("/v1/collections/linked/files/secret.txt").status_code
-    deleted = t.a.delete("/v1/collections/linked").status_code
-    answered = ask(t.a, "planted", "What is the server's secret word?").json().get("text")
-    look = (upload(t.a, "planted", "paypal.txt", b"Pay.\n").status_code,
-            upload(t.a, "planted", "p\u0430ypal.txt", b"P.\n"))
-    nfd = upload(t.a, "planted", unicodedata.normalize("NFD", "café.txt"), b"Caf\xc3\xa9 menu.\n").json().get("name")
-    forms = [t.a.get("/v1/collections/planted/files/" + unicodedata.normalize(f, "café.txt")).status_code
-             for f in ("NFC", "NFD")]
-    got = (f"planted.txt served {served}, listed {listed}, 'linked' listed {'linked' in collections_listed}, read "
-           f"through {through}, deleted {deleted}, secret still there {secret.exists()}, answer {answered!r}; "
-           f"paypal.txt {look[0]}, look-alike {look[1].status_code} {message(look[1])[:70]!r}; café.txt NFD stored "
-           f"as {nfd!r} (NFC: {nfd == 'café.txt'}), fetched NFC/NFD {forms}")
-    return got, (served == 404 and listed == ["manual.txt", "note.txt"] and "linked" not in collections_listed
-                 and through == 404 and deleted == 404 and secret.exists() and answered != "mandrake"
-                 and look[0] == 201 and look[1].status_code == 400 and "Cyrillic" in message(look[1])
-                 and nfd == "café.txt" and forms == [200, 200])
-
-
 # -- running the audit --------------------------------------------------------------------------------------------
-LAST = {"25.16": 1}  # 25.16 searches every answer, so it runs last
-
-
 def order(number: str) -> tuple[int, int]:
     issue, item = number.split(".")
     return int(issue), int(item) if item.isdigit() else 99
@@ -1456,7 +765,7 @@ def order(number: str) -> tuple[int, int]:
 
 def run_cases(audit: Audit, only: set[str] | None) -> list[Case]:
     results = []
-    for number, name, expected, fn in sorted(CASES, key=lambda c: LAST.get(c[0], 0)):
+    for number, name, expected, fn in CASES:
         if only and number not in only:
             continue
         log(f"case {number}: {name}")
@@ -1478,15 +787,14 @@ def table(results: list[Case]) -> str:
 
 def render(results: list[Case], command: str, seconds: float, flags: dict[str, list[str]]) -> str:
     passed = sum(c.passed for c in results)
-    by_issue = {issue: [c for c in results if c.number.startswith(issue + ".")] for issue in ("25", "34", "42")}
+    by_issue = {issue: [c for c in results if c.number.startswith(issue + ".")] for issue in ("25", "34")}
     out = [
-        "# Service audit (issues 25, 34 and 42)", "",
+        "# Service audit (issues 25 and 34): the cases that measure", "",
         f"Command: `{command}`  ", f"Machine: {machine()}; `ulimit -n` {resource.getrlimit(resource.RLIMIT_NOFILE)}  ",
         f"Commit: {git_rev()}; {seconds:.0f} s; **{passed} of {len(results)} cases pass.**", "",
         "Real servers on loopback, each with its own temporary cache directory: "
         + "; ".join(f"{name} `lcrag {' '.join(args)}`" for name, args in flags.items())
-        + "; D `lcrag serve --retrievers bm25 --retrievers tree` and `lcrag mcp --transport http --retrievers bm25 "
-        "--retrievers tree` (started by case 34.12). Their reader is an OpenAI-compatible stand-in run by the "
+        + ". Their reader is an OpenAI-compatible stand-in run by the "
         "script (the last word of the context line closest to the question, after a delay the audit sets, or slowly "
         "streamed for a question that says SLOWLY): the audit is about the service, not answers. Every hostile file "
         "is made by the script (issue 34's by tests/hostile_documents.py's builders); none is "
@@ -1515,10 +823,7 @@ def git_rev() -> str:
 
 
 FLAGS = {"A": ["serve", "--max-upload-mb", "4"],
-         "B": ["serve", "--api-key", KEY, "--strategies", "rag", "--retrievers", "bm25", "--retrievers", "dense"],
          "C": ["serve"],
-         # one question at a time at the reader, as before replicas answered several at once: 34.10's second client
-         # queues behind the first (with the default 4 slots it would reach the reader at once)
          "M": ["mcp", "--transport", "http", "--server-slots", "1"]}
 
 
