@@ -135,8 +135,8 @@ def test_cascade_widen_is_settable_and_checked_everywhere(tmp_path, scripted_rea
     assert config.settings().options == {"widen": 5} and config.to_dict()["options"] == {"widen": 5}
     with pytest.raises(OptionError, match="widen must be ≥ 2, got 1"):
         Settings(strategy="cascade", options={"widen": 1})
-    with pytest.raises(OptionError, match="threshold has a setting of its own: set route_threshold"):
-        Settings(options={"threshold": 0.5})
+    with pytest.raises(OptionError, match="route_threshold has a setting of its own: set route_threshold"):
+        Settings(options={"route_threshold": 0.5})
     with pytest.raises(OptionError, match="no strategy 'rag' or retriever 'bm25' takes an option 'widen'"):
         Pipeline(Settings(strategy="rag", options={"widen": 3}), reader=reader).strategy("rag")
 

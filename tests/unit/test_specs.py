@@ -61,10 +61,10 @@ def test_window_and_tree_navigation_are_the_retrievers_own_options():
 
 def test_routing_settings_are_the_routed_strategys_options():
     spec = resolve(Settings(strategy="self-route", route_threshold=0.3, order="document")).strategy
-    assert dict(spec.options) == {"order": "document", "threshold": 0.3, "router": None, "lc_share": None,
+    assert dict(spec.options) == {"order": "document", "route_threshold": 0.3, "router": None, "lc_share": None,
                                   "lc_cost_share": None, "declines_to_lc": False, "cache_aware": False}
     assert dict(resolve(Settings(strategy="cascade", route_threshold=0.2, options={"widen": 4})).strategy.options) == {
-        "order": "score", "threshold": 0.2, "widen": 4}
+        "order": "score", "route_threshold": 0.2, "widen": 4}
     assert resolve(Settings(strategy="rag", route_threshold=0.3)).strategy == resolve(Settings(strategy="rag")).strategy
 
 

@@ -243,11 +243,6 @@ class CacheConfig:
         return _plain(self)
 
 
-# Options parts declare under another name than the setting that gives them (every setting's own name is one too;
-# lcrag.pipeline.specs resolves both).
-OPTION_ALIASES = {"threshold": "route_threshold"}
-
-
 @dataclass(frozen=True)
 class PartOptions:
     """Options that strategies and retrievers declare (:attr:`lcrag.core.registry.Part.options`), set by name: cascade's
@@ -267,10 +262,9 @@ class PartOptions:
         # are aliases); a routing setting may not: its own field is checked its own way (a router by name).
         retrievers = {o.name for p in parts if p.kind == RETRIEVERS.kind for o in p.options}
         for name in self.options:
-            if (name in OPTION_ALIASES or name in _SECTION_OF) and name not in retrievers:
-                raise SettingError("options", f"{name} has a setting of its own: set {OPTION_ALIASES.get(name, name)}")
-        known = sorted({o.name for p in parts for o in p.options} - set(OPTION_ALIASES)
-                       - (set(_SECTION_OF) - retrievers))
+            if name in _SECTION_OF and name not in retrievers:
+                raise SettingError("options", f"{name} has a setting of its own: set {name}")
+        known = sorted({o.name for p in parts for o in p.options} - (set(_SECTION_OF) - retrievers))
         for name in self.options:
             if not any(p.option(name) for p in parts):
                 raise SettingError("options", f"{name!r} is no strategy's or retriever's option; they are "

@@ -8,9 +8,8 @@ questions share something exactly when their choices make it the same; a setting
 without any list naming it.
 
 A setting of :class:`~lcrag.pipeline.config.Settings` is an alias of the option of the same name (``window`` of the
-sentence-window retriever, ``order``, ``router``, ``lc_share`` and ``cache_aware`` of Self-Route) or of the name in
-:data:`OPTION_ALIASES` (``route_threshold`` is Self-Route's and the cascade's ``threshold``); a value in
-``Settings.options`` wins over the setting.
+sentence-window retriever, ``order``, ``route_threshold``, ``router``, ``lc_share`` and ``cache_aware`` of Self-Route,
+``route_threshold`` of the cascade: one name for one idea); a value in ``Settings.options`` wins over the setting.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from lcrag.assembly import ContextAssembler
-from lcrag.pipeline.config import OPTION_ALIASES, Settings
+from lcrag.pipeline.config import Settings
 from lcrag.core.registry import RETRIEVERS, STRATEGIES, Part, PartSpec, check_part_options
 from lcrag.strategies import PromptSet
 
@@ -54,15 +53,14 @@ class QuestionSpec:
 
 def part_choices(settings: Settings, part: Part) -> dict[str, Any]:
     """The options ``part`` declares, as the settings give them: ``options`` first, then the setting of the same
-    name (or its alias) when it was set (a setting left at its default leaves the option at the part's own: LongRAG's
+    name when it was set (a setting left at its default leaves the option at the part's own: LongRAG's
     ``k`` of None means "as many units as fit the budget" when a budget is set)."""
     given: dict[str, Any] = {}
     for option in part.options:
-        setting = OPTION_ALIASES.get(option.name, option.name)
         if option.name in settings.options:
             given[option.name] = settings.options[option.name]
-        elif setting in _SETTING_DEFAULTS and getattr(settings, setting) != _SETTING_DEFAULTS[setting]:
-            given[option.name] = getattr(settings, setting)
+        elif option.name in _SETTING_DEFAULTS and getattr(settings, option.name) != _SETTING_DEFAULTS[option.name]:
+            given[option.name] = getattr(settings, option.name)
     return given
 
 

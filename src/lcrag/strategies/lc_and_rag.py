@@ -121,7 +121,7 @@ def op_rag(order: str = "document") -> Strategy:
 
 def make_strategy(name: str, order: str | None = None, **options: object) -> Strategy:
     """A strategy by name; ``order`` (score or document) overrides the retrieval strategies' default ordering, and
-    other ``options`` (e.g. ``threshold``) are passed to the parts that declare them (others ignore them). Unknown
+    other ``options`` (e.g. ``route_threshold``) are passed to the parts that declare them (others ignore them). Unknown
     names get the registered ones."""
     part = STRATEGIES.get(name)
     given = {key: value for key, value in {"order": order, **options}.items()

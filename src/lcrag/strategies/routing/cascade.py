@@ -1,6 +1,6 @@
 """A cascade beyond the papers (after FrugalGPT): RAG, then RAG over more chunks, then LC, each step taken only
 when the one before declines. Built from the same parts as Self-Route (:class:`Routed`, :class:`Declined`), so the
-gate is the written decline or, with ``threshold``, the reader's probability of declining."""
+gate is the written decline or, with ``route_threshold``, the reader's probability of declining."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ MAX_WIDEN = 64
     "cascade", help="RAG, then RAG over WIDEN times the chunks, then LC, each when the step before declines",
     reads=EVERY_SOURCE,
     options=(order_option("score"),
-             Option("threshold", float, None, "take the next step when P(decline) >= this (None: the written answer "
+             Option("route_threshold", float, None, "take the next step when P(decline) >= this (None: the written answer "
                     "decides)", min=0.0, max=1.0),
              Option("widen", int, 3, "the second step reads this many times the chunks (or the budget)", min=2,
                     max=MAX_WIDEN)))
-def cascade(order: str = "score", threshold: float | None = None, widen: int = 3) -> Strategy:
+def cascade(order: str = "score", route_threshold: float | None = None, widen: int = 3) -> Strategy:
     def step(stage: str, times: int, route: str) -> RAG:
         return RAG(order, name="cascade", template="self_route", stage=stage, decline=DECLINE, widen=times, route=route)
 
-    wider = Routed("cascade", step("route-wide", widen, "rag-wide"), Declined(threshold), LongContext())
-    return Routed("cascade", step("route", 1, "rag"), Declined(threshold), wider)
+    wider = Routed("cascade", step("route-wide", widen, "rag-wide"), Declined(route_threshold), LongContext())
+    return Routed("cascade", step("route", 1, "rag"), Declined(route_threshold), wider)

@@ -34,7 +34,7 @@ class SelfRoute(Routed):
 
 @STRATEGIES.register("self-route", help="RAG that may decline; declined questions go to LC", reads=EVERY_SOURCE,
                      options=(order_option("score"),
-                              Option("threshold", float, None, "go to LC when P(decline) >= this (None: the written "
+                              Option("route_threshold", float, None, "go to LC when P(decline) >= this (None: the written "
                                      "answer decides); with a router, when P(LC better) >= this", min=0.0, max=1.0),
                               Option("router", object, None, "a learned router (lcrag route fit) instead of the decline"),
                               Option("lc_share", float, None, "with a router: hold this share of the questions "
@@ -45,12 +45,12 @@ class SelfRoute(Routed):
                                      "LC whatever its score (counted in a held share)"),
                               Option("cache_aware", bool, False, "once LC has read a document, go straight to LC while "
                                      "its cached prefix makes that cheaper than the RAG step")))
-def self_route(order: str = "score", threshold: float | None = None, router: Router | None = None,
+def self_route(order: str = "score", route_threshold: float | None = None, router: Router | None = None,
                lc_share: float | None = None, lc_cost_share: float | None = None, declines_to_lc: bool = False,
                cache_aware: bool = False) -> Strategy:
     if declines_to_lc and router is None:
         raise OptionError("declines_to_lc needs a router (--router lara, or a file from `lcrag route fit`): without "
                           "one, Self-Route's own decline test decides every route")
-    routed = SelfRoute(order=order, threshold=threshold, router=router, lc_share=lc_share, lc_cost_share=lc_cost_share,
+    routed = SelfRoute(order=order, threshold=route_threshold, router=router, lc_share=lc_share, lc_cost_share=lc_cost_share,
                        declines_to_lc=declines_to_lc)
     return CacheAware(routed, routed.fallback) if cache_aware else routed
