@@ -1,4 +1,5 @@
-"""Connections and sessions held for free (issue 34, items 7 and 8), measured at the issue's scale against real processes.
+"""Connections and sessions held for free (issue 34, items 7 and 8), measured at the issue's scale against real
+processes.
 
     flock /tmp/lcrag-bench.lock python benchmarks/bench_connections.py --out benchmarks/results/connections.md
     python benchmarks/bench_connections.py --connections 200 --sessions 100 --seconds 12 --ramp 2   # a smoke run

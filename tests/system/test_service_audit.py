@@ -2,7 +2,8 @@
 process on loopback: a non-ASCII --api-key refused at start-up by both servers whether it comes from the flag or from
 LCRAG_SERVE_API_KEY (34.17), and a collection deleted while half of an upload's body is still on its way (34.15).
 The reader is the tests' stand-in (tests/reader_servers.Stub); the upload case never reaches it. Where each other
-case of the former benchmarks/audit_service.py is tested: that script's docstring, until it is gone."""
+case of the former benchmarks/audit_service.py is tested: benchmarks/bench_service_limits.py's docstring, which
+measures what the remaining ones cost."""
 
 from __future__ import annotations
 

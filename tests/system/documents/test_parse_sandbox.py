@@ -21,7 +21,7 @@ from hostile_documents import (emphasis_markdown, form_bomb_pdf, merged_docx, pa
                                spine_epub)
 
 # No time is asserted: a parse past the sandbox's deadline is refused naming --max-parse-seconds, which these tests
-# tell apart from the outcome each file should have. Speed is measured in benchmarks (audit_service.py).
+# tell apart from the outcome each file should have. Speed is measured in benchmarks (bench_service_limits.py).
 EXTRA_MB = 100  # of this (the server's) process's memory for each
 
 

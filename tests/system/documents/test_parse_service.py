@@ -119,7 +119,7 @@ def test_a_hostile_file_is_refused_naming_its_limit_while_the_service_answers(tm
         upload(url, "ops", crane_manual(tmp_path))
         assert wait_ready(url, "ops", timeout=60)["state"] == "ready"
         upload(url, "ops", bomb)
-        answered_while_indexing = 0  # how fast is the audit's (benchmarks/audit_service.py), not a test's
+        answered_while_indexing = 0  # how fast is measured by benchmarks/bench_service_limits.py, not a test
         while httpx.get(f"{url}/v1/collections/ops").json()["status"]["state"] == "indexing":
             assert httpx.get(f"{url}/healthz").status_code == 200
             answered_while_indexing += httpx.get(f"{url}/v1/collections/ops").json()["status"]["state"] == "indexing"

@@ -1,17 +1,18 @@
-"""Service audit (issues 25 and 34): what is left of it, the cases that bound time or memory, against real `lcrag serve`
-and `lcrag mcp`. Being moved: a bound on seconds or megabytes is to become a number a bench_*.py reports.
+"""What hostile files and clients cost a real `lcrag serve` and `lcrag mcp` (issues 25 and 34): time, resident memory
+and a new client's latency meanwhile, reported beside the bound the issue set, without a verdict. This was
+benchmarks/audit_service.py, a pass/fail suite; its cases that assert behaviour are tests now (below).
 
-    flock /tmp/lcrag-bench.lock python benchmarks/audit_service.py --out benchmarks/results/audit_service.md
-    python benchmarks/audit_service.py --cases 34.4,34.9     # only these cases (and only the servers they use)
+    flock /tmp/lcrag-bench.lock python benchmarks/bench_service_limits.py --out benchmarks/results/service_limits.md
+    python benchmarks/bench_service_limits.py --cases 34.4,34.9     # only these cases (and only the servers they use)
 
-Where the other cases went (issue 45, item 7). Tested already, dropped here (tests/integration/service/ is "i/s"):
+Where the audit's other cases went (issue 45, item 7). Tested already (tests/integration/service/ is "i/s"):
   25.1 stored XSS: i/s/test_service.py::test_uploaded_files_are_served_inert_and_the_page_runs_only_its_own_script
   25.2 server paths as router: i/s/test_service.py::test_a_request_names_a_router_never_a_server_path
   25.3 cross-site writes, DNS rebinding: i/s/test_service.py::test_cross_site_writes_and_foreign_host_names_are_refused
-  25.4 stale answers after delete: i/s/test_service_collections.py::test_indexing_that_ends_after_a_delete_never_answers_
-       for_the_new_collection and ::test_a_collection_created_again_is_another_collection
-  25.6 nested JSONL: i/s/test_service_collections.py::test_a_jsonl_nested_too_deep_is_an_error_naming_it_and_a_good_file_
-       recovers
+  25.4 stale answers after delete: i/s/test_service_collections.py::test_indexing_that_ends_after_a_delete_never_
+       answers_for_the_new_collection and ::test_a_collection_created_again_is_another_collection
+  25.6 nested JSONL: i/s/test_service_collections.py::test_a_jsonl_nested_too_deep_is_an_error_naming_it_and_a_good_
+       file_recovers
   25.7 upload without Content-Length: i/s/test_service.py::test_a_chunked_upload_is_stopped_at_the_limit_as_it_streams
   25.8 200 MB JSON body: i/s/test_service.py::test_a_json_body_over_the_limit_is_413_and_never_echoed
   25.9 metrics labels: i/s/test_service.py::test_refused_requests_are_labelled_by_route_never_by_raw_path
@@ -36,18 +37,19 @@ Where the other cases went (issue 45, item 7). Tested already, dropped here (tes
        i/s/test_hostile_mcp.py::test_mcp_over_http_has_the_header_timeout_json_413_and_surrogate_errors
   34.14 declared bodies over the limits: i/s/test_hostile_connections.py::test_a_declared_body_over_its_limit_is_a_json_
        413_naming_the_flag (and the MCP test above)
-  34.16 storage failures: i/s/test_hostile_collections.py::test_storage_failures_are_json_without_paths_and_delete_takes_
-       the_collection_away, ::test_an_unwritable_collections_directory_is_a_json_500_without_paths,
+  34.16 storage failures: i/s/test_hostile_collections.py::test_storage_failures_are_json_without_paths_and_delete_
+       takes_the_collection_away, ::test_an_unwritable_collections_directory_is_a_json_500_without_paths,
        tests/system/service/test_storage_failures.py::test_a_real_full_disk_under_lcrag_serve
-  34.names: i/s/test_hostile_collections.py::test_symbolic_links_planted_in_the_collections_directory_are_never_followed,
-       ::test_look_alike_names_are_refused_and_names_in_one_script_kept, ::test_a_file_is_found_by_any_normal_form_of_its_name
+  34.names: i/s/test_hostile_collections.py::test_symbolic_links_planted_in_the_collections_directory_are_never_
+       followed, ::test_look_alike_names_are_refused_and_names_in_one_script_kept,
+       ::test_a_file_is_found_by_any_normal_form_of_its_name
 Moved to tests/system/test_service_audit.py: 34.15 (DELETE when half an upload's body is in; the other half of the case,
 while the file is placed, is i/s/test_hostile_collections.py::test_a_collection_deleted_while_an_upload_is_placed_is_a_
 json_404) and 34.17 (a non-ASCII --api-key, flag or LCRAG_SERVE_API_KEY, serve and mcp; the Latin-1 header is
 i/s/test_hostile_connections.py::test_a_non_ascii_api_key_is_refused_at_start_and_an_ascii_one_matches_its_bytes).
 Measured by benchmarks/bench_connections.py: 34.7 (21,000 slow connections) and 34.8 (10,000 idle MCP sessions).
 
-Left here, their behaviour tested and their bounds still verdicts, each to become a reported number:
+Measured here (what the service does with each is asserted by the test named):
   25.5 memory per upload (behaviour: i/s/test_service_collections.py::test_a_reindex_releases_the_previous_index_and_a_
        delete_releases_all); 25.11 a DOCX bomb's time and memory (tests/unit/documents/test_zip_bombs.py); 34.1-34.4
        amplifying files within 5 s and 100 MB while /healthz answers (tests/system/documents/test_parse_sandbox.py::
@@ -61,9 +63,9 @@ Servers are started as subprocesses of the installed `lcrag` on free loopback po
 each with its own temporary --cache-dir: A, `lcrag serve --max-upload-mb 4`; C, `lcrag serve` with its default flags;
 M, `lcrag mcp --transport http`, over collections planted in its cache before it starts. Their reader is the tests'
 stand-in (tests/reader_servers.py) run by this script (`--llm openai:audit --base-url ...`). Every hostile file is made
-by this script (issue 34's by the builders of tests/hostile_documents.py), none is committed. Exit status 1 when any
-case fails. Every process the audit starts is in a process group of its own and is stopped however the audit ends
-(benchmarks/common.py's Processes).
+by this script (issue 34's by the builders of tests/hostile_documents.py), none is committed. A case that breaks is
+reported as not measured, and the others go on. Every process the script starts is in a process group of its own and
+is stopped however it ends (benchmarks/common.py's Processes).
 """
 
 from __future__ import annotations
@@ -225,18 +227,18 @@ def message(reply: httpx.Response) -> str:
 class Case:
     number: str
     name: str
-    expected: str
-    got: str
-    passed: bool
+    bound: str
+    measured: str
 
 
 CASES = []
 
 
-def case(number: str, name: str, expected: str):
-    """Registers an audit function: it returns (got, passed)."""
+def case(number: str, name: str, bound: str):
+    """Registers a measuring function (it returns what it measured); ``bound`` is what the issue asked, shown beside
+    the numbers for reading them, not judged."""
     def register(fn):
-        CASES.append((number, name, expected, fn))
+        CASES.append((number, name, bound, fn))
         return fn
     return register
 
@@ -314,7 +316,7 @@ def memory_per_upload(t: Audit):
         rss.append(t.a.rss_mb())
     late = rss[-1] - rss[11]
     return (f"RSS after cycles 1, 6, 12, 18, 24: {', '.join(f'{rss[i]:.0f}' for i in (0, 5, 11, 17, 23))} MB "
-            f"({late:+.0f} MB over the last 12)"), late < 24
+            f"({late:+.0f} MB over the last 12)")
 
 
 def docx_bomb(expanded_mb: int) -> bytes:
@@ -348,8 +350,7 @@ def decompression_bomb(t: Audit):
     grew = peak()
     said = status.get("error") or "; ".join(status.get("skipped") or [])
     got = f"{len(bomb) >> 10} KB file: {status['state']} in {seconds:.1f} s ({said[:110]!r}); peak RSS {grew:+.0f} MB"
-    return got, (status["state"] == "error" and "bomb.docx" in said and "limit" in said and seconds < 10
-                 and grew < 200)
+    return got
 
 
 def leave_upload_leftover(cache: Path) -> None:
@@ -462,10 +463,6 @@ class Meanwhile:
     @property
     def slowest_ms(self) -> float:
         return max(self.latencies, default=float("nan")) * 1000
-
-    def ok(self) -> bool:
-        return (bool(self.latencies) and not self.failures and self.slowest_ms < PROBE_MS
-                and self.rss_grew <= EXTRA_MB and self.tree_grew <= EXTRA_MB)
 
     def summary(self, probe: str = "/healthz") -> str:
         failed = f", {len(self.failures)} failed ({self.failures[0]})" if self.failures else ""
@@ -613,7 +610,7 @@ AMPLIFIED = (f"each file (beside the crane manual, a collection of its own) answ
              f"{PROBE_MS:.0f} ms meanwhile; the collection still answers (7781)")
 
 
-def hostile_upload(server: Server, label: str, filename: str, data: bytes) -> tuple[str, bool]:
+def hostile_upload(server: Server, label: str, filename: str, data: bytes) -> str:
     """Upload one amplification file beside the crane manual, in a collection of its own, and measure until it is
     indexed: how long, whether it was read or refused, what the server went through meanwhile; then ask."""
     name = "h-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
@@ -628,20 +625,17 @@ def hostile_upload(server: Server, label: str, filename: str, data: bytes) -> tu
     refusal = next((line for line in status.get("skipped") or [] if line.startswith(filename)), None)
     outcome = f"refused ({refusal[len(filename) + 2:][:90]!r})" if refusal else "read"
     text = answered.json().get("text") if answered.status_code == 200 else message(answered)[:60]
-    passed = (sent.status_code == 201 and took <= WITHIN_S and meanwhile.ok() and status["state"] == "ready"
-              and answered.status_code == 200 and text == "7781")
-    got = (f"{label} ({len(data) / 1024:,.1f} KB): {outcome} in {took:.1f} s; {meanwhile.summary()}; "
-           f"ask {answered.status_code} {text!r}")
-    return got, passed
+    return (f"{label} ({len(data) / 1024:,.1f} KB): upload {sent.status_code}, {outcome} in {took:.1f} s, "
+            f"{status['state']}; {meanwhile.summary()}; ask {answered.status_code} {text!r}")
 
 
-def hostile_files(t: Audit, files: list[tuple[str, str, object]]) -> tuple[str, bool]:
+def hostile_files(t: Audit, files: list[tuple[str, str, object]]) -> str:
     """Each (label, file name, builder(path) -> path) made, uploaded to C and measured."""
     made = t.work / "hostile"
     made.mkdir(exist_ok=True)
     rows = [hostile_upload(t.c, label, filename, build(made / filename).read_bytes())
             for label, filename, build in files]
-    return " · ".join(got for got, _ in rows), all(passed for _, passed in rows)
+    return " · ".join(rows)
 
 
 @case("34.1", "DOCX table spans: a cell with gridSpan 300,000,000; a cell merged down 10,000 rows (vMerge)",
@@ -689,7 +683,7 @@ def mcp_resource_parse(t: Audit):
         if len(lister.rpc("tools/list", timeout=5)["result"]["tools"]) != 3:
             raise RuntimeError("tools/list without the 3 tools")
 
-    rows, passed = [], True
+    rows = []
     try:
         for name, file in (("pages", "pages.pdf"), ("tree", "tree.pdf")):
             with Meanwhile(t.m, tools_listed) as meanwhile:
@@ -699,12 +693,10 @@ def mcp_resource_parse(t: Audit):
                 f"{len(first['result']['contents'][0]['text']):,} characters"
             rows.append(f"{file}: {said[:110]!r} in {took:.2f} s ({meanwhile.summary('tools/list')}); again in "
                         f"{again_s:.2f} s")
-            passed &= took <= WITHIN_S and meanwhile.ok() and again_s < 0.5 and (again.get("error") == first.get(
-                "error"))
     finally:
         lister.close()
         reader.close()
-    return " · ".join(rows), passed
+    return " · ".join(rows)
 
 
 # -- item 9: MCP resources materialised and buffered ---------------------------------------------------------------
@@ -751,10 +743,9 @@ def mcp_resource_size(t: Audit):
     said = (refused.get("error") or {}).get("message", "")
     text = seven.get("result", {}).get("contents", [{}])[0].get("text", "")
     got = (f"40 MB × 20 unread: RSS peak {grew:+.0f} MB, {kept:+.0f} MB after they closed; read: {said[:100]!r} "
-           f"({len(json.dumps(refused))} bytes, {refused_s:.2f} s) · 7 MB × 20 unread (not judged): peak "
+           f"({len(json.dumps(refused))} bytes, {refused_s:.2f} s) · 7 MB × 20 unread: peak "
            f"{under:+.0f} MB, {under_kept:+.0f} MB after they closed; read: {len(text):,} characters")
-    return got, ("--max-resource-mb" in said and len(json.dumps(refused)) < 1000 and grew <= EXTRA_MB
-                 and kept <= EXTRA_MB and len(text) > 6_000_000)
+    return got
 
 
 # -- running the audit --------------------------------------------------------------------------------------------
@@ -765,46 +756,44 @@ def order(number: str) -> tuple[int, int]:
 
 def run_cases(audit: Audit, only: set[str] | None) -> list[Case]:
     results = []
-    for number, name, expected, fn in CASES:
+    for number, name, bound, fn in CASES:
         if only and number not in only:
             continue
         log(f"case {number}: {name}")
         started = time.monotonic()
         try:
-            got, passed = fn(audit)
-        except Exception as exc:  # noqa: BLE001 - a case that crashes is a failed case, reported with what broke
-            got, passed = f"audit error: {type(exc).__name__}: {str(exc)[:150]}", False
-        log(f"  {'pass' if passed else 'FAIL'} in {time.monotonic() - started:.0f} s: {got}")
-        results.append(Case(number, name, expected, got, passed))
+            measured = fn(audit)
+        except Exception as exc:  # noqa: BLE001 - a case that crashes is reported with what broke, the others go on
+            measured = f"not measured: {type(exc).__name__}: {str(exc)[:150]}"
+        log(f"  {time.monotonic() - started:.0f} s: {measured}")
+        results.append(Case(number, name, bound, measured))
     return sorted(results, key=lambda c: order(c.number))
 
 
 def table(results: list[Case]) -> str:
-    rows = [[c.number.split(".", 1)[1], c.name, c.expected, c.got.replace("|", "\\|").replace(" · ", "<br>"),
-             "pass" if c.passed else "**FAIL**"] for c in results]
-    return md_table(["#", "case", "expected", "got", ""], rows)
+    rows = [[c.number.split(".", 1)[1], c.name, c.bound, c.measured.replace("|", "\\|").replace(" · ", "<br>")]
+            for c in results]
+    return md_table(["#", "case", "the issue's bound (not judged)", "measured"], rows)
 
 
 def render(results: list[Case], command: str, seconds: float, flags: dict[str, list[str]]) -> str:
-    passed = sum(c.passed for c in results)
     by_issue = {issue: [c for c in results if c.number.startswith(issue + ".")] for issue in ("25", "34")}
     out = [
-        "# Service audit (issues 25 and 34): the cases that measure", "",
+        "# What hostile files and clients cost the service (issues 25 and 34)", "",
         f"Command: `{command}`  ", f"Machine: {machine()}; `ulimit -n` {resource.getrlimit(resource.RLIMIT_NOFILE)}  ",
-        f"Commit: {git_rev()}; {seconds:.0f} s; **{passed} of {len(results)} cases pass.**", "",
+        f"Commit: {git_rev()}; {seconds:.0f} s.", "",
         "Real servers on loopback, each with its own temporary cache directory: "
         + "; ".join(f"{name} `lcrag {' '.join(args)}`" for name, args in flags.items())
         + ". Their reader is an OpenAI-compatible stand-in run by the "
         "script (the last word of the context line closest to the question, after a delay the audit sets, or slowly "
-        "streamed for a question that says SLOWLY): the audit is about the service, not answers. Every hostile file "
+        "streamed for a question that says SLOWLY): this is about the service, not answers. Every hostile file "
         "is made by the script (issue 34's by tests/hostile_documents.py's builders); none is "
         "committed.", "",
-        "An amplification file (34.1-34.4, and 34.6 over MCP) passes when it is **answered or refused** within "
-        f"{WITHIN_S:.0f} s of its upload (until its collection is indexed) with at most {EXTRA_MB:.0f} MB more "
-        "resident memory, both the server's own (VmHWM) and the server's with its parsing processes (PSS, sampled), "
-        f"while a new client's `/healthz` (MCP: `tools/list`) answers in < {PROBE_MS:.0f} ms every 50 ms, and the "
-        "collection still answers. The DOCX spans and the EPUB spines are now read with bounded work (each cell "
-        "once, a repeated chapter once) rather than refused; the PDF page trees are refused at once.", ""]
+        "For an amplification file (34.1-34.4, and 34.6 over MCP): the time from its upload until its collection is "
+        "indexed (read or refused), the growth of resident memory, both the server's own (VmHWM) and the server's "
+        "with its parsing processes (PSS, sampled), the latency of a new client's `/healthz` (MCP: `tools/list`) "
+        "every 50 ms meanwhile, and whether the collection still answers. Whether each file is read or refused is "
+        "asserted by tests/system/documents/test_parse_sandbox.py and test_parse_service.py.", ""]
     for issue, cases in by_issue.items():
         if cases:
             out += [f"## Issue {issue}", "", table(cases), ""]
@@ -839,12 +828,11 @@ def main() -> None:
     except KeyboardInterrupt:
         log("interrupted: every process the audit started is stopped")
         sys.exit(130)
-    command = shlex.join(["python", "benchmarks/audit_service.py", *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/bench_service_limits.py", *sys.argv[1:]])
     report = render(results, command, time.monotonic() - started, FLAGS)
     print(report)
     if args.out:
         args.out.write_text(report, encoding="utf-8")
-    sys.exit(0 if all(c.passed for c in results) else 1)
 
 
 def case_numbers(text: str) -> set[str]:
