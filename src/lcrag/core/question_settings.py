@@ -95,9 +95,11 @@ def offered(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> tuple[Qu
     return tuple(setting for setting in declared if setting.offered)
 
 
-def request_fields(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> dict[str, Any]:
+def request_fields(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS, enforced: bool = True) -> dict[str, Any]:
     """``{name: Annotated[type | None, Field(...)]}`` of the offered settings, for a pydantic model or a tool's
-    parameters: each optional (None: the server's setting), with its bounds, choices and help."""
+    parameters: each optional (None: the server's setting), with its bounds, choices and help. ``enforced=False``:
+    the bounds and choices are only published in the JSON schema (a tool whose SDK would refuse a value in its own
+    many-line words leaves the check to the request model, which says it in one line)."""
     from typing import Annotated, Literal
 
     from pydantic import Field
@@ -107,11 +109,15 @@ def request_fields(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> d
         kind: Any = setting.kind
         bounds: dict[str, Any] = {}
         if setting.choices is not None:
-            kind = Literal[setting.choices]
+            kind, bounds = ((Literal[setting.choices], {}) if enforced
+                            else (kind, {"json_schema_extra": {"enum": [*setting.choices, None]}}))
         elif kind is str:
             bounds = {"min_length": 1, "max_length": setting.max_length}
         elif kind in (int, float):
             bounds = {"ge": setting.low, "le": setting.high}
+        if not enforced and setting.choices is None:
+            schema_names = {"min_length": "minLength", "max_length": "maxLength", "ge": "minimum", "le": "maximum"}
+            bounds = {"json_schema_extra": {schema_names[k]: v for k, v in bounds.items() if v is not None}}
         fields[setting.name] = Annotated[kind | None, Field(description=setting.help, **bounds)]
     return fields
 

@@ -274,11 +274,12 @@ class LcragMCP(SDKServer):
 
 def with_choices(ask: Callable, declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> Callable:
     """``ask`` taking, in its signature (the tool's published parameters), each declared per-question setting a
-    client may choose in place of its ``**choices``: typed, bounded and described as the HTTP request's fields."""
+    client may choose in place of its ``**choices``: typed and described as the HTTP request's fields, their bounds
+    in the schema and checked by :class:`AskRequest` (one line, as every other bad argument)."""
     signature = inspect.signature(ask, eval_str=True)
     own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     declared_choices = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=None)
-                        for name, kind in request_fields(declared).items()]
+                        for name, kind in request_fields(declared, enforced=False).items()]
     ask.__signature__ = signature.replace(parameters=[*own, *declared_choices])
     ask.__annotations__ = {**ask.__annotations__, **{p.name: p.annotation for p in declared_choices}}
     ask.__annotations__.pop("choices", None)
