@@ -63,14 +63,14 @@ def ask(
     """Answer QUESTION about DOC."""
     from lcrag.cli.stream import TerminalAnswer
     from lcrag.evaluation.prices import PriceTable, calls_cost
-    from lcrag.pipeline.pipeline import as_document
+    from lcrag.pipeline.pipeline import as_source
 
     settings = config_from_flags(ctx, config, {"no_cache": ("cache", lambda no_cache: not no_cache)},
                                  options=option).settings()
     table = PriceTable.load(prices)
     if price_as:
         table.require(price_as)  # an unknown model: one line now, before any model loads
-    document = as_document(doc, ctx.obj)
+    document = as_source(doc, ctx.obj)
     live = TerminalAnswer(sys.stdout) if sys.stdout.isatty() and not as_json else None
     answer = _answer(settings, document, question, live)
     _show(answer, calls_cost(answer.calls, table, price_as), price_as, as_json, live)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lcrag.assembly import ContextAssembler
 from lcrag.chunking import Chunker, make_chunker
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.pipeline.config import MAX_WINDOW_TOKENS, PER_QUESTION, ChunkingConfig, Settings
@@ -32,7 +31,7 @@ from lcrag.readers import streaming
 from lcrag.readers.call_context import Asking
 from lcrag.core.lru import SizedLRU
 from lcrag.readers.kv_store import max_bytes_from_env
-from lcrag.core.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+from lcrag.core.registry import CHUNKERS
 from lcrag.retrieval import DocumentIndex, Embedder, make_embedder
 from lcrag.retrieval.index import ProgressFactory
 from lcrag.strategies import PromptSet, QueryContext, Strategy, check_reads, make_strategy
@@ -64,9 +63,6 @@ def as_source(source: QuestionSource | str | Path, limits: ParseLimits | None = 
     if is_corpus_index(source):
         return CorpusSource.open(source)
     return load_document(source, limits)
-
-
-as_document = as_source  # its name until lcrag.cli.ask (another change in flight) calls as_source; then removed
 
 
 @dataclass(frozen=True)
