@@ -178,11 +178,9 @@ def test_lcrag_ask_answers_a_corpus_with_the_pipelines_longrag(built, reader, tm
     a = json.loads(asked.stdout)
     assert a["route"] == "longrag" and a["retrieval"] == {"unit": "passage", "scorer": "bm25"}
     settings = Settings(retriever="bm25", k=2, unit="passage", cache=False)
-    pipeline = Pipeline(settings, reader=reader)  # the bundled reader, as the command's default
-    try:
-        answer = pipeline.ask(built.dir, passkey.question, strategy="longrag", sources=False)
-    finally:
-        pipeline.close()
+    # The bundled reader, as the command's default. Not closed here: Pipeline.close closes the reader it was handed,
+    # and this one is the session's.
+    answer = Pipeline(settings, reader=reader).ask(built.dir, passkey.question, strategy="longrag", sources=False)
     assert [c["index"] for c in a["chunks"]] == [c.index for c in answer.chunks]
     assert [c["stage"] for c in a["calls"]] == ["long_answer", "short_answer"]
 
