@@ -2,7 +2,7 @@
 case judged; tests/system/test_hardening.py runs them (moved from benchmarks/audit_hardening.py: they pass or fail,
 they measure nothing).
 
-Everything is generated in a temporary directory (nothing from ../shared); every command runs as a subprocess of the
+Everything is generated in a temporary directory (no benchmark data is read); every command runs as a subprocess of the
 installed `lcrag`, stdin closed, stdout/stderr pipes (not a TTY), in its own process group, with
 LCRAG_CACHE_DIR/--cache-dir pointing into the temporary directory.
 
