@@ -17,6 +17,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from lcrag.core.text import content_words
+
 PRINTED, PHYSICAL = "printed", "physical"  # page numbers: the PDF's page labels, or 1-based page positions
 
 
@@ -281,3 +283,14 @@ def locate(document: Placed, start: int, end: int) -> dict[str, Any]:
     first = text.count("\n", 0, start) + 1
     place["lines"] = [first, first + text.count("\n", start, max(start, end - 1))]
     return place
+
+
+def quote(document: Placed, start: int, end: int, sentences: tuple[tuple[int, int], ...], query: str) -> dict[str, Any]:
+    """``document.text[start:end]`` cited by its sentence sharing the most content words with ``query`` (function
+    words such as "the" say nothing of which sentence holds the answer): that sentence as the snippet, and its
+    place (:func:`locate`: a passage of 300 words often spans two pages; the sentence says which one holds the words
+    cited). ``sentences``: the passage's sentence spans, relative to ``start``."""
+    text = document.text[start:end]
+    wanted = content_words(query)
+    first, last = max(sentences, key=lambda s: len(wanted & content_words(text[s[0]:s[1]])))
+    return {"snippet": snippet(text[first:last]), **locate(document, start + first, start + last)}

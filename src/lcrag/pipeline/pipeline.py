@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +21,6 @@ from lcrag.core.paths import cache_directory
 from lcrag.readers import (
     CachedReader,
     CompletionCache,
-    GenerationParams,
     Reader,
     make_reader,
     server_stats,
@@ -39,8 +37,9 @@ from lcrag.strategies.citations import cite
 from lcrag.strategies.conversation import Turn, standalone
 from lcrag.strategies.routing.learned import Router, router_file_identity
 from lcrag.strategies.routing.share_control import ShareLedgers
+from lcrag.pipeline.contexts import AnsweringContexts
 from lcrag.pipeline.specs import QuestionSpec, RetrieverSpec, frozen, resolve
-from lcrag.core.types import Answer, Document, LongRead, QuestionSource, SourceIndex
+from lcrag.core.types import Answer, Document, QuestionSource, SourceIndex
 
 if TYPE_CHECKING:
     from lcrag.retrieval.corpus.source import CorpusUnits
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
 # What a pipeline keeps in memory of the documents it has answered over (indexes and answering contexts) unless told
 # otherwise: dozens of books, and a bound, so that a long-running service does not grow with every document it sees.
 DEFAULT_MEMORY_BYTES = 512 << 20
-_PIPELINE_NUMBERS = itertools.count()
 _CHOICES_KEPT = 256  # settings objects kept per pipeline, one per distinct set of per-question choices
 _STRATEGIES_KEPT = 128  # strategies kept per pipeline, one per strategy spec (a router in them is shared)
 _CORPORA_KEPT = 16  # corpus indexes kept open per pipeline (one per directory and unit kind)
@@ -115,7 +113,7 @@ class Pipeline:
         self._query_cache = self.settings.cache if query_cache is None else query_cache
         self._progress = progress
         self.memory: SizedLRU = memory if memory is not None else SizedLRU(memory_bytes, _memory_bytes)
-        self._number = next(_PIPELINE_NUMBERS)  # this pipeline's contexts, in a memory it may share
+        self.contexts: AnsweringContexts = AnsweringContexts(self.memory, lambda: self.reader, self.share_ledgers)
         self._strategies: SizedLRU[tuple, Strategy] = SizedLRU.counted(_STRATEGIES_KEPT)
         self._choices: SizedLRU[tuple, Settings] = SizedLRU.counted(_CHOICES_KEPT)
         # By directory and unit kind. One dropped is not closed here (a question may still read it): its store
@@ -245,26 +243,14 @@ class Pipeline:
 
     def context(self, document: QuestionSource, strategy: str, settings: Settings | None = None,
                 spec: QuestionSpec | None = None) -> QueryContext:
-        """What a strategy answers with over ``document`` (its index, retriever, assembler, prompts), kept per
-        document and per :attr:`QuestionSpec.context_key` (the choices that shape it). Every kind of source is asked
-        the same two things: its index, made when a strategy first reads it, and what LC reads of it."""
+        """What a strategy answers with over ``document`` (:class:`~lcrag.pipeline.contexts.AnsweringContexts`),
+        kept per document and per :attr:`QuestionSpec.context_key` (the choices that shape it)."""
         s = settings or self.settings
         spec = spec or resolve(s, strategy)
-        making = IndexMaking(self, spec.chunking, s.chunking, spec.unit)
-        key = ("context", document.content_hash, self._number, spec.context_key)
+        return self.contexts.made_for(document, spec, self._index_making(s, spec))
 
-        def made() -> QueryContext:
-            index = lambda: document.open_index(making)  # noqa: E731 - LC and closed-book never make it
-            return self._query_context(spec, document, index, document.long_read(index, spec.retriever))
-
-        return self.memory.get_or_put(key, made)
-
-    def _query_context(self, spec: QuestionSpec, document: QuestionSource, index: Callable[[], SourceIndex],
-                       long_text: LongRead | None) -> QueryContext:
-        return QueryContext(document=document, reader=self.reader, index=index, retriever=spec.retriever,
-                            assembler=spec.assembler, prompts=spec.prompts,
-                            params=GenerationParams(max_tokens=spec.max_tokens), long_text=long_text,
-                            share_ledgers=self.share_ledgers)
+    def _index_making(self, settings: Settings, spec: QuestionSpec) -> IndexMaking:
+        return IndexMaking(self, spec.chunking, settings.chunking, spec.unit)
 
     def strategy(self, name: str, settings: Settings | None = None, spec: QuestionSpec | None = None) -> Strategy:
         """The strategy called ``name`` with the options the settings give it, kept per strategy spec (a condition
@@ -311,7 +297,7 @@ class Pipeline:
         source = as_source(document, self.parse_limits)
         check_reads(strategy, source)  # a corpus index with a strategy that reads one text: refused in one line
         runner = self.strategy(strategy, s, spec)
-        ctx = self.context(source, strategy, s, spec)
+        ctx = self.contexts.made_for(source, spec, self._index_making(s, spec))
         if prompts is not None or max_tokens is not None:
             # A shallow copy: the truncated-document memo stays shared with the cached context.
             ctx = replace(ctx, prompts=prompts or ctx.prompts,

@@ -7,7 +7,8 @@ SHA-256, the chunker and the embedder): the same file in two collections, or a c
 chunks or embeds the other files again. A collection is read as one :class:`CollectionDocument` (its files' texts
 joined in name order, each a part, so answers cite file and page as before); its :class:`CollectionIndex` stacks
 the files' chunks and embedding rows, and its BM25 is a tantivy index in memory, per collection and chunking,
-to which a new file's chunks are added and from which a removed file's are deleted (:class:`LiveBM25`).
+to which a new file's chunks are added and from which a removed file's are deleted
+(:class:`lcrag.store.live_bm25.LiveBM25`).
 
 A collection larger than the reader's window is read the LongRAG way: LC reads whole files ranked by retrieval, the
 best that fit the window (LongRAG's long units), and says which (a ``read`` event); below the window it reads the
@@ -26,8 +27,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from bisect import bisect_left, bisect_right
-from itertools import compress, count, islice, takewhile
-from operator import is_not
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +40,11 @@ from lcrag.core.lru import SizedLRU
 from lcrag.readers import streaming
 from lcrag.core.registry import RETRIEVERS, PartSpec
 from lcrag.core.tokenization import Tokenizer
-from lcrag.retrieval.bm25 import terms_query
 from lcrag.retrieval.embedders import Embedder, uncached
 from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES, DocumentIndex, ProgressFactory
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
 from lcrag.store.base import Segment, SegmentKey
+from lcrag.store.live_bm25 import LiveBM25, SegmentBM25, first_difference
 from lcrag.core.types import Chunk, Document, IndexParts, LongRead, ReadText, ScoredChunk, SourceIndex
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 # counting it (text averages 3-5 characters a token); shorter, it is counted once per tokenizer and window. Taken as
 # over when it is not, LC reads every file whole all the same, in the collection's order.
 _COUNT_WHOLE_CHARS_PER_TOKEN = 8
-_BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
 _CHUNK_HERE_CHARS = 1 << 20  # a file's text longer than this is chunked in a process of its own
 _SPANS_KEPT = 200_000  # files' chunk spans kept in memory (a few hundred bytes each)
 _LIVE_BM25_KEPT = 256  # collections' live BM25 indexes kept (one per collection and chunking)
@@ -175,7 +174,7 @@ def _kept_files(previous: Document | None, collection_id: str, files: list[FileE
     if (not isinstance(previous, CollectionDocument) or previous.collection_id != collection_id
             or len(previous.files) < 2 or len(files) < 2 or len(previous.lines) != len(previous.files)):
         return None
-    return _first_difference(previous.files, tuple(files))
+    return first_difference(previous.files, tuple(files))
 
 
 def _hash_line(entry: FileEntry) -> str:
@@ -249,76 +248,6 @@ class IndexNotReady(LcragError):
     def named(self, retriever: str) -> IndexNotReady:
         return self if retriever == self.retriever else IndexNotReady(retriever, self.collection, self.missing,
                                                                        self.files)
-
-
-class LiveBM25:
-    """One collection's BM25 for one chunking: a tantivy index in memory, one document per chunk with its file's
-    name, to which a file's chunks are added when it arrives and from which they are deleted when it goes."""
-
-    def __init__(self):
-        import tantivy
-
-        builder = tantivy.SchemaBuilder()
-        builder.add_text_field("file", stored=True, tokenizer_name="raw")
-        builder.add_integer_field("idx", stored=True, indexed=False)
-        builder.add_text_field("text", stored=False, tokenizer_name="default", index_option="freq")
-        self.schema = builder.build()
-        self._index = tantivy.Index(self.schema)
-        self._files: tuple[FileEntry, ...] = ()  # the files indexed, in the collection's order
-        self._lock = threading.Lock()
-
-    def sync(self, files: tuple[FileEntry, ...], chunks: list[Chunk], ranges: dict[str, tuple[int, int]]) -> Any:
-        """Index exactly ``files`` (their chunks: ``chunks[slice(*ranges[name])]``): add the new, delete the gone;
-        a searcher. Only the files from the first one that differs from those indexed last are compared, so a
-        file added after the others costs the same in a collection of 100 files or of 5,000."""
-        import tantivy
-
-        with self._lock:
-            same = _first_difference(self._files, files)
-            was = {entry.name: entry.document.content_hash for entry in self._files[same:]}
-            now = {entry.name: entry.document.content_hash for entry in files[same:]}
-            gone = [name for name, text_hash in was.items() if now.get(name) != text_hash]
-            new = [name for name, text_hash in now.items() if was.get(name) != text_hash]
-            if gone or new:
-                writer = self._index.writer(heap_size=_BM25_HEAP, num_threads=1)
-                for name in gone:
-                    writer.delete_documents_by_term("file", name)
-                for name in new:
-                    for number, chunk in enumerate(chunks[slice(*ranges[name])]):  # its place in the file's chunks
-                        writer.add_document(tantivy.Document(file=name, idx=number, text=chunk.text))
-                writer.commit()
-                writer.wait_merging_threads()
-                self._index.reload()
-            self._files = files
-            return self._index.searcher()
-
-
-def _first_difference(was: tuple, now: tuple) -> int:
-    """The first place where ``was`` and ``now`` hold different objects (the shorter one's length when none),
-    found in C: 5,000 files in well under a millisecond."""
-    return next(compress(count(), map(is_not, was, now)), min(len(was), len(now)))
-
-
-class SegmentBM25:
-    """BM25 over a collection version's chunks: a searcher of its :class:`LiveBM25` as of that version."""
-
-    name = "bm25"
-
-    def __init__(self, searcher: Any, schema: Any, chunks: list[Chunk], ranges: dict[str, tuple[int, int]]):
-        self._searcher, self._schema, self.chunks, self._ranges = searcher, schema, chunks, ranges
-
-    def run(self, query: str, k: int | None = None) -> list[ScoredChunk]:
-        q = terms_query(self._schema, query)
-        if q is None or not self.chunks:
-            return []
-        hits = []
-        for score, address in self._searcher.search(q, min(k or len(self.chunks), len(self.chunks))).hits:
-            stored = self._searcher.doc(address)
-            found = self._ranges.get(stored["file"][0])
-            if found is not None:
-                hits.append(ScoredChunk(self.chunks[found[0] + stored["idx"][0]], float(score)))
-        hits.sort(key=lambda hit: (-hit.score, hit.chunk.index))
-        return hits
 
 
 class Segments:

@@ -6,29 +6,12 @@ and the cascade's sources follow the route they took."""
 
 from __future__ import annotations
 
-from lcrag.core.provenance import Source, locate, snippet
+from lcrag.core.provenance import Source, quote
 from lcrag.strategies.base import QueryContext
-from lcrag.core.text import content_words
 from lcrag.core.types import CORPUS, Answer, ChunkUsed
 
 LOCATED = 2  # chunks cited for an LC answer
 _NO_SOURCES = ("closed-book",)
-
-
-def _best_sentence(text: str, spans: tuple[tuple[int, int], ...], query: str) -> tuple[int, int]:
-    """The span of the chunk's sentence sharing the most content words with ``query`` (the question as it stands
-    alone, and the answer): function words such as "the" say nothing of which sentence holds the answer."""
-    wanted = content_words(query)
-    return max(spans, key=lambda s: len(wanted & content_words(text[s[0]:s[1]])))
-
-
-def _source(ctx: QueryContext, chunk: ChunkUsed, how: str, query: str) -> Source:
-    """The chunk cited by its best-matching sentence: that sentence is the quote, and its page and section (a
-    chunk of 300 words often spans two pages; the sentence says which one holds the words cited)."""
-    text = ctx.document.text[chunk.start:chunk.end]
-    start, end = _best_sentence(text, ctx.index().sentence_spans(chunk.start, chunk.end), query)
-    return Source(snippet=snippet(text[start:end]), how=how, chunk=chunk.index, score=round(chunk.score, 4),
-                  **locate(ctx.document, chunk.start + start, chunk.start + end))
 
 
 def _located(ctx: QueryContext, answer: Answer, query: str) -> list[ChunkUsed]:
@@ -56,6 +39,8 @@ def cite(ctx: QueryContext, answer: Answer, question: str | None = None) -> list
         return []
     query = f"{question or answer.question} {answer.text}"
     read = answer.answer_chunks if answer.answer_chunks is not None else answer.chunks
-    if answer.route == "lc" or not read:
-        return [_source(ctx, c, "located", query) for c in _located(ctx, answer, query)]
-    return [_source(ctx, c, "retrieved", query) for c in read if c.layer == 0 or c.end > c.start]
+    located = answer.route == "lc" or not read
+    chunks = _located(ctx, answer, query) if located else [c for c in read if c.layer == 0 or c.end > c.start]
+    index = ctx.index() if chunks else None
+    return [Source(how="located" if located else "retrieved", chunk=c.index, score=round(c.score, 4),
+                   **quote(ctx.document, c.start, c.end, index.sentence_spans(c.start, c.end), query)) for c in chunks]
