@@ -111,3 +111,33 @@ def test_every_declared_setting_is_a_run_file_key_that_reaches_the_question_spec
     assert getattr(after, name) == value
     strategy = "longrag" if name == "unit" else None  # the corpus unit: read by a corpus strategy
     assert resolve(after, strategy) != resolve(before, strategy), f"{name} is accepted and ignored"
+
+
+def test_a_declared_settings_choices_are_those_its_part_takes():
+    """The declaration sits below the parts (lcrag.core): the choices it states are the parts' own."""
+    from lcrag.assembly.context import ORDERS
+    from lcrag.retrieval.tree_index import NAVIGATIONS
+    from lcrag.strategies.conversation import CONDENSE_MODES
+
+    declared = by_name()
+    assert set(declared["order"].choices) == set(ORDERS)
+    assert set(declared["tree_navigation"].choices) == set(NAVIGATIONS)
+    assert set(declared["condense"].choices) == set(CONDENSE_MODES)
+
+
+def test_a_setting_declared_once_is_a_run_file_key_of_its_section():
+    """declared_fields makes the run file's section class hold a declared setting: its type, default and bounds."""
+    from dataclasses import dataclass
+
+    from lcrag.core.question_settings import declared_fields
+
+    @dataclass(frozen=True)
+    @declared_fields("strategy", (TEMPERATURE,))
+    class Section:
+        pass
+
+    assert Section().temperature == 0.0 and Section(temperature=1.5).temperature == 1.5
+    field_of = {f.name: f for f in fields(Section)}
+    assert field_of["temperature"].metadata["per_question"]
+    assert set(by_name()) == {f.name for name in ("strategy", "retrieval", "chunking", "reader")
+                              for f in fields(SECTIONS[name]) if f.metadata.get("per_question")}

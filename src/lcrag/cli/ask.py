@@ -10,28 +10,22 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, CacheDir, Chunking, ContextWindow, Embedder, LCCostShare,
-                             LCShare, PartOption, PoolBackoff, PoolMaxBackoff, PriceAs, PricesFile, RetrieverOpt,
-                             RouterFile, RouteThreshold, RunFile, ServerSlots, Strategy, SummaryLLM, Threads, Timeout,
-                             TreeNavigation, Window, config_from_flags, stdout)
+from lcrag.cli.flags import (LLM, BaseUrl, CacheDir, ContextWindow, Embedder, PartOption, PoolBackoff, PoolMaxBackoff,
+                             PriceAs, PricesFile, RouterFile, RunFile, ServerSlots, SummaryLLM, Threads, Timeout,
+                             config_from_flags, stdout)
 from lcrag.cli.question_flags import question_flags
 from lcrag.core.http_client import DEFAULT_TIMEOUT
-from lcrag.core.options import longrag_choices
 from lcrag.core.progress import progress_factory, spinner, stderr
 
 if TYPE_CHECKING:
     from lcrag.core.types import Answer
 
 
-@question_flags()  # --budget, --order, --max-tokens and every other declared setting it does not spell out
+@question_flags()  # -s, -r, -k, --budget and every other declared setting (lcrag.core.question_settings)
 def ask(
     ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="A document (.pdf, .docx, .html, .epub, .md, .txt), a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],
     question: Annotated[str, typer.Argument(help="The question.")],
-    strategy: Strategy = "self-route",
-    retriever: RetrieverOpt = "bm25",
-    k: Annotated[int, typer.Option("-k", help="Chunks to retrieve.")] = 5,
-    chunking: Chunking = None,
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseUrl = None,
@@ -46,15 +40,8 @@ def ask(
     max_backoff: PoolMaxBackoff = None,
     server_slots: ServerSlots = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
-    window: Window = 3,
-    tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
-    unit: Annotated[Optional[str], typer.Option("--unit", help=f"Over a corpus index: the units to retrieve, {', '.join(longrag_choices('unit'))} (default: the smallest built).")] = None,
-    route_threshold: RouteThreshold = None,
     router: RouterFile = None,
-    lc_share: LCShare = None,
-    lc_cost_share: LCCostShare = None,
-    cache_aware: CacheAwareOpt = False,
     prices: PricesFile = None,
     price_as: PriceAs = None,
     option: PartOption = None,

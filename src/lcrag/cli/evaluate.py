@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lcrag.cli.flags import (LLM, BaseUrl, CacheAwareOpt, Chunking, ContextWindow, Embedder, LCCostShare, LCShare,
-                             PartOption, PoolBackoff, PoolMaxBackoff, PriceAs, PricesFile, RouterFile, RouteThreshold,
-                             RunFile, ServerSlots, SummaryLLM, Threads, Timeout, TreeNavigation, Window, check_choice,
+from lcrag.cli.flags import (LLM, BaseUrl, ContextWindow, Embedder, PartOption, PoolBackoff, PoolMaxBackoff, PriceAs,
+                             PricesFile, RouterFile, RunFile, ServerSlots, SummaryLLM, Threads, Timeout, check_choice,
                              config_from_flags, listed, stdout, tokenizer_for, whole_numbers)
 from lcrag.documents.limits import ParseLimits
 from lcrag.core.errors import LcragError, OptionError
@@ -57,7 +56,6 @@ def evaluate(
     k: Annotated[str, typer.Option("-k", help="Comma-separated k values.")] = "5",
     budget: Annotated[Optional[str], typer.Option("--budget", help="Comma-separated retrieved-token budgets (added to the k values).")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help=f"Dataset format, one of {', '.join(DATASET_FORMATS.names())} (default: from the path).")] = None,
-    chunking: Chunking = None,
     llm: LLM = "smollm2",
     embedder: Embedder = "minilm",
     base_url: BaseUrl = None,
@@ -75,14 +73,8 @@ def evaluate(
     server_slots: ServerSlots = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
     unit: Annotated[str, typer.Option("--unit", help=f"Corpus strategies (longrag): comma-separated units, of {', '.join(longrag_choices('unit'))}.")] = "grouped",
-    window: Window = 3,
-    tree_navigation: TreeNavigation = "embedding",
     summary_llm: SummaryLLM = None,
-    route_threshold: RouteThreshold = None,
     router: RouterFile = None,
-    lc_share: LCShare = None,
-    lc_cost_share: LCCostShare = None,
-    cache_aware: CacheAwareOpt = False,
     option: PartOption = None,
     config: RunFile = None,
     judge: Annotated[Optional[str], typer.Option("--judge", help="Then judge the answers with LaRA's LLM judge on this OpenAI-compatible model (LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY, or openai:MODEL@BASE_URL; verdicts cached): each configuration's quality as a prediction-powered estimate with its 95% interval, next to the metric alone, in the report and printed.")] = None,

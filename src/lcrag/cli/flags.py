@@ -13,8 +13,7 @@ import typer
 
 from lcrag.core.errors import LcragError
 from lcrag.core.options import option_values, reader_forms
-from lcrag.core.registry import CHUNKERS, EMBEDDERS, RETRIEVERS, STRATEGIES, spoken_list
-from lcrag.retrieval.tree_index import NAVIGATIONS
+from lcrag.core.registry import CHUNKERS, EMBEDDERS, RETRIEVERS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,26 +21,18 @@ if TYPE_CHECKING:
     from lcrag.pipeline.config import Config
 
 # Choices and their help come from the registries (built-ins and plugins, which are named without being imported).
-Strategy = Annotated[str, typer.Option("--strategy", "-s", help=f"One of: {STRATEGIES.describe()}.")]
 RetrieverOpt = Annotated[str, typer.Option("--retriever", "-r", help=f"One of: {RETRIEVERS.describe()}.")]
 CHUNKING_HELP = f"UNIT:SIZE (e.g. words:300, tokens:128) or UNIT:SIZE:OVERLAP (sentence-splitter:600:100), UNIT one of: {CHUNKERS.describe()}"
 LLM = Annotated[str, typer.Option("--llm", help=f"The reader: {reader_forms()} (smollm2: bundled).")]
-Chunking = Annotated[Optional[str], typer.Option("--chunking", help=f"{CHUNKING_HELP} (default: the strategy's own).")]
 Embedder = Annotated[str, typer.Option("--embedder", help=f"The embedder: {EMBEDDERS.spec_forms()} (minilm: bundled ONNX).")]
 ContextWindow = Annotated[Optional[int], typer.Option("--context-window", help="Reader window in tokens (default: the model's).")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the embedded reader.")]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds one call to a reader or embedder may take, retries included; then it fails.")]
-Window = Annotated[int, typer.Option("--window", help="sentence-window retriever: sentences either side of a hit (0 to 64).")]
 SummaryLLM = Annotated[Optional[str], typer.Option("--summary-llm", help="raptor/tree retrievers: who writes the summaries (default: the --llm reader); same specs as --llm.")]
-TreeNavigation = Annotated[str, typer.Option("--tree-navigation", help=f"tree retriever: {spoken_list(NAVIGATIONS)} (llm: the reader picks the branch).")]
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="LCRAG_CACHE_DIR", help="Where indexes and the completion cache live.")]
-RouteThreshold = Annotated[Optional[float], typer.Option("--route-threshold", help="Self-Route: send a question to LC when the reader's probability of answering \"unanswerable\" is >= this (0..1; 0: every question). Default: the written answer decides.")]
 RouterFile = Annotated[Optional[str], typer.Option("--router", help="A learned router: `lara` (shipped, fitted on ten strong readers' LaRA answers) or a file from `lcrag route fit`, given by a path with a slash or a suffix (./router, router.json). Self-Route goes to LC when it predicts LC beats RAG on the question (holding --lc-share or --lc-cost-share, or at a fixed --route-threshold).")]
-LCShare = Annotated[Optional[float], typer.Option("--lc-share", help="With --router: hold this share (0..1) of the questions answered going to LC, per reader, at run time (the threshold follows the router's recent scores, kept in the cache). A shipped router holds its own (lara: 0.3).")]
-LCCostShare = Annotated[Optional[float], typer.Option("--lc-cost-share", help="With --router: hold LC's share (0..1) of the prompt tokens instead of the questions.")]
 PricesFile = Annotated[Optional[Path], typer.Option("--prices", help="A TOML/YAML price table (USD per million input, cached input, output tokens per model), added over the built-in one.")]
 PriceAs = Annotated[Optional[str], typer.Option("--price-as", help="Price the calls as if made with this model (e.g. gpt-4o-mini); otherwise a model not in the table is unpriced.")]
-CacheAwareOpt = Annotated[bool, typer.Option("--cache-aware", help="Self-Route: once LC has read a document (its prefix cached by the server), answer its next questions with LC directly while that costs fewer uncached tokens than the RAG step.")]
 PartOption = Annotated[Optional[list[str]], typer.Option("--option", help="NAME=VALUE: an option the strategy or retriever declares (e.g. widen=2 for cascade; see the README's list); repeatable, over the run file's options table.")]
 RunFile = Annotated[Optional[Path], typer.Option("--config", help="A run file (.yaml/.toml, see the README): its values are used, then the flags given here override them.")]
 # The reader's servers, as `lcrag ask` and `eval` take them and `lcrag serve` and `mcp` too.

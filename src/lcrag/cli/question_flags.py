@@ -1,7 +1,8 @@
 """The command-line flags of the declared per-question settings (:mod:`lcrag.core.question_settings`): a question
 command (``ask``, ``eval``) gets a flag for each declared setting it does not spell out itself, so a setting declared
 once is a flag of every question command. A command spells one out where its form differs (``eval``'s
-comma-separated ``-k`` of a matrix) or its help names the registries' parts (``--strategy``)."""
+comma-separated ``-k`` of a matrix) or its meaning (``--router``: a file on the command line, a name the server
+offers over HTTP)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from lcrag.core.options import declared_value
+from lcrag.core.options import declared_value, longrag_choices
 from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting
+from lcrag.core.registry import CHUNKERS, RETRIEVERS, STRATEGIES
+
+
+def _listed(lists: str) -> str:
+    """The names a flag's help lists, each with its help where a registry has one (a plugin's included)."""
+    if lists == "units":
+        return ", ".join(longrag_choices("unit"))
+    return {"strategies": STRATEGIES, "retrievers": RETRIEVERS, "chunkers": CHUNKERS}[lists].describe()
 
 
 def flag_option(setting: QuestionSetting) -> Any:
@@ -21,6 +30,8 @@ def flag_option(setting: QuestionSetting) -> Any:
     help_text = setting.help[:1].upper() + setting.help[1:]
     if setting.choices:
         help_text += f" ({', '.join(setting.choices)})"
+    if setting.lists:
+        help_text += f"; one of: {_listed(setting.lists)}"
     if setting.parts != ("every strategy",):
         help_text = f"{', '.join(setting.parts)}: {help_text}"
     kind = Optional[setting.kind] if setting.nullable else setting.kind
@@ -29,7 +40,7 @@ def flag_option(setting: QuestionSetting) -> Any:
         return declared_value(setting, value)
 
     # Checked by the declaration, as the settings check it: the same one-line message, naming the flag (exit 2).
-    return Annotated[kind, typer.Option(setting.flag, help=help_text + ".", callback=checked)]
+    return Annotated[kind, typer.Option(*setting.flags, help=help_text + ".", callback=checked)]
 
 
 def question_flags(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS,

@@ -113,7 +113,8 @@ def declared_value(setting: QuestionSetting, value: object) -> object:
         in_range(setting.name, value, setting.low if setting.low is not None else float("-inf"),
                  setting.high if setting.high is not None else float("inf"))
     elif not isinstance(value, setting.kind) or (setting.kind is not bool and isinstance(value, bool)):
-        raise SettingError(setting.name, f"must be {setting.kind.__name__}, got {value!r}")
+        kind = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}[setting.kind]
+        raise SettingError(setting.name, f"must be {kind}, got {value!r}")
     return value
 
 

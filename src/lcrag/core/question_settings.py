@@ -11,7 +11,7 @@ This module imports nothing heavy (the CLI imports it when it builds its flags):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,8 @@ class QuestionSetting:
     ``nullable``: None means "the part's own default"; ``offered``: a client of the service (HTTP, MCP) may set it;
     ``identity_key``: the eval run identity's key that already records it (None: recorded under its own name when
     not at its default); ``on_cli``: a flag of ``lcrag ask`` and ``eval``; ``parts``: the strategies or retrievers
-    that read it, for help texts."""
+    that read it, for help texts; ``section``: the run file's table holding it (its field is added to that
+    section's class by :func:`declared_fields`)."""
 
     name: str
     kind: type
@@ -42,45 +43,61 @@ class QuestionSetting:
     identity_key: str | None = None
     on_cli: bool = True  # a flag of the question commands (a conversation's settings are not: none asks one)
     parts: tuple[str, ...] = ALL_PARTS
+    section: str = "strategy"  # the run file's section (table) that holds it
+    short: str | None = None  # its one-letter flag beside the long one
+    lists: str | None = None  # the registry whose names a flag's help lists (a plugin adds to them)
 
     @property
     def flag(self) -> str:
         """Its command-line flag."""
-        return "-k" if self.name == "k" else "--" + self.name.replace("_", "-")
+        return self.short if len(self.name) == 1 else "--" + self.name.replace("_", "-")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Its command-line flags: the long one, then the short one."""
+        return (self.flag,) + ((self.short,) if self.short and self.short != self.flag else ())
 
 
 QUESTION_SETTINGS: tuple[QuestionSetting, ...] = (
-    QuestionSetting("strategy", str, "self-route", "the strategy answering (lcrag strategies lists them)",
-                    identity_key="configs"),
-    QuestionSetting("retriever", str, "bm25", "the retriever of the RAG step", identity_key="configs"),
-    QuestionSetting("k", int, 5, "chunks to retrieve", low=1, high=1000, identity_key="configs"),
+    QuestionSetting("strategy", str, "self-route", "the strategy answering", identity_key="configs", short="-s",
+                    lists="strategies"),
+    QuestionSetting("retriever", str, "bm25", "the retriever of the RAG step", identity_key="configs",
+                    section="retrieval", short="-r", lists="retrievers"),
+    QuestionSetting("k", int, 5, "chunks to retrieve", low=1, high=1000, identity_key="configs", section="retrieval",
+                    short="-k"),
     QuestionSetting("budget", int, None, "retrieved-token budget instead of k", low=1, high=100_000_000,
-                    nullable=True, identity_key="configs"),
+                    nullable=True, identity_key="configs", section="retrieval"),
     QuestionSetting("order", str, None, "score or document (default: the strategy's own)", nullable=True,
-                    choices=("score", "document"), identity_key="order"),
-    QuestionSetting("chunking", str, None, "UNIT:SIZE[:OVERLAP] (default: the strategy's own)", nullable=True,
-                    offered=False, identity_key="chunking"),
+                    choices=("score", "document"), identity_key="order", section="retrieval"),
+    QuestionSetting("chunking", str, None, "UNIT:SIZE (e.g. words:300, tokens:128) or UNIT:SIZE:OVERLAP "
+                    "(sentence-splitter:600:100); default: the strategy's own", nullable=True, offered=False,
+                    identity_key="chunking", section="chunking", lists="chunkers"),
     QuestionSetting("max_tokens", int, 64, "the answer's length limit in tokens (served: up to the server's "
-                    "--max-tokens)", low=1,
-                    high=1 << 24, identity_key="max_tokens"),
+                    "--max-tokens)", low=1, high=1 << 24, identity_key="max_tokens", section="reader"),
     QuestionSetting("window", int, 3, "sentences either side of a hit", low=0, high=64, offered=False,
-                    identity_key="retriever_options", parts=("sentence-window",)),
-    QuestionSetting("tree_navigation", str, "embedding", "how the tree is walked", choices=("embedding", "llm"),
-                    offered=False, identity_key="retriever_options", parts=("tree",)),
-    QuestionSetting("unit", str, None, "over a corpus index: the units retrieved", nullable=True, offered=False,
-                    identity_key="corpus_unit", parts=("longrag",)),
-    QuestionSetting("route_threshold", float, None, "go to LC when P(unanswerable) >= this", low=0, high=1,
-                    nullable=True, identity_key="route_threshold", parts=("self-route", "cascade")),
+                    identity_key="retriever_options", parts=("sentence-window",), section="retrieval"),
+    QuestionSetting("tree_navigation", str, "embedding", "how the tree is walked (llm: the reader picks the branch)",
+                    choices=("embedding", "llm"), offered=False, identity_key="retriever_options", parts=("tree",),
+                    section="retrieval"),
+    QuestionSetting("unit", str, None, "over a corpus index: the units retrieved (default: the smallest built)",
+                    nullable=True, offered=False, identity_key="corpus_unit", parts=("longrag",),
+                    section="retrieval", lists="units"),
+    QuestionSetting("route_threshold", float, None, "go to LC when the reader's probability of answering "
+                    "\"unanswerable\" is >= this (0: every question; default: the written answer decides)", low=0,
+                    high=1, nullable=True, identity_key="route_threshold", parts=("self-route", "cascade")),
     QuestionSetting("router", str, None, "a router the server offers (GET /v1/routers), never a path",
                     nullable=True, max_length=64, identity_key="router_sha256", parts=("self-route",)),
-    QuestionSetting("lc_share", float, None, "with a router: the share of questions held going to LC", low=0,
-                    high=1, nullable=True, identity_key="lc_share", parts=("self-route",)),
-    QuestionSetting("lc_cost_share", float, None, "with a router: LC's share of prompt tokens held", low=0, high=1,
-                    nullable=True, identity_key="lc_cost_share", parts=("self-route",)),
-    QuestionSetting("cache_aware", bool, False, "a document LC has read goes straight to LC while cheaper",
+    QuestionSetting("lc_share", float, None, "with a router: the share of questions answered going to LC, held per "
+                    "reader at run time (a shipped router holds its own)", low=0, high=1, nullable=True,
+                    identity_key="lc_share", parts=("self-route",)),
+    QuestionSetting("lc_cost_share", float, None, "with a router: LC's share of the prompt tokens held instead",
+                    low=0, high=1, nullable=True, identity_key="lc_cost_share", parts=("self-route",)),
+    QuestionSetting("cache_aware", bool, False, "once LC has read a document (its prefix cached by the server), "
+                    "its next questions go straight to LC while that costs fewer uncached tokens than the RAG step",
                     identity_key="cache_aware", parts=("self-route",)),
     QuestionSetting("condense", str, "auto", "how a follow-up is made to stand alone: the reader's rewrite, "
-                    "joined turns, or auto", choices=("auto", "reader", "join"), on_cli=False),
+                    "joined turns, or auto (the rewrite unless the reader is too small to write it well)",
+                    choices=("auto", "reader", "join"), on_cli=False),
     QuestionSetting("history_turns", int, 6, "the latest messages read to make a follow-up stand alone", low=0,
                     high=10_000, offered=False, on_cli=False),
 )
@@ -129,3 +146,27 @@ def identity_additions(values: Mapping[str, Any], recorded: Iterable[str],
     recorded = set(recorded)
     return {s.name: values[s.name] for s in declared
             if (s.identity_key or s.name) not in recorded and values[s.name] != s.default}
+
+
+def declared_fields(section: str, declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> Callable[[type], type]:
+    """A class decorator, applied before ``@dataclass``: the declared settings that a run file holds in ``section``
+    become fields of the class (their type, None too when nullable, and default), before those it writes itself,
+    marked per-question. So the run file's keys, and :class:`lcrag.pipeline.config.Settings`, have them from the
+    declaration alone."""
+    from dataclasses import field
+
+    def add(cls: type) -> type:
+        own = cls.__dict__.get("__annotations__", {})
+        annotations = {}
+        for setting in declared:
+            if setting.section == section and setting.name not in own:
+                annotations[setting.name] = setting.kind | None if setting.nullable else setting.kind
+                setattr(cls, setting.name, field(default=setting.default, metadata={"per_question": True}))
+        cls.__annotations__ = {**annotations, **own}
+        return cls
+    return add
+
+
+def in_section(section: str, declared: Iterable[QuestionSetting] = QUESTION_SETTINGS) -> tuple[QuestionSetting, ...]:
+    """The declared settings a run file holds in ``section``."""
+    return tuple(setting for setting in declared if setting.section == section)

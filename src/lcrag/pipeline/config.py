@@ -19,20 +19,19 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lcrag.assembly.context import ORDERS
 from lcrag.documents.files import check_regular_file, decode_text, read_regular_file
 from lcrag.chunking.spec import FALLBACK_CHUNKING, parse_chunking
 from lcrag.core.errors import LcragError, OptionError
-from lcrag.core.options import EvalOptions, SettingError, at_least, at_most, in_range, longrag_choices, one_of
+from lcrag.core.options import (EvalOptions, SettingError, at_least, at_most, declared_value, in_range, longrag_choices,
+                                one_of)
+from lcrag.core.question_settings import declared_fields, in_section
 from lcrag.readers import parse_reader_spec
 from lcrag.core.http_client import DEFAULT_TIMEOUT, split_base_urls
 from lcrag.readers.pool import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF
 from lcrag.core.redaction import redact_spec, redact_url
 from lcrag.core.registry import READERS, RETRIEVERS, STRATEGIES, check_part_options
 from lcrag.retrieval.embedders import parse_embedder_spec
-from lcrag.retrieval.tree_index import NAVIGATIONS
 from lcrag.strategies import PromptSet, needs_corpus
-from lcrag.strategies.conversation import CONDENSE_MODES
 
 
 # The largest reader window and answer, in tokens (16M: beyond any model's; a value past it is a typo or an attack,
@@ -56,7 +55,15 @@ def _about(setting: str) -> Iterator[None]:
         raise
 
 
+def _check_declared(section: object, name: str) -> None:
+    """Each per-question setting the section ``name`` holds within its declared bounds or choices (one line naming
+    it); the section checks what the declaration cannot say (registry names, settings that go together)."""
+    for setting in in_section(name):
+        declared_value(setting, getattr(section, setting.name))
+
+
 @dataclass(frozen=True)
+@declared_fields("reader")  # max_tokens: how long one answer may be
 class ReaderConfig:
     """The answering reader (LLM) and how it is reached."""
 
@@ -69,7 +76,6 @@ class ReaderConfig:
     threads: int | None = None
     # Seconds one HTTP call to a reader or embedder server may take, retries included (a silent server fails then).
     timeout: float = DEFAULT_TIMEOUT
-    max_tokens: int = field(default=64, metadata={"per_question": True})  # how long this answer may be
     # A pool of servers: seconds a failing one is skipped at first, doubled at each failure in a row up to the max.
     backoff: float = DEFAULT_BACKOFF
     max_backoff: float = DEFAULT_MAX_BACKOFF
@@ -83,8 +89,7 @@ class ReaderConfig:
         at_least("threads", self.threads, 1, optional=True)
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 1e9:
             raise SettingError("timeout", f"must be a number of seconds above 0 and below 1e9, got {self.timeout!r}")
-        at_least("max_tokens", self.max_tokens, 1)
-        at_most("max_tokens", self.max_tokens, MAX_WINDOW_TOKENS)
+        _check_declared(self, "reader")
         at_most("context_window", self.context_window, MAX_WINDOW_TOKENS, optional=True)
         if self.context_window is not None and self.context_window <= self.max_tokens:
             # The answer is generated inside the window, after the prompt.
@@ -139,10 +144,10 @@ class EmbedderConfig:
 
 
 @dataclass(frozen=True)
+@declared_fields("chunking")  # chunking: words:300 | tokens:128 | sentence-splitter:600:100; None: the strategy's own
 class ChunkingConfig:
-    chunking: str | None = None  # words:300 | tokens:128 | sentences:300 | sentence-splitter:600:100; None: the strategy's own
-
     def __post_init__(self) -> None:
+        _check_declared(self, "chunking")
         if self.chunking is not None:
             parse_chunking(self.chunking)
 
@@ -151,29 +156,19 @@ class ChunkingConfig:
 
 
 @dataclass(frozen=True)
+@declared_fields("retrieval")  # retriever, k, budget, order, window, tree_navigation, unit
 class RetrievalConfig:
-    retriever: str = "bm25"
-    k: int = 5
-    budget: int | None = None
-    order: str | None = None  # score | document; None: the strategy's own
-    window: int = 3  # sentence-window retriever: sentences either side of a hit
-    tree_navigation: str = "embedding"  # tree retriever: embedding | llm
     # Who writes RAPTOR and tree-index summaries; None: the answering reader. As in the RAPTOR paper (one summarizer,
     # many readers), a tree built once serves readers of any size.
     summary_llm: str | None = field(default=None, metadata={"per_question": False})  # the pipeline's second reader
-    unit: str | None = None  # over a corpus index: passage | document | grouped; None: the smallest built
 
     def __post_init__(self) -> None:
+        _check_declared(self, "retrieval")
         one_of("retriever", self.retriever, RETRIEVERS.names())
         if self.unit is not None:
             from lcrag.chunking.units import UNIT_KINDS  # only when given: the CLI starts without it
 
             one_of("unit", self.unit, UNIT_KINDS)
-        one_of("order", self.order, ORDERS, optional=True)
-        one_of("tree_navigation", self.tree_navigation, NAVIGATIONS)
-        at_least("k", self.k, 1)
-        at_least("budget", self.budget, 1, optional=True)
-        at_least("window", self.window, 0)  # 0: the hit sentence alone
         if self.summary_llm is not None:
             with _about("summary_llm"):
                 parse_reader_spec(self.summary_llm)
@@ -183,31 +178,15 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
+@declared_fields("strategy")  # strategy, and Self-Route's routing and a conversation's: lcrag.core.question_settings
 class StrategyConfig:
-    strategy: str = "self-route"
     prompts: PromptSet = field(default_factory=PromptSet)
     # The JSON file the prompts came from, if any: a run file names the file, and to_dict() gives the name back.
     prompts_file: Path | None = field(default=None, metadata={"in_file": False})
-    # Self-Route: go to LC when the reader's probability of declining is >= this; None: its written answer decides.
-    route_threshold: float | None = None
-    router: str | None = None  # a learned router's JSON file (lcrag route fit): it decides instead of the decline
-    # With a router: hold this share of the questions answered going to LC (per reader, at run time), or LC's share
-    # of the prompt tokens (lcrag.strategies.routing.share_control). A shipped router holds its own share unless told.
-    lc_share: float | None = None
-    lc_cost_share: float | None = None
-    cache_aware: bool = False  # Self-Route: a document LC has read goes straight to LC while that is cheaper
-    # A follow-up in a conversation is made to stand alone by the reader's rewrite, by joining the turns, or (auto)
-    # by the rewrite unless the reader is too small to write it well (lcrag.strategies.conversation).
-    condense: str = "auto"
-    history_turns: int = 6  # the latest messages of a conversation read to make a follow-up stand alone
 
     def __post_init__(self) -> None:
+        _check_declared(self, "strategy")
         one_of("strategy", self.strategy, STRATEGIES.names())  # one that cannot read the source is refused then
-        one_of("condense", self.condense, CONDENSE_MODES)
-        at_least("history_turns", self.history_turns, 0)
-        if not isinstance(self.cache_aware, bool):
-            raise SettingError("cache_aware", f"must be true or false, got {self.cache_aware!r}")
-        in_range("route_threshold", self.route_threshold, 0.0, 1.0)
         self._check_share()
         if self.router is not None:
             from lcrag.strategies.routing.learned import Router
@@ -218,7 +197,6 @@ class StrategyConfig:
 
     def _check_share(self) -> None:
         for name in ("lc_share", "lc_cost_share"):
-            in_range(name, getattr(self, name), 0.0, 1.0)
             if getattr(self, name) is not None and self.router is None:
                 raise SettingError(name, "needs a router (--router lara, or a file from `lcrag route fit`)")
         chosen = [n for n in ("route_threshold", "lc_share", "lc_cost_share") if getattr(self, n) is not None]
