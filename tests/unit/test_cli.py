@@ -222,7 +222,7 @@ def test_help_lists_choices_from_where_they_are_defined():
     evaluate = _help("eval")
     assert f"the corpus index's scorers, {', '.join(SCORERS)})" in evaluate
     assert f"comma-separated units, of {', '.join(UNIT_KINDS)}." in evaluate
-    assert f"tree: How the tree is walked (llm: the reader picks the branch) ({', '.join(NAVIGATIONS)})." in evaluate
+    assert f"tree: how the tree is walked (llm: the reader picks the branch) ({', '.join(NAVIGATIONS)})." in evaluate
     assert "--config" in _help("index")
 
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from pydantic import ValidationError
 
 from lcrag.cli.ask import ask
+from lcrag.cli.chat import chat
 from lcrag.cli.evaluate import evaluate
 from lcrag.cli.question_flags import question_flags
 from lcrag.core.options import SettingError
@@ -49,11 +50,13 @@ def flags_of(function) -> dict[str, object]:
     return {p.name: p for p in typer.main.get_command(app_of(function)).commands[function.__name__].params}
 
 
-@pytest.mark.parametrize("command, arguments", [(ask, ["doc.txt", "why?"]), (evaluate, [])])
-def test_a_setting_declared_once_is_a_flag_of_ask_and_eval(command, arguments):
-    with_temperature = question_flags(WITH_TEMPERATURE)(command.__wrapped__)
+@pytest.mark.parametrize("command, name, arguments",
+                         [(ask, "ask", ["doc.txt", "why?"]), (evaluate, "eval", []), (chat, "chat", ["doc.txt"])])
+def test_a_setting_declared_once_is_a_flag_of_ask_eval_and_chat(command, name, arguments):
+    with_temperature = question_flags(name, WITH_TEMPERATURE)(command.__wrapped__)
     assert flags_of(with_temperature)["temperature"].opts == ["--temperature"]
     assert "temperature" not in flags_of(command)
+    assert ("condense" in flags_of(command)) == (name == "chat")  # a conversation's settings: chat's alone
     out = CliRunner().invoke(app_of(with_temperature), [command.__name__, *arguments, "--temperature", "3"])
     # Its bounds, checked before the command runs, by the declaration (lcrag's main says it in one line, exit 2).
     assert isinstance(out.exception, SettingError) and out.exception.setting == "temperature"
@@ -141,3 +144,25 @@ def test_a_setting_declared_once_is_a_run_file_key_of_its_section():
     assert field_of["temperature"].metadata["per_question"]
     assert set(by_name()) == {f.name for name in ("strategy", "retrieval", "chunking", "reader")
                               for f in fields(SECTIONS[name]) if f.metadata.get("per_question")}
+
+
+def test_a_chat_keeps_only_the_history_its_follow_ups_read_and_goes_on_after_a_failed_question(monkeypatch):
+    from types import SimpleNamespace
+
+    from lcrag.cli import chat as chat_module
+    from lcrag.core.errors import InputError
+
+    seen = []
+
+    def ask(document, question, history=()):
+        seen.append([m["content"] for m in history])
+        if question == "bad":
+            raise InputError("the question is too long")
+        return SimpleNamespace(text=f"re {question}", conversation=None, calls=[])
+
+    monkeypatch.setattr("lcrag.cli.stream.show_answer", lambda *args: None)
+    monkeypatch.setattr("lcrag.evaluation.prices.calls_cost", lambda *args: None)
+    pipeline = SimpleNamespace(ask=ask, settings=Settings(history_turns=2))
+    failed = chat_module._converse(pipeline, None, iter(["a", "bad", "b", "c"]), None, None, as_json=True)
+    assert failed == 1
+    assert seen == [[], ["a", "re a"], ["a", "re a"], ["b", "re b"]]

@@ -24,6 +24,8 @@ SUBCOMMANDS = (
                "embedding collections' files): with the replicas' run file, so that segments are made as they "
                "would make them."),
     Subcommand("ask", "lcrag.cli.ask", "ask", "Answer QUESTION about DOC."),
+    Subcommand("chat", "lcrag.cli.chat", "chat", "Talk about DOC: each line is a question, answered with the "
+               "conversation so far."),
     Subcommand("index", "lcrag.cli.index", "index", "Chunk DOC and build its BM25 index and embeddings on disk "
                "(later questions reuse them)."),
     Subcommand("demo", "lcrag.cli.demo", "demo", "Ask a synthetic document's planted questions with every "

@@ -46,7 +46,7 @@ def _eval_config_from_flags(ctx: typer.Context, run_file: Path | None, options: 
     return run
 
 
-@question_flags(without=("strategy",))  # --strategies: the matrix's
+@question_flags("eval", without=("strategy",))  # --strategies: the matrix's
 def evaluate(
     ctx: typer.Context,
     dataset: Annotated[Optional[Path], typer.Option("--dataset", help="A dataset file or directory (its format: see --format); required, here or in --config.")] = None,

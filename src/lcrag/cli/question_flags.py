@@ -1,5 +1,5 @@
 """The command-line flags of the declared per-question settings (:mod:`lcrag.core.question_settings`): a question
-command (``ask``, ``eval``) gets a flag for each declared setting it does not spell out itself, so a setting declared
+command (``ask``, ``eval``, ``chat``) gets a flag for each declared setting it does not spell out itself, so a setting declared
 once is a flag of every question command. A command spells one out where its form differs (``eval``'s
 comma-separated ``-k`` of a matrix) or its meaning (``--router``: a file on the command line, a name the server
 offers over HTTP)."""
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from lcrag.core.options import declared_value, longrag_choices
-from lcrag.core.question_settings import QUESTION_SETTINGS, QuestionSetting
+from lcrag.core.question_settings import ALL_PARTS, QUESTION_SETTINGS, QuestionSetting
 from lcrag.core.registry import CHUNKERS, RETRIEVERS, STRATEGIES
 
 
@@ -27,12 +27,12 @@ def _listed(lists: str) -> str:
 
 def flag_option(setting: QuestionSetting) -> Any:
     """``Annotated[type, typer.Option(...)]`` of one declared setting: its flag, help, choices and bounds."""
-    help_text = setting.help[:1].upper() + setting.help[1:]
+    help_text = setting.help if setting.parts != ALL_PARTS else setting.help[:1].upper() + setting.help[1:]
     if setting.choices:
         help_text += f" ({', '.join(setting.choices)})"
     if setting.lists:
         help_text += f"; one of: {_listed(setting.lists)}"
-    if setting.parts != ("every strategy",):
+    if setting.parts != ALL_PARTS:
         help_text = f"{', '.join(setting.parts)}: {help_text}"
     kind = Optional[setting.kind] if setting.nullable else setting.kind
 
@@ -43,15 +43,16 @@ def flag_option(setting: QuestionSetting) -> Any:
     return Annotated[kind, typer.Option(*setting.flags, help=help_text + ".", callback=checked)]
 
 
-def question_flags(declared: Iterable[QuestionSetting] = QUESTION_SETTINGS,
+def question_flags(command_name: str, declared: Iterable[QuestionSetting] = QUESTION_SETTINGS,
                    without: Iterable[str] = ()) -> Callable[[Callable], Callable]:
-    """A decorator: the command takes, after its own parameters, a flag for each declared setting on the command
-    line that it does not take already (nor names in ``without``: one it sets another way). Their values reach it only through ``ctx.params`` (the configuration is
-    built from those by :func:`lcrag.cli.flags.config_from_flags`), never as arguments."""
+    """A decorator: the command ``lcrag COMMAND_NAME`` takes, after its own parameters, a flag for each declared
+    setting it is declared for that it does not take already (nor names in ``without``: one it sets another way).
+    Their values reach it only through ``ctx.params`` (the configuration is built from those by
+    :func:`lcrag.cli.flags.config_from_flags`), never as arguments."""
     def add_flags(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)  # the typer annotations as objects: kept as given
         taken = set(signature.parameters) | set(without)
-        added = [s for s in declared if s.on_cli and s.name not in taken]
+        added = [s for s in declared if command_name in s.commands and s.name not in taken]
         parameters = [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, annotation=flag_option(s),
                                         default=s.default) for s in added]
 

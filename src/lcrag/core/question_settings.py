@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ALL_PARTS = ("every strategy",)
+QUESTION_COMMANDS = ("ask", "eval", "chat")  # the lcrag commands that ask questions
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class QuestionSetting:
     values when fixed here (a registry's names are checked by the settings instead: a plugin adds to them);
     ``nullable``: None means "the part's own default"; ``offered``: a client of the service (HTTP, MCP) may set it;
     ``identity_key``: the eval run identity's key that already records it (None: recorded under its own name when
-    not at its default); ``on_cli``: a flag of ``lcrag ask`` and ``eval``; ``parts``: the strategies or retrievers
+    not at its default); ``commands``: the ``lcrag`` commands it is a flag of; ``parts``: the strategies or retrievers
     that read it, for help texts; ``section``: the run file's table holding it (its field is added to that
     section's class by :func:`declared_fields`)."""
 
@@ -41,7 +42,7 @@ class QuestionSetting:
     offered: bool = True
     max_length: int = 200
     identity_key: str | None = None
-    on_cli: bool = True  # a flag of the question commands (a conversation's settings are not: none asks one)
+    commands: tuple[str, ...] = QUESTION_COMMANDS  # the commands that take it as a flag
     parts: tuple[str, ...] = ALL_PARTS
     section: str = "strategy"  # the run file's section (table) that holds it
     short: str | None = None  # its one-letter flag beside the long one
@@ -97,9 +98,9 @@ QUESTION_SETTINGS: tuple[QuestionSetting, ...] = (
                     identity_key="cache_aware", parts=("self-route",)),
     QuestionSetting("condense", str, "auto", "how a follow-up is made to stand alone: the reader's rewrite, "
                     "joined turns, or auto (the rewrite unless the reader is too small to write it well)",
-                    choices=("auto", "reader", "join"), on_cli=False),
+                    choices=("auto", "reader", "join"), commands=("chat",)),
     QuestionSetting("history_turns", int, 6, "the latest messages read to make a follow-up stand alone", low=0,
-                    high=10_000, offered=False, on_cli=False),
+                    high=10_000, offered=False, commands=("chat",)),
 )
 
 
