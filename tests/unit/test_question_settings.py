@@ -57,6 +57,7 @@ def test_a_setting_declared_once_is_a_flag_of_ask_eval_and_chat(command, name, a
     assert flags_of(with_temperature)["temperature"].opts == ["--temperature"]
     assert "temperature" not in flags_of(command)
     assert ("condense" in flags_of(command)) == (name == "chat")  # a conversation's settings: chat's alone
+    assert {"llm", "embedder", "base_url", "timeout", "server_slots"} <= set(flags_of(command))  # READER_FLAGS
     out = CliRunner().invoke(app_of(with_temperature), [command.__name__, *arguments, "--temperature", "3"])
     # Its bounds, checked before the command runs, by the declaration (lcrag's main says it in one line, exit 2).
     assert isinstance(out.exception, SettingError) and out.exception.setting == "temperature"

@@ -9,11 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lcrag.cli.flags import (LLM, BaseUrl, CacheDir, ContextWindow, Embedder, PartOption, PoolBackoff, PoolMaxBackoff,
-                             PriceAs, PricesFile, RouterFile, RunFile, ServerSlots, SummaryLLM, Threads, Timeout,
-                             config_from_flags)
+from lcrag.cli.flags import PartOption, PriceAs, PricesFile, RunFile, config_from_flags
 from lcrag.cli.question_flags import question_flags
-from lcrag.core.http_client import DEFAULT_TIMEOUT
 from lcrag.core.progress import progress_factory, spinner
 
 if TYPE_CHECKING:
@@ -25,22 +22,10 @@ def ask(
     ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="A document (.pdf, .docx, .html, .epub, .md, .txt), a directory of them, JSONL with a 'text' field, or a corpus index (`lcrag corpus build`): its units are the chunks, and LC reads the best units filling the window.")],
     question: Annotated[str, typer.Argument(help="The question.")],
-    llm: LLM = "smollm2",
-    embedder: Embedder = "minilm",
-    base_url: BaseUrl = None,
-    context_window: ContextWindow = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize.")] = None,
     prompts: Annotated[Optional[Path], typer.Option("--prompts", help="JSON file replacing prompt templates.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the completion cache.")] = False,
-    cache_dir: CacheDir = None,
-    threads: Threads = None,
-    timeout: Timeout = DEFAULT_TIMEOUT,
-    backoff: PoolBackoff = None,
-    max_backoff: PoolMaxBackoff = None,
-    server_slots: ServerSlots = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the answer, route, tokens, chunks and timings.")] = False,
-    summary_llm: SummaryLLM = None,
-    router: RouterFile = None,
     prices: PricesFile = None,
     price_as: PriceAs = None,
     option: PartOption = None,

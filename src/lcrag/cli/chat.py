@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from lcrag.cli.flags import (LLM, BaseUrl, CacheDir, ContextWindow, Embedder, PartOption, PoolBackoff, PoolMaxBackoff,
-                             PriceAs, PricesFile, RouterFile, RunFile, ServerSlots, Threads, Timeout, config_from_flags)
+from lcrag.cli.flags import PartOption, PriceAs, PricesFile, RunFile, config_from_flags
 from lcrag.cli.question_flags import question_flags
 from lcrag.core.errors import LcragError
-from lcrag.core.http_client import DEFAULT_TIMEOUT
 from lcrag.core.progress import stderr
 
 if TYPE_CHECKING:
@@ -29,20 +27,9 @@ PROMPT = "> "
 def chat(
     ctx: typer.Context,
     doc: Annotated[Path, typer.Argument(help="A document, a directory of them, JSONL with a 'text' field, or a corpus index, as `lcrag ask` takes it.")],
-    llm: LLM = "smollm2",
-    embedder: Embedder = "minilm",
-    base_url: BaseUrl = None,
-    context_window: ContextWindow = None,
-    cache_dir: CacheDir = None,
-    threads: Threads = None,
-    timeout: Timeout = DEFAULT_TIMEOUT,
-    backoff: PoolBackoff = None,
-    max_backoff: PoolMaxBackoff = None,
-    server_slots: ServerSlots = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer (a line each), as `lcrag ask --json` does.")] = False,
-    router: RouterFile = None,
     prices: PricesFile = None,
     price_as: PriceAs = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per answer (a line each), as `lcrag ask --json` does.")] = False,
     option: PartOption = None,
     config: RunFile = None,
 ) -> None:

@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lcrag.cli.flags import (LLM, BaseUrl, ContextWindow, Embedder, PartOption, PoolBackoff, PoolMaxBackoff, PriceAs,
-                             PricesFile, RouterFile, RunFile, ServerSlots, SummaryLLM, Threads, Timeout, check_choice,
-                             config_from_flags, listed, stdout, tokenizer_for, whole_numbers)
+from lcrag.cli.flags import (PartOption, PriceAs, PricesFile, RunFile, check_choice, config_from_flags,
+                             listed, stdout, tokenizer_for, whole_numbers)
 from lcrag.documents.limits import ParseLimits
 from lcrag.core.errors import LcragError, OptionError
 from lcrag.cli.question_flags import question_flags
-from lcrag.core.http_client import DEFAULT_TIMEOUT
 from lcrag.core.options import longrag_choices
 from lcrag.core.progress import progress_factory, spinner, stderr
 from lcrag.core.registry import DATASET_FORMATS, RETRIEVERS, STRATEGIES
@@ -56,25 +54,14 @@ def evaluate(
     k: Annotated[str, typer.Option("-k", help="Comma-separated k values.")] = "5",
     budget: Annotated[Optional[str], typer.Option("--budget", help="Comma-separated retrieved-token budgets (added to the k values).")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help=f"Dataset format, one of {', '.join(DATASET_FORMATS.names())} (default: from the path).")] = None,
-    llm: LLM = "smollm2",
-    embedder: Embedder = "minilm",
-    base_url: BaseUrl = None,
-    context_window: ContextWindow = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json for servers without /tokenize (replay: the tokenizer standing in for the recorded reader's).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="First N questions of each dataset file.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Parallel requests (HTTP readers).")] = 1,
     filter_closed_book: Annotated[bool, typer.Option("--filter-closed-book", help="Mark questions answered without context.")] = False,
     drop_closed_book: Annotated[bool, typer.Option("--drop-closed-book", help="...and leave them out.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records instead of stopping.")] = False,
-    threads: Threads = None,
-    timeout: Timeout = DEFAULT_TIMEOUT,
-    backoff: PoolBackoff = None,
-    max_backoff: PoolMaxBackoff = None,
-    server_slots: ServerSlots = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="A corpus index (lcrag corpus build) for corpus-backed datasets and --strategies longrag.")] = None,
     unit: Annotated[str, typer.Option("--unit", help=f"Corpus strategies (longrag): comma-separated units, of {', '.join(longrag_choices('unit'))}.")] = "grouped",
-    summary_llm: SummaryLLM = None,
-    router: RouterFile = None,
     option: PartOption = None,
     config: RunFile = None,
     judge: Annotated[Optional[str], typer.Option("--judge", help="Then judge the answers with LaRA's LLM judge on this OpenAI-compatible model (LCRAG_BASE_URL/OPENAI_BASE_URL and LCRAG_API_KEY/OPENAI_API_KEY, or openai:MODEL@BASE_URL; verdicts cached): each configuration's quality as a prediction-powered estimate with its 95% interval, next to the metric alone, in the report and printed.")] = None,

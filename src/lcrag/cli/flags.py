@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from lcrag.core.errors import LcragError
+from lcrag.core.http_client import DEFAULT_TIMEOUT
 from lcrag.core.options import option_values, reader_forms
 from lcrag.core.registry import CHUNKERS, EMBEDDERS, RETRIEVERS
 
@@ -40,6 +41,17 @@ BaseUrl = Annotated[Optional[list[str]], typer.Option("--base-url", envvar="LCRA
 PoolBackoff = Annotated[Optional[float], typer.Option("--backoff", help="A pool of reader servers: seconds a failing server is skipped at first, doubled at each failure in a row (default 1).")]
 PoolMaxBackoff = Annotated[Optional[float], typer.Option("--max-backoff", help="A pool of reader servers: the most seconds a failing server is skipped (default 60).")]
 ServerSlots = Annotated[Optional[int], typer.Option("--server-slots", min=1, help="Calls sent to one OpenAI-compatible reader server at once (default 4): what it runs together (llama.cpp's --parallel; more for vLLM). It is how many questions are answered at once per server.")]
+
+
+# The reader, embedder and cache flags of every question command (ask, eval, chat), declared once: name, option and
+# default. lcrag.cli.question_flags adds them to a command; their values reach it through ctx.params, from which
+# config_from_flags builds the configuration.
+READER_FLAGS: tuple[tuple[str, object, object], ...] = (
+    ("llm", LLM, "smollm2"), ("embedder", Embedder, "minilm"), ("base_url", BaseUrl, None),
+    ("context_window", ContextWindow, None), ("cache_dir", CacheDir, None), ("threads", Threads, None),
+    ("timeout", Timeout, DEFAULT_TIMEOUT), ("backoff", PoolBackoff, None), ("max_backoff", PoolMaxBackoff, None),
+    ("server_slots", ServerSlots, None), ("summary_llm", SummaryLLM, None), ("router", RouterFile, None),
+)
 
 
 def config_from_flags(ctx: typer.Context, run_file: Path | None, renamed: dict[str, tuple[str, Callable]] | None = None,

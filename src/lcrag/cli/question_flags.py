@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from lcrag.cli.flags import READER_FLAGS
 from lcrag.core.options import declared_value, longrag_choices
 from lcrag.core.question_settings import ALL_PARTS, QUESTION_SETTINGS, QuestionSetting
 from lcrag.core.registry import CHUNKERS, RETRIEVERS, STRATEGIES
@@ -46,20 +47,24 @@ def flag_option(setting: QuestionSetting) -> Any:
 def question_flags(command_name: str, declared: Iterable[QuestionSetting] = QUESTION_SETTINGS,
                    without: Iterable[str] = ()) -> Callable[[Callable], Callable]:
     """A decorator: the command ``lcrag COMMAND_NAME`` takes, after its own parameters, a flag for each declared
-    setting it is declared for that it does not take already (nor names in ``without``: one it sets another way).
-    Their values reach it only through ``ctx.params`` (the configuration is built from those by
-    :func:`lcrag.cli.flags.config_from_flags`), never as arguments."""
+    setting it is declared for and the reader flags (:data:`lcrag.cli.flags.READER_FLAGS`), each unless it takes it
+    already (or names it in ``without``: one it sets another way). Their values reach it only through
+    ``ctx.params`` (the configuration is built from those by :func:`lcrag.cli.flags.config_from_flags`), never as
+    arguments."""
     def add_flags(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)  # the typer annotations as objects: kept as given
         taken = set(signature.parameters) | set(without)
-        added = [s for s in declared if command_name in s.commands and s.name not in taken]
-        parameters = [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, annotation=flag_option(s),
-                                        default=s.default) for s in added]
+        reader = [(name, option, default) for name, option, default in READER_FLAGS if name not in taken]
+        taken |= {name for name, _, _ in READER_FLAGS}  # --router: a file on the command line, as a reader flag
+        added = [(s.name, flag_option(s), s.default) for s in declared
+                 if command_name in s.commands and s.name not in taken] + reader
+        parameters = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=option, default=default)
+                      for name, option, default in added]
 
         @functools.wraps(command)
         def run(*args: Any, **kwargs: Any) -> Any:
-            for setting in added:
-                kwargs.pop(setting.name, None)
+            for name, _, _ in added:
+                kwargs.pop(name, None)
             return command(*args, **kwargs)
 
         run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *parameters])
