@@ -150,3 +150,13 @@ def test_longrag_ranks_units_with_the_questions_retriever_and_its_options(index,
     assert weighted_retriever == [{"weight": 3.0}]  # made from its spec over the units, its option with it
     assert answer.retrieval == {"unit": "document", "scorer": "weighted-test"} and len(answer.chunks) == 2
     assert answer.text == "3"
+
+
+def test_a_pipeline_closes_what_it_made_and_never_a_reader_it_was_handed(scripted_reader, monkeypatch):
+    handed = scripted_reader()
+    handed.closed = False
+    monkeypatch.setattr(handed, "close", lambda: setattr(handed, "closed", True), raising=False)
+    p = Pipeline(Settings(cache=False), reader=handed)
+    p.ask(FakeSource(made=FakeIndex()), "which?", strategy="rag", sources=False)
+    p.close()
+    assert not handed.closed and p.reader is handed  # its owner's to close (a session's, an eval run's)

@@ -327,8 +327,10 @@ class EvalRunner:
     def _close_pipeline(self) -> None:
         if self._summary_reader is not None:
             self._summary_reader.inner.close()
-        if self.pipeline is not None and self._reader is None:  # closes our reader (and its corpora); the
-            self.pipeline.close()                               # caller's reader stays open
+        if self.pipeline is not None:
+            self.pipeline.close()  # its corpora: the readers it was handed are the run's
+            if self._reader is None:  # the run made its reader (a caller's stays open)
+                self._cached_reader.close()
         self.pipeline = None
 
     def _check_options(self, configs: list[RunConfig]) -> None:

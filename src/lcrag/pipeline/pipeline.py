@@ -107,6 +107,7 @@ class Pipeline:
         # A router holding an LC share keeps it per reader in the cache, shared with other processes.
         self.share_ledgers = ShareLedgers(self.cache_dir / "routing-shares")
         self._reader = reader
+        self._own_reader = reader is None  # a reader handed in is its owner's to close
         self._summary_reader = summary_reader
         self._own_summary_reader = summary_reader is None
         self._embedder = embedder
@@ -322,12 +323,15 @@ class Pipeline:
         return answer
 
     def close(self) -> None:
-        readers = [self._reader] + ([self._summary_reader] if self._own_summary_reader else [])
+        """Close what this pipeline made (its readers, its corpora); the readers it was handed stay open."""
+        readers = ([self._reader] if self._own_reader else []) + ([self._summary_reader] if self._own_summary_reader
+                                                                  else [])
         for reader in readers:
             close = getattr(reader, "close", None)
             if close:
                 close()
-        self._reader = None
+        if self._own_reader:
+            self._reader = None
         for units in self._corpora.values():
             units.close()
         self._corpora.clear()
