@@ -89,3 +89,23 @@ def test_sentences_are_read_in_blocks_as_syntok_reads_the_whole_text(monkeypatch
     monkeypatch.setattr(chunkers, "_SENTENCE_BLOCK", 300)
     assert len(list(chunkers._blocks(text, 300))) > 20
     assert SentenceChunker.sentence_spans(text) == whole
+
+
+def test_a_text_without_spaces_is_chunked_into_bounded_pieces():
+    from lcrag.chunking.chunkers import WordChunker
+    from lcrag.core.text import MAX_WORD_CHARS
+
+    chinese = "東京は日本の首都です。" * 3000  # 33,000 characters, no space
+    chunks = WordChunker(300).run(Document(text=chinese, id="zh"))
+    assert len(chunks) == 110 and all(len(c.text) == 300 for c in chunks)
+    blob = "QUJD" * 250_000  # a megabyte of base64
+    chunks = WordChunker(300).run(Document(text=blob, id="b64"))
+    assert max(len(c.text) for c in chunks) == 300 * MAX_WORD_CHARS and "".join(c.text for c in chunks) == blob
+
+
+def test_spaced_text_is_chunked_by_its_words_as_before():
+    from lcrag.chunking.chunkers import WordChunker
+
+    text = " ".join(f"word{i}," for i in range(1000))
+    chunks = WordChunker(300).run(Document(text=text, id="en"))
+    assert [len(c.text.split()) for c in chunks] == [300, 300, 300, 100]

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lcrag.core.errors import InputError
+from lcrag.core.text import CHUNK_WORD
 from lcrag.core.registry import CHUNKERS, Option
 from lcrag.core.tokenization import Tokenizer
 from lcrag.core.types import Chunk, Document
 
-_WORD = re.compile(r"\S+")
 
 
 class Chunker(Protocol):
@@ -63,7 +63,9 @@ def pack_sentences(text: str, sentences: list[tuple[int, int, int]], limit: int)
 
 @dataclass(frozen=True)
 class WordChunker:
-    """Chunks of ``size`` whitespace-separated words (Self-Route's baseline: 300)."""
+    """Chunks of ``size`` whitespace-separated words (Self-Route's baseline: 300). A word is at most
+    :data:`lcrag.core.text.MAX_WORD_CHARS` characters, and each CJK character is one: a text without spaces is
+    chunked into pieces of a few hundred characters, never one chunk the size of the text."""
 
     size: int = 300
     overlap: int = 0
@@ -73,7 +75,7 @@ class WordChunker:
         return f"words:{self.size}:{self.overlap}"
 
     def run(self, document: Document) -> list[Chunk]:
-        spans = [m.span() for m in _WORD.finditer(document.text)]
+        spans = [m.span() for m in CHUNK_WORD.finditer(document.text)]
         return _group_spans(document.text, spans, self.size, self.overlap)
 
 
@@ -147,7 +149,7 @@ class SentenceChunker:
         if self.max_words <= 0:
             raise InputError("max_words must be positive")
         text = document.text
-        sized = [(start, end, len(_WORD.findall(text, start, end))) for start, end in self.sentence_spans(text)]
+        sized = [(start, end, len(CHUNK_WORD.findall(text, start, end))) for start, end in self.sentence_spans(text)]
         return pack_sentences(text, sized, self.max_words)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from lcrag.documents.corpus import CorpusDocument, CorpusStore
 from lcrag.core.errors import InputError
+from lcrag.core.text import CHUNK_WORD
 from lcrag.core.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -31,14 +32,13 @@ else:  # imported on first use (see lcrag.core.lazy)
 
 UNIT_KINDS = ("passage", "document", "grouped")
 GROUPINGS = ("auto", "links", "mentions", "neighbours")
-_WORD = re.compile(r"\S+")
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
 
 
 def passage_spans(text: str, words: int) -> list[tuple[int, int]]:
     """Character spans of balanced passages of about ``words`` words (a 105-word text gives one passage, not
     100 + 5; a 250-word text gives three of ~83)."""
-    spans = [m.span() for m in _WORD.finditer(text)]
+    spans = [m.span() for m in CHUNK_WORD.finditer(text)]
     if not spans:
         return []
     n = max(1, int(len(spans) / words + 0.5))  # half up: 150 words make two passages of 75

@@ -150,3 +150,11 @@ def _stem(word: str) -> str:
 def content_words(text: str) -> set[str]:
     """Lower-cased, lightly stemmed words without function words: what a text says."""
     return {_stem(w) for w in WORD.findall(text.lower()) if w not in _STOP}
+
+
+# What a chunker counts as a word: a run of non-space characters, at most MAX_WORD_CHARS of them (a URL, a base64
+# blob or a script written without spaces, Thai say, would otherwise be one "word" the size of the text), and each
+# character of the scripts written without spaces between words alone (CJK ideographs, kana, their punctuation).
+MAX_WORD_CHARS = 64
+_UNSPACED = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f"
+CHUNK_WORD = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]{{1,{MAX_WORD_CHARS}}}")
