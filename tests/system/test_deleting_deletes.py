@@ -271,9 +271,6 @@ def test_finished_jobs_are_pruned_after_the_job_retention(database, tmp_path):
         assert _ask(a).status_code == 200  # the collection is as it was
 
 
-@pytest.mark.xfail(strict=True, reason="a collection's tree index (indexes/<key>/tree-*) holds summaries of its text "
-                   "in a folder that does not say which collection it is of (lcrag.store.segments' index writes no "
-                   "meta.json): nothing can tell it is a removed file's")
 def test_a_removed_files_text_is_gone_from_the_collections_tree_index(tmp_path):
     reader = Stub(answer=closest_line)
     with ExitStack() as stack:

@@ -17,6 +17,7 @@ collection's text as any document's."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from lcrag.chunking import Chunker, SentenceChunker
 from lcrag.documents.loaders import join_documents
 from lcrag.documents.sandbox import die_with
 from lcrag.core.errors import LcragError
+from lcrag.core.files import atomic_write_text
 from lcrag.core.lru import SizedLRU
 from lcrag.readers import streaming
 from lcrag.core.registry import RETRIEVERS, PartSpec
@@ -411,6 +413,7 @@ class CollectionIndex(DocumentIndex):
         self._segments = document.segments
         self.ranges: dict[str, tuple[int, int]] = {}  # each file's chunks, by name
         self._file_bytes: dict[str, int] = {}  # each file's part of memory_bytes (its parsed document and chunks)
+        self._named = False  # whether its folder on disk is named by the collection (_name_folder)
         made_with["config"] = {"chunking": chunker.key, "files": len(document.files)}
         super().__init__(document, chunker, cache_dir, embedder_factory, progress, **made_with)
         document.indexes[chunker.key] = weakref.ref(self)  # the next version's index starts from this one
@@ -488,9 +491,22 @@ class CollectionIndex(DocumentIndex):
             if spec.name == "bm25" and spec not in self._retrievers:
                 self._retrievers[spec] = self._segments.bm25(self.document, self.chunker, self.chunks, self.ranges)
             try:
-                return super().retriever(spec)
+                found = super().retriever(spec)
             except IndexNotReady as exc:  # told as missing for the retriever asked for (hybrid, not its dense half)
                 raise exc.named(spec.name) from None
+            self._name_folder()
+            return found
+
+    def _name_folder(self) -> None:
+        """A retriever that wrote in this index's folder (the tree index: summaries of the collection's text) leaves
+        the folder named by its collection in a ``meta.json``, as a document's index is, so that it goes when a
+        file of the collection does (:func:`lcrag.store.derived.forget_collection_caches`)."""
+        if self._named or not self.dir.is_dir():
+            return
+        atomic_write_text(self.dir / "meta.json", json.dumps({"document": self.document.source,
+                                                              "collection": self.document.collection_id,
+                                                              "config": self.config}))
+        self._named = True
 
     def _load_stored(self, spec) -> None:
         """The stored vectors ``spec`` reads: its chunks' (dense, hybrid, tree), or its files' sentences
