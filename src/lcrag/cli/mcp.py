@@ -13,6 +13,7 @@ import typer
 from lcrag.cli.engine import check_bind, check_key, engine, request_limits
 from lcrag.cli.service_flags import ServiceFlags, with_service_flags
 from lcrag.core.errors import OptionError
+from lcrag.service.keys import AUDIT_RETENTION_SECONDS
 from lcrag.service.limits import Limits
 
 TRANSPORTS = ("stdio", "http")
@@ -55,14 +56,15 @@ def mcp(
             typer.echo(f"lcrag MCP at http://{flags.host}:{flags.port}/mcp (collections in "
                        f"{answering.collections.root})", err=True)
             server.hold_streams()  # a tool call in progress is drained like any request, not cut at the signal
-            run(http_app(server, flags.api_key, limits, sessions), flags.host, flags.port, connections,
+            run(http_app(server, flags.api_key, limits, sessions, flags.audit_retention), flags.host, flags.port, connections,
                 os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag mcp", shutdown_seconds=flags.shutdown_seconds,
                 stop_work=server.stop_work, close=answering.close)
     finally:
         answering.close()
 
 
-def http_app(server, api_key: str | None, limits: Limits, sessions=None):
+def http_app(server, api_key: str | None, limits: Limits, sessions=None,
+             audit_retention: float = AUDIT_RETENTION_SECONDS):
     """The streamable HTTP app of ``server`` (an LcragMCP) as `lcrag mcp --transport http` serves it: the service's
     guard in front (Host names against DNS rebinding, the key, no cross-site writes, JSON bodies, JSON errors), the
     body limit as JSON, and the sessions bounded (:mod:`lcrag.service.mcp.sessions`)."""
@@ -74,7 +76,7 @@ def http_app(server, api_key: str | None, limits: Limits, sessions=None):
     app = Sessions(server.streamable_http_app(), sessions, "lcrag mcp")
     app = BodyLimits(app, limits, "lcrag mcp", uploads=False)
     # The people's keys of lcrag keys too (the same store as lcrag serve's): each call sees its key's collections.
-    return Guard(app, api_key=api_key, limits=limits, metrics=Metrics(), keys=keys_for(server.answering.collections))
+    return Guard(app, api_key=api_key, limits=limits, metrics=Metrics(), keys=keys_for(server.answering.collections, audit_retention))
 
 
 def sdk_version() -> str | None:

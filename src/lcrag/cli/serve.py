@@ -27,6 +27,7 @@ def serve(
         raise OptionError("lcrag serve needs the service's libraries: pip install -e '.[serve]' in lcrag's checkout") from None
     from lcrag.service.http.app import create_app
     from lcrag.service.http.server import Gate, run
+    from lcrag.service.keys import keys_for
 
     answering = engine(flags)
     check_bind(flags.host, flags.api_key, answering=answering)  # keys added to the store protect it as --api-key does
@@ -34,7 +35,8 @@ def serve(
                             cors_origins=tuple(cors_origin or ()))
     connections = flags.connection_limits()
     gate = Gate(connections, "lcrag serve")
-    app = create_app(answering, flags.api_key, limits, gate=gate)
+    app = create_app(answering, flags.api_key, limits, gate=gate,
+                     keys=keys_for(answering.collections, flags.audit_retention))
     typer.echo(f"lcrag serving http://{flags.host}:{flags.port}/ (collections in {answering.collections.root})", err=True)
     try:
         run(app, flags.host, flags.port, connections, os.environ.get("LCRAG_SERVE_LOG", "warning"), "lcrag serve", gate,

@@ -17,6 +17,7 @@ from lcrag.documents.limits import (MAX_CHARS_PER_BYTE, MAX_DOCUMENT_CHARS, MAX_
                                    ParseLimits)
 from lcrag.core.provenance import MAX_TITLE_CHARS
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES, MAX_SHUTDOWN_SECONDS, SHUTDOWN_SECONDS, Limits
+from lcrag.service.keys import AUDIT_RETENTION_SECONDS
 from lcrag.store.base import KEPT_ANSWERS
 
 API_KEY_ENV = "LCRAG_SERVE_API_KEY"  # the service's own key, distinct from the reader's LCRAG_API_KEY
@@ -66,6 +67,7 @@ MaxKeptAnswer = Annotated[float, typer.Option("--max-kept-answer-kb", help="Larg
 MaxTitleChars = Annotated[int, typer.Option("--max-title-chars", help="Longest heading title or page label kept from a file (a longer one is cut, with an ellipsis); headings count against --max-document-chars.", min=16, max=100_000)]
 NewRunFile = Annotated[bool, typer.Option("--new-run-file", help="With --store: record this process's run file (chunking, embedder, retrievers) as the store's and index every collection again; without it a process whose run file differs from the store's refuses to start.")]
 JobRetention = Annotated[float, typer.Option("--job-retention", help="With --store: seconds a finished indexing job's record is kept before it is pruned (default: one day).", min=0)]
+AuditRetention = Annotated[float, typer.Option("--audit-retention", help="Seconds an entry of the audit log (GET /v1/audit: uploads, deletions, keys added and revoked) is kept; older ones go as the next change is recorded (default: 365 days).", min=1)]
 JobLease = Annotated[float, typer.Option("--job-lease", help="With --store: seconds an indexing job stays claimed without word from its process; then another takes it over.", min=1)]
 
 
@@ -116,6 +118,7 @@ class ServiceFlags:
     index_workers: IndexWorkers = 1
     job_lease: JobLease = 30
     job_retention: JobRetention = JOB_RETENTION_SECONDS
+    audit_retention: AuditRetention = AUDIT_RETENTION_SECONDS
     kept_answers: KeptAnswers = KEPT_ANSWERS
     max_kept_answer_kb: MaxKeptAnswer = MAX_KEPT_ANSWER_BYTES / 1024
     new_run_file: NewRunFile = False

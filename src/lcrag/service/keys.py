@@ -45,6 +45,7 @@ MAX_COPY_SECONDS = 1.0  # the oldest copy used while another thread reads the ke
 REFRESH_WAIT_SECONDS = 10.0  # the longest a request waits for another's reading of the keys
 LAST_USED_SECONDS = 60.0  # a key's "last used" is written at most this often (a write per request would cost more)
 MAX_AUDIT_PAGE = 1000
+AUDIT_RETENTION_SECONDS = 365 * 86400.0  # how long an entry of the audit log is kept (lcrag serve --audit-retention)
 KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 PATTERN = re.compile(r"[A-Za-z0-9_.*?!\[\]-]{1,80}")  # a collection name's characters and fnmatch's
 RESERVED = ("api-key", "cli", "anonymous")  # the names the audit log gives those that hold no key of this table
@@ -159,13 +160,14 @@ _COLUMNS = """name TEXT PRIMARY KEY, key_id TEXT NOT NULL UNIQUE, hash TEXT NOT 
     patterns TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, created_by TEXT NOT NULL,
     last_used DOUBLE PRECISION, revoked DOUBLE PRECISION"""
 _AUDIT = """at DOUBLE PRECISION NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, collection TEXT, detail TEXT"""
+_AUDIT_AT = "CREATE INDEX IF NOT EXISTS lcrag_audit_at ON lcrag_audit (at);"  # what pruning the log looks up
 
 
 class SqliteDatabase(Database):
     """The embedded store's SQLite file (a connection of its own, WAL, beside the store's)."""
 
     schema = (f"CREATE TABLE IF NOT EXISTS lcrag_keys ({_COLUMNS});\n"
-              f"CREATE TABLE IF NOT EXISTS lcrag_audit (id INTEGER PRIMARY KEY AUTOINCREMENT, {_AUDIT});")
+              f"CREATE TABLE IF NOT EXISTS lcrag_audit (id INTEGER PRIMARY KEY AUTOINCREMENT, {_AUDIT});\n{_AUDIT_AT}")
     errors = (sqlite3.Error, OSError)
 
     def __init__(self, path: Path):
@@ -206,7 +208,7 @@ class PostgresDatabase(Database):
     """The tables in a PostgreSQL store's database (its connections: :meth:`PostgresStore.connection`)."""
 
     schema = (f"CREATE TABLE IF NOT EXISTS lcrag_keys ({_COLUMNS});\n"
-              f"CREATE TABLE IF NOT EXISTS lcrag_audit (id bigserial PRIMARY KEY, {_AUDIT});")
+              f"CREATE TABLE IF NOT EXISTS lcrag_audit (id bigserial PRIMARY KEY, {_AUDIT});\n{_AUDIT_AT}")
 
     def __init__(self, store):
         import psycopg
@@ -248,8 +250,10 @@ class Keys:
     """Keys and the audit log over a :class:`Database`, with the keys read at most every ``refresh_seconds``."""
 
     def __init__(self, database: Database, refresh_seconds: float = REFRESH_SECONDS,
-                 wait_seconds: float = REFRESH_WAIT_SECONDS):
+                 wait_seconds: float = REFRESH_WAIT_SECONDS, audit_retention: float = AUDIT_RETENTION_SECONDS):
+        """``audit_retention``: seconds an audit entry is kept; older ones go as the next change is recorded."""
         self.database, self.refresh_seconds = database, min(refresh_seconds, MAX_COPY_SECONDS)
+        self.audit_retention = audit_retention
         self.wait_seconds = wait_seconds
         self._snapshot = _Snapshot()
         self._refreshing, self._writing = threading.Lock(), threading.Lock()
@@ -376,10 +380,11 @@ class Keys:
                 for n, r, p, c, b, u, v in rows if revoked or v is None]
 
     # -- the audit log ---------------------------------------------------------------------------------------------
-    @staticmethod
-    def _audit(run, actor: str, action: str, collection: str | None, detail: str | None) -> None:
+    def _audit(self, run, actor: str, action: str, collection: str | None, detail: str | None) -> None:
+        now = time.time()
         run("INSERT INTO lcrag_audit (at, actor, action, collection, detail) VALUES (?, ?, ?, ?, ?)",
-            (time.time(), actor, action, collection, detail))
+            (now, actor, action, collection, detail))
+        run("DELETE FROM lcrag_audit WHERE at < ?", (now - self.audit_retention,))  # (an indexed range: cheap)
 
     def record(self, actor: str, action: str, collection: str | None = None, detail: str | None = None) -> None:
         """A change, in the audit log."""
@@ -400,10 +405,10 @@ class Keys:
         self.database.close()
 
 
-def keys_for(collections) -> Keys:
+def keys_for(collections, audit_retention: float = AUDIT_RETENTION_SECONDS) -> Keys:
     """The keys of the store ``collections`` is (a PostgreSQL store's database, else the embedded store's SQLite
     file beside the collections folder)."""
     store = getattr(collections, "db", None)
     if store is not None and hasattr(store, "connection"):
-        return Keys(PostgresDatabase(store))
-    return Keys(SqliteDatabase(Path(collections.root).parent / "collections.sqlite"))
+        return Keys(PostgresDatabase(store), audit_retention=audit_retention)
+    return Keys(SqliteDatabase(Path(collections.root).parent / "collections.sqlite"), audit_retention=audit_retention)

@@ -118,3 +118,17 @@ def test_metrics_for_a_scoped_key_leave_out_other_collections_series():
     Counter("requests", "not per collection", registry=registry).inc()
     shown = generate_latest(ScopedRegistry(registry, Principal("r", "reader", ("team-a*",)))).decode()
     assert 'collection="team-a"' in shown and "team-b" not in shown and "requests_total 1.0" in shown
+
+
+def test_the_audit_log_keeps_its_entries_for_the_retention_and_no_longer(tmp_path, monkeypatch):
+    keys = Keys(SqliteDatabase(tmp_path / "collections.sqlite"), audit_retention=3600)
+    now = time.time()
+    monkeypatch.setattr(keys_module.time, "time", lambda: now)
+    keys.record("rita", "file.delete", "team-a", "old.txt")
+    monkeypatch.setattr(keys_module.time, "time", lambda: now + 1800)
+    keys.record("rita", "file.delete", "team-a", "half.txt")
+    assert [e["detail"] for e in keys.audit()] == ["half.txt", "old.txt"]  # both within the hour
+    monkeypatch.setattr(keys_module.time, "time", lambda: now + 3700)
+    keys.record("sam", "collection.delete", "team-b")
+    assert [e["detail"] for e in keys.audit()] == [None, "half.txt"]  # the first is older than the hour: gone
+    keys.close()
