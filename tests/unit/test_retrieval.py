@@ -108,3 +108,12 @@ def test_interrupted_embedding_resumes(tmp_path):
     assert resumed.calls == [3, 1]  # rows 6..9 only
     assert np.allclose(vectors, KeywordEmbedder().embed([c.text for c in chunks]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npy"]
+
+
+def test_bm25_finds_chinese_and_japanese_text_by_its_character_pairs(tmp_path):
+    texts = ["今天天气很好，我们去公园散步。", "金库的密码是七三九一，只有馆长知道。", "東京は日本の首都です。", "Revenue rose 12%."]
+    chunks = [Chunk(i, 0, len(t), t) for i, t in enumerate(texts)]
+    bm25 = BM25Retriever.build(chunks, tmp_path / "bm25")
+    assert bm25.run("金库的密码是什么？", 1)[0].chunk.index == 1  # a question sharing no whole run with the text
+    assert bm25.run("日本の首都はどこ", 1)[0].chunk.index == 2
+    assert bm25.run("revenue", 1)[0].chunk.index == 3  # spaced text as before

@@ -156,5 +156,8 @@ def content_words(text: str) -> set[str]:
 # blob or a script written without spaces, Thai say, would otherwise be one "word" the size of the text), and each
 # character of the scripts written without spaces between words alone (CJK ideographs, kana, their punctuation).
 MAX_WORD_CHARS = 64
-_UNSPACED = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f"
+# The letters of scripts written without spaces between words (CJK ideographs, kana), and with them the CJK and
+# full-width punctuation and forms.
+UNSPACED_LETTERS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+_UNSPACED = f"\u3000-\u303f\uff00-\uffef{UNSPACED_LETTERS}"
 CHUNK_WORD = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]{{1,{MAX_WORD_CHARS}}}")

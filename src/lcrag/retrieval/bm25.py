@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcrag.core.registry import RETRIEVERS
+from lcrag.core.text import UNSPACED_LETTERS
 from lcrag.retrieval.integrity import ArtifactDamaged
 from lcrag.core.types import Chunk, ScoredChunk
 
@@ -24,9 +25,25 @@ _TERM = re.compile(r"[^\W_]+")
 _MAX_TERM_LEN = 40  # tantivy's RemoveLongFilter in the default analyzer
 
 
+# A run of CJK letters has no space for the analyzer to split on: it would be one term, matched only by the very same
+# run. Each run is indexed and queried as its overlapping character pairs instead (Lucene's CJKAnalyzer's bigrams),
+# a lone letter as itself; text without them is unchanged.
+_UNSPACED_RUN = re.compile(f"[{UNSPACED_LETTERS}]+")
+
+
+def _pairs(run: re.Match) -> str:
+    letters = run.group()
+    return letters if len(letters) == 1 else " " + " ".join(map(str.__add__, letters, letters[1:])) + " "
+
+
+def analyzable(text: str) -> str:
+    """``text`` as the BM25 index reads it: CJK runs as their character pairs."""
+    return _UNSPACED_RUN.sub(_pairs, text)
+
+
 def query_terms(text: str) -> list[str]:
     seen: dict[str, None] = {}
-    for word in _TERM.findall(text.lower()):
+    for word in _TERM.findall(analyzable(text).lower()):
         if len(word) < _MAX_TERM_LEN:
             seen.setdefault(word, None)
     return list(seen)
@@ -58,7 +75,7 @@ def write_bm25(directory: str | Path, docs: Iterable[tuple[int, str]], heap_size
     index = tantivy.Index(bm25_schema(), path=str(directory))
     writer = index.writer(heap_size=heap_size, num_threads=num_threads)
     for idx, text in docs:
-        writer.add_document(tantivy.Document(idx=idx, text=text))
+        writer.add_document(tantivy.Document(idx=idx, text=analyzable(text)))
     writer.commit()
     writer.wait_merging_threads()
 

@@ -10,7 +10,7 @@ from operator import is_not
 from typing import Any, Protocol
 
 from lcrag.core.types import Chunk, Document, ScoredChunk
-from lcrag.retrieval.bm25 import terms_query
+from lcrag.retrieval.bm25 import analyzable, terms_query
 
 _BM25_HEAP = 15_000_000  # tantivy's smallest writer heap
 
@@ -56,7 +56,7 @@ class LiveBM25:
                     writer.delete_documents_by_term("file", name)
                 for name in new:
                     for number, chunk in enumerate(chunks[slice(*ranges[name])]):  # its place in the file's chunks
-                        writer.add_document(tantivy.Document(file=name, idx=number, text=chunk.text))
+                        writer.add_document(tantivy.Document(file=name, idx=number, text=analyzable(chunk.text)))
                 writer.commit()
                 writer.wait_merging_threads()
                 self._index.reload()
