@@ -40,12 +40,15 @@ from lcrag.service.slots import ReaderSlots
 from lcrag.store.base import KEPT_ANSWERS, IndexCost
 from lcrag.strategies.routing.learned import BUNDLED
 from lcrag.core.registry import RETRIEVERS
+from lcrag.retrieval.embedders import uncached
 from lcrag.core.types import Answer, Document, LLMCall
 
 log = logging.getLogger(__name__)
 
 # The longest a question waits for its collection's indexing (in its place in the queue; the client may leave).
 INDEXING_WAIT = 600.0
+# The retrievers that embed a question's query (the embedder a replica warms when it offers one of them).
+_QUERY_EMBEDDING = {"dense", "hybrid", "sentence-window"}
 # The longest closing waits for the questions it stopped to reach their next step boundary and let go of the reader.
 STOP_WAIT = 2.0
 
@@ -192,6 +195,12 @@ class Answering:
         # Questions run in their own pool, one thread per place in the queue (and one more): a question
         # beyond the queue gets its 429 at once, and uploads and metadata never wait behind questions for a thread.
         self.executor = ThreadPoolExecutor(max_waiting + 1, thread_name_prefix="lcrag-answer")
+        # What a change makes ready is loaded here before its first question (:meth:`warm`): one thread, each
+        # collection queued once however many changes come meanwhile.
+        self.warm_on_change = True
+        self._warming = ThreadPoolExecutor(1, thread_name_prefix="lcrag-warm")
+        self._warm_queued: set[str] = set()
+        self._embedder_warm = False
 
     # -- documents ---------------------------------------------------------------------------------------------
     def _load(self, name: str, progress=None,
@@ -393,6 +402,50 @@ class Answering:
             self.segments.forget(gone)
         for document in released:
             self._release(document)
+        if self.warm_on_change and collection_id is not None:
+            self._queue_warm(name)
+
+    def _queue_warm(self, name: str) -> None:
+        with self._count:
+            if name in self._warm_queued or self._closed:
+                return
+            self._warm_queued.add(name)
+        try:
+            self._warming.submit(self.warm, name)
+        except RuntimeError:  # closed meanwhile
+            pass
+
+    def warm(self, name: str) -> bool:
+        """Load now what a question on the collection would load first (issue 43: the first questions after ready
+        on a replica that did not index it loaded the collection, its vectors, its live BM25 and the embedder,
+        while other questions waited for the cores): while it is being indexed, the embedder an offered retriever
+        embeds queries with; once ready, its document and every offered retriever's index, as the indexing job
+        stored them. Whether the collection was loaded. Whatever fails is left to the question, which says why."""
+        with self._count:
+            self._warm_queued.discard(name)
+        try:
+            status = self.collections.status(name)
+            self._warm_embedder()
+            if status.state != "ready":
+                return False
+            document = self.document(name, self.stopping)  # (a server closing stops it)
+            for spec in self._offered_specs():
+                if not RETRIEVERS.get(spec.name).meta.get("calls_reader"):
+                    settings = self.base.settings_for(None if spec.name == self.settings.retriever
+                                                      else {"retriever": spec.name})
+                    self._loaded_retriever(name, document, settings)
+            return True
+        except Exception as exc:  # noqa: BLE001 - a warm-up is never an error: the question meets it, and says it
+            log.debug("collection %s not warmed: %s", name, exc)
+            return False
+
+    def _warm_embedder(self) -> None:
+        """The embedder made (its model loaded), when an offered retriever embeds queries: a question's query is then
+        its only work. Nothing is embedded here."""
+        if self._embedder_warm or not set(self.retrievers) & _QUERY_EMBEDDING:
+            return
+        self._embedder_warm = True
+        uncached(self.base.embedder)
 
     def _identity(self, name: str) -> str | None:
         try:
@@ -579,6 +632,7 @@ class Answering:
             self._closed = True
         self.stop_questions()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self._warming.shutdown(wait=False, cancel_futures=True)
         with self._count:
             self._count.wait_for(lambda: not self._asked, STOP_WAIT)
         self._parsing.shutdown(wait=False, cancel_futures=True)
