@@ -36,6 +36,7 @@ def worker(
     flags = ServiceFlags(config=config, cache_dir=cache_dir, max_waiting=1, store=store, index_workers=workers,
                          job_lease=lease, job_retention=job_retention, retrievers=retrievers, new_run_file=new_run_file)
     answering = engine(flags, embedder)
+    answering.warm_on_change = False  # a worker answers nothing: a ready collection is not loaded into its memory
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     typer.echo(f"lcrag worker: {workers} indexing thread(s) on {answering.collections.db.shown} "

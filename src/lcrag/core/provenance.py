@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -260,6 +260,7 @@ class Placed(Protocol):
     source: str
     id: str
     parts: tuple
+    line_breaks: Sequence[int]  # where the text's line breaks are, ascending
 
 
 def locate(document: Placed, start: int, end: int) -> dict[str, Any]:
@@ -279,9 +280,8 @@ def locate(document: Placed, start: int, end: int) -> dict[str, Any]:
         place.update(pages=pages, page_numbering=layout.page_numbering if pages else None, section=section)
         if pages or section or not layout.verbatim:
             return place  # lines of extracted text would point nowhere in the user's file: the quote says where
-    text = document.text
-    first = text.count("\n", 0, start) + 1
-    place["lines"] = [first, first + text.count("\n", start, max(start, end - 1))]
+    breaks = document.line_breaks
+    place["lines"] = [bisect.bisect_left(breaks, start) + 1, bisect.bisect_left(breaks, max(start, end - 1)) + 1]
     return place
 
 

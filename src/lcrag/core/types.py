@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
+from array import array
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from collections.abc import Callable
@@ -110,6 +112,7 @@ class QuestionSource(Protocol):
 DOCUMENT, CORPUS = "document", "corpus"
 READS_DEFAULT = (DOCUMENT,)
 HASH_PIECE = 1 << 18  # characters of a text encoded and hashed at a time
+_LINE_BREAK = re.compile("\n")
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,12 @@ class Document:
         if extractors:
             digest.update(("\0" + "\0".join(extractors)).encode("utf-8"))
         return digest.hexdigest()
+
+    @cached_property
+    def line_breaks(self) -> array:
+        """Where the text's line breaks are (ascending offsets), found once: a citation's line numbers are then two
+        bisects, where counting the breaks before it read half of a 2 MB text at every citation."""
+        return array("q", (m.start() for m in _LINE_BREAK.finditer(self.text)))
 
 
 @dataclass(frozen=True)

@@ -123,3 +123,20 @@ def test_a_truncated_lc_answer_cites_only_what_the_reader_saw(tmp_path, scripted
     assert answer.truncated_tokens > 0 and "7781" not in answer.context  # page 6 was in the cut middle
     assert answer.sources and all(s.how == "located" and "6" not in s.pages for s in answer.sources)
     assert all(s.snippet.split(" …")[0][:30] in " ".join(answer.context.split()) for s in answer.sources)
+
+
+def test_a_citations_lines_are_those_counted_from_the_start():
+    """locate's line numbers come from the document's line breaks, found once: the same as counting them."""
+    import random
+
+    from lcrag.core.provenance import locate
+    from lcrag.core.types import Document
+
+    rng = random.Random(1)
+    for _ in range(300):
+        text = "".join(rng.choice("ab \n") for _ in range(rng.randint(0, 300)))
+        start = rng.randint(0, len(text))
+        end = rng.randint(start, len(text))
+        first = text.count("\n", 0, start) + 1
+        expected = [first, first + text.count("\n", start, max(start, end - 1))]
+        assert locate(Document(text=text, id="d"), start, end)["lines"] == expected
