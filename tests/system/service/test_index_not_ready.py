@@ -6,9 +6,9 @@ job stores each file's embeddings once, and a question loads them."""
 from __future__ import annotations
 
 import httpx
-import numpy as np
 import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
+from counting_embedder import CRANE, PUMP, CountingEmbedder
 from service_fixtures import running, wait_ready
 
 from lcrag.pipeline.pipeline import Pipeline, Settings
@@ -19,28 +19,6 @@ from lcrag.store.embedded import EmbeddedStore
 from lcrag.store.segments import IndexNotReady
 from lcrag.store.base import IndexCost
 from lcrag.store.postgres import PostgresCollections
-
-CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
-PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
-
-
-class CountingEmbedder:
-    """A bag of hashed words that counts the texts it embeds: a question embeds only its query (one text)."""
-
-    name = "counting-test"
-    dimension = 32
-
-    def __init__(self):
-        self.calls: list[int] = []
-
-    def embed(self, texts):
-        self.calls.append(len(texts))
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.lower().split():
-                out[i, sum(map(ord, word)) % self.dimension] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
 
 def make(tmp_path, reader, embedder, retrievers) -> Answering:
     settings = Settings(cache=False, cache_dir=tmp_path / "cache", chunking="words:10", k=2, strategy="rag")

@@ -8,33 +8,11 @@ import time
 from functools import partial
 
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
+from counting_embedder import CRANE, PUMP, CountingEmbedder
 
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.store.postgres import PostgresCollections
-
-import numpy as np
-
-CRANE = "The crane reset code is 7781. Hold the red button for five seconds before entering the reset code."
-PUMP = "The pump pressure limit is 4711 kilopascal. Open the bypass valve when the pump pressure alarm sounds."
-
-
-class CountingEmbedder:
-    """A bag of hashed words that counts the texts of each call (as test_index_not_ready's)."""
-
-    name = "counting-test"
-    dimension = 32
-
-    def __init__(self):
-        self.calls: list[int] = []
-
-    def embed(self, texts):
-        self.calls.append(len(texts))
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.lower().split():
-                out[i, sum(map(ord, word)) % self.dimension] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
 def replica(tmp_path, name, reader, embedder, database, jobs: bool) -> Answering:
