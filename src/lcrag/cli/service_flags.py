@@ -67,7 +67,7 @@ MaxKeptAnswer = Annotated[float, typer.Option("--max-kept-answer-kb", help="Larg
 MaxTitleChars = Annotated[int, typer.Option("--max-title-chars", help="Longest heading title or page label kept from a file (a longer one is cut, with an ellipsis); headings count against --max-document-chars.", min=16, max=100_000)]
 NewRunFile = Annotated[bool, typer.Option("--new-run-file", help="With --store: record this process's run file (chunking, embedder, retrievers) as the store's and index every collection again; without it a process whose run file differs from the store's refuses to start.")]
 JobRetention = Annotated[float, typer.Option("--job-retention", help="With --store: seconds a finished indexing job's record is kept before it is pruned (default: one day).", min=0)]
-AuditRetention = Annotated[float, typer.Option("--audit-retention", help="Seconds an entry of the audit log (GET /v1/audit: uploads, deletions, keys added and revoked) is kept; older ones go as the next change is recorded (default: 365 days).", min=1)]
+AuditRetention = Annotated[float, typer.Option("--audit-retention", help="Seconds an entry of the audit log (GET /v1/audit: uploads, deletions, keys added and revoked) is kept; older ones go as the next change is recorded (default: 365 days; at most 100 years).", min=1, max=100 * 365 * 86400)]
 JobLease = Annotated[float, typer.Option("--job-lease", help="With --store: seconds an indexing job stays claimed without word from its process; then another takes it over.", min=1)]
 
 
