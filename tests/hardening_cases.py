@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from lcrag.core.question_settings import by_name
 
 TIMEOUT = 60
 LCRAG = [str(Path(sys.executable).with_name("lcrag"))]
@@ -196,7 +197,7 @@ def with_base(base: list, extra: list) -> list:
     return [x for flag, v in pairs if flag not in extra for x in (flag, v)] + list(extra)
 
 
-ASK_OPTS = """--strategy bogus | -r bogus | -k 0 | -k -1 | -k abc | --budget 0 | --budget -1 |
+ASK_OPTS = """--strategy bogus | -r bogus | -k 0 | -k -1 | -k abc | -k 100000000000000000000 | --budget 0 | --budget -1 |
     --order bogus | --chunking words:0 | --chunking words:-1 | --chunking tokens:0 | --chunking sentences:0 |
     --chunking bogus:300 | --chunking words:abc | --llm bogus | --llm $W/missing.gguf |
     --embedder bogus | --context-window 0 | --context-window -1 | --context-window abc | --max-tokens 0 |
@@ -218,10 +219,10 @@ def option_cases(w: Path, f: dict) -> list[Case]:
     name = lambda cmd, a: f"{cmd} {shlex.join(a)}".replace(str(w), "$W")
     cases = [Case(g, name("ask", a), ["ask", f["doc"], Q, *with_base(ASK, a)]) for a in specs(ASK_OPTS, w)]
     cases.append(Case(g, "ask with an empty question", ["ask", f["doc"], "", *ASK]))
-    # Valid by design, so they must run: k above the chunk count retrieves every chunk; a unit alone takes its
-    # documented default size (words:300).
+    # Valid by design, so they must run: k above the chunk count (its declared maximum; beyond it is a bad input
+    # above) retrieves every chunk; a unit alone takes its documented default size (words:300).
     cases += [Case(g, name("ask", a) + " (valid)", ["ask", f["doc"], Q, *with_base(ASK, a)], expect="ok")
-              for a in (["-k", "100000000000000000000"], ["--chunking", "words"])]
+              for a in (["-k", str(by_name()["k"].high)], ["--chunking", "words"])]
     cases += [Case(g, f"--max-file-mb {v} ask", ["--max-file-mb", v, "ask", f["doc"], Q, *ASK]) for v in ("0", "-1", "abc")]
     cases += [Case(g, name("index", a), ["index", f["doc"], *a]) for a in specs(INDEX_OPTS, w)]
     cases += [Case(g, name("demo", a), ["demo", *a]) for a in specs(DEMO_OPTS, w)]
