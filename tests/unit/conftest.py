@@ -86,6 +86,16 @@ def _install(guard: _Guard, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOKY_MAX_CPU_COUNT", "1")
 
 
+def pytest_sessionstart(session):
+    """matplotlib lists the machine's fonts by running fc-list the first time it is imported where its font cache is
+    not yet built (a fresh CI machine); the evaluation report's plots import it, so that is done here, before any
+    guard, as a library's one-time set-up and not the test's work."""
+    try:
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:  # the unit tier runs without the test extras too; no plot is drawn then
+        pass
+
+
 # The guards wrap a unit test's whole run, its module- and session-scoped fixtures' setup and teardown included
 # (a fixture that starts a server is as forbidden as a test that does).
 @pytest.hookimpl(wrapper=True)
