@@ -86,14 +86,17 @@ def _install(guard: _Guard, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOKY_MAX_CPU_COUNT", "1")
 
 
-def pytest_sessionstart(session):
+def _build_matplotlib_font_cache() -> None:
     """matplotlib lists the machine's fonts by running fc-list the first time it is imported where its font cache is
-    not yet built (a fresh CI machine); the evaluation report's plots import it, so that is done here, before any
-    guard, as a library's one-time set-up and not the test's work."""
+    not yet built (a fresh CI machine); the evaluation report's plots import it, so that is done once here, as this
+    file is loaded (before any test and its guards), as a library's one-time set-up and not a test's work."""
     try:
         import matplotlib.font_manager  # noqa: F401
     except ImportError:  # the unit tier runs without the test extras too; no plot is drawn then
         pass
+
+
+_build_matplotlib_font_cache()
 
 
 # The guards wrap a unit test's whole run, its module- and session-scoped fixtures' setup and teardown included
