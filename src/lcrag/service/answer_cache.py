@@ -40,7 +40,7 @@ from lcrag.core.provenance import Source
 from lcrag.readers import reader_identity
 from lcrag.store.collections import NotFound
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
-from lcrag.store.base import KEPT_ANSWERS
+from lcrag.store.base import KEPT_ANSWERS, CollectionState
 from lcrag.pipeline.specs import resolve
 from lcrag.strategies.routing.learned import is_router_path
 from lcrag.core.types import Answer, ChunkUsed, Document, LLMCall
@@ -100,10 +100,11 @@ class AnswerCache:
 
     def version(self, collection: str) -> tuple[str, int] | None:
         """The collection's id and version now (None: the cache is off)."""
-        if not self.enabled:
-            return None
-        state = self.store.state(collection)
-        return state.id, state.version
+        return self.version_of(self.store.state(collection)) if self.enabled else None
+
+    def version_of(self, state: CollectionState) -> tuple[str, int] | None:
+        """The id and version of a collection read as ``state`` (None: the cache is off)."""
+        return (state.id, state.version) if self.enabled else None
 
     def key(self, document: Document, question: str, history: list[dict[str, str]],
             choices: dict[str, Any]) -> str:

@@ -31,13 +31,13 @@ from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.core.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import AnswerCache
-from lcrag.store.collections import EmptyCollection, Listed, NotFound
+from lcrag.store.collections import EmptyCollection, Listed, NotFound, Status
 from lcrag.store.embedded import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.store.segments import FileEntry, IndexNotReady, Segments, collection_document
 from lcrag.service.requests import QuestionChoices
 from lcrag.service.slots import ReaderSlots
-from lcrag.store.base import KEPT_ANSWERS, IndexCost
+from lcrag.store.base import KEPT_ANSWERS, CollectionState, IndexCost
 from lcrag.strategies.routing.learned import BUNDLED
 from lcrag.core.registry import RETRIEVERS
 from lcrag.retrieval.embedders import uncached
@@ -338,29 +338,33 @@ class Answering:
                 self.collections.reindex(collection)
             raise
 
-    def check_answerable(self, name: str) -> None:
+    def check_answerable(self, name: str, status: Status | CollectionState | None = None) -> None:
         """Refuse at once, before any work, a question to an unknown collection (404) or to one in error: its
-        error (400), as indexing found it; nothing is read again for it until a change re-indexes it."""
-        status = self.collections.status(name)
+        error (400), as indexing found it; nothing is read again for it until a change re-indexes it. ``status``:
+        the collection's, read just before (else it is read here)."""
+        status = status or self.collections.status(name)
         if status.state == "error":
             raise InputError(status.error or f"collection {name!r} could not be indexed")
         if status.state == "empty":
             raise EmptyCollection(name)
 
-    def document(self, name: str, cancelled: threading.Event | None = None) -> Document:
+    def document(self, name: str, cancelled: threading.Event | None = None,
+                 state: CollectionState | None = None) -> Document:
         """The collection's document: kept, else read (each file parsed once per content, in the sandbox). A
-        collection being indexed is waited for (at most :data:`INDEXING_WAIT`, then 429; until ``cancelled``)."""
-        status = self.collections.status(name)
+        collection being indexed is waited for (at most :data:`INDEXING_WAIT`, then 429; until ``cancelled``).
+        ``state``: the collection's, read just before (else it is read here)."""
+        state = state or self.collections.state(name)
         give_up = time.monotonic() + INDEXING_WAIT
-        while status.state == "indexing":
+        while state.state == "indexing":
             if cancelled is not None and cancelled.is_set():
                 raise streaming.Cancelled("the client left while its collection was being indexed")
             if time.monotonic() > give_up:
-                raise Busy(f"collection {name!r} is still being indexed ({status.done} of {status.files} files)")
-            status = self.collections.wait(name, 0.2)
-        if status.state == "error":
-            raise InputError(status.error or f"collection {name!r} could not be indexed")
-        identity = self.collections.identity(name)
+                raise Busy(f"collection {name!r} is still being indexed ({state.done} of {state.files} files)")
+            self.collections.wait(name, 0.2)
+            state = self.collections.state(name)
+        if state.state == "error":
+            raise InputError(state.error or f"collection {name!r} could not be indexed")
+        identity = self.collections.identity_of(state)
         with self._documents.lock:
             kept = self._documents.entries.get(name)
         if kept is not None and kept[0] == identity:
@@ -424,11 +428,11 @@ class Answering:
         with self._count:
             self._warm_queued.discard(name)
         try:
-            status = self.collections.status(name)
+            state = self.collections.state(name)
             self._warm_embedder()
-            if status.state != "ready":
+            if state.state != "ready":
                 return False
-            document = self.document(name, self.stopping)  # (a server closing stops it)
+            document = self.document(name, self.stopping, state)  # (a server closing stops it)
             for spec in self._offered_specs():
                 if not RETRIEVERS.get(spec.name).meta.get("calls_reader"):
                     settings = self.base.settings_for(None if spec.name == self.settings.retriever
@@ -519,7 +523,8 @@ class Answering:
         a running generation. ``history``: the conversation the question follows (role and content, oldest first)."""
         listener = listener or streaming.Listener()
         choices = self.choices(options)
-        self.check_answerable(collection)
+        state = self.collections.state(collection)  # one read: whether it is answerable, its version, its document
+        self.check_answerable(collection, state)
         with self._count:  # before any parsing or waiting: beyond the queue, a question costs nothing
             if self.stopping.is_set():
                 raise ShuttingDown("the server is shutting down; ask again when it is back")
@@ -528,8 +533,8 @@ class Answering:
             self._waiting += 1
             self._asked[id(listener)] = listener
         try:
-            version = self.answers.version(collection)  # before the document: a change meanwhile is a new version
-            document = self.document(collection, listener.cancelled)
+            version = self.answers.version_of(state)  # before the document: a change meanwhile is a new version
+            document = self.document(collection, listener.cancelled, state)
             key = self.answers.key(document, question, list(history), choices) if version else ""
             kept = self.answers.get(version, key)
             if kept is not None:

@@ -129,6 +129,11 @@ class CollectionStore(Protocol):
         """The collection's version (one indexed lookup: what a replica checks per question)."""
         ...
 
+    def identity_of(self, state: CollectionState) -> str:
+        """What a document read of the collection at ``state`` is kept for (a different one is read again), taken
+        from ``state`` without reading the store again."""
+        ...
+
     def set_state(self, name: str, version: int, state: str, done: int = 0, error: str | None = None,
                   skipped: tuple[str, ...] = ()) -> bool:
         """Record the indexing ``state`` reached for ``version``; ignored (False) when the collection has moved on

@@ -211,6 +211,10 @@ class EmbeddedStore(Collections):
         return CollectionState(name, self.identity(name), self.version(name), status.state, status.files,
                                status.done, status.error, tuple(status.skipped), status.updated)
 
+    @staticmethod
+    def identity_of(state: CollectionState) -> str:
+        return state.id  # the collection's id: its changes are this process's own, and forget its document
+
     def set_state(self, name: str, version: int, state: str, done: int = 0, error: str | None = None,
                   skipped: tuple[str, ...] = ()) -> bool:
         """The embedded store's indexing state is its indexing thread's own (:meth:`Collections.reindex`); a state

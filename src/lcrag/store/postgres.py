@@ -289,6 +289,10 @@ class PostgresCollections:
         row = self._row(name)
         return f"{row[0]}:{row[1]}"
 
+    @staticmethod
+    def identity_of(state: CollectionState) -> str:
+        return f"{state.id}:{state.version}"  # as identity(): another replica's change is a new version
+
     def collection_id(self, name: str) -> str:
         """What tells this collection from an earlier one of the same name, whatever its version."""
         return self._row(name)[0]

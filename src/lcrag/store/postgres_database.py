@@ -264,8 +264,10 @@ class PostgresStore:
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         # A failed connection attempt is retried with a doubling delay only for reconnect_timeout: kept short, so that
         # after an outage the next caller's attempt is made at once, not after a back-off grown through the outage.
+        # Connections in autocommit: a write's block is a transaction of its own (connection()), and a read is
+        # one statement sent alone (read()), with no BEGIN and COMMIT round trips around it.
         self._pool = ConnectionPool(url, min_size=min(2, connections), max_size=max(1, connections), open=False,
-                                    kwargs={"connect_timeout": max(1, int(connect_timeout))},
+                                    kwargs={"connect_timeout": max(1, int(connect_timeout)), "autocommit": True},
                                     check=self._check, timeout=wait,
                                     reconnect_timeout=max(1.0, wait), name="lcrag")
         self._pool.open(wait=False)
@@ -295,31 +297,38 @@ class PostgresStore:
         return StoreDown(f"the store {self.shown} cannot be reached: {_one_line(exc)}", lost)
 
     @contextmanager
-    def connection(self, wait: float | None = None) -> Iterator[Any]:
-        """A connection in a transaction, committed when the block ends (rolled back on an exception); waits at
-        most ``wait`` seconds (default: the store's) for it. The database unreachable, before or during the block,
-        is a :class:`StoreDown`."""
+    def _held(self, wait: float | None) -> Iterator[Any]:
+        """A pooled connection (autocommit), waited for at most ``wait`` seconds (default: the store's); the
+        database unreachable, before or while it is held, is a :class:`StoreDown`."""
         had = False
         try:
             with self._pool.connection(self.wait if wait is None else wait) as db:
                 had = True
-                with db.transaction():
-                    yield db
+                yield db
         except Exception as exc:
             if not outage(exc):
                 raise
             raise self._down(exc, had) from None
 
+    @contextmanager
+    def connection(self, wait: float | None = None) -> Iterator[Any]:
+        """A connection in a transaction, committed when the block ends (rolled back on an exception); waits at
+        most ``wait`` seconds (default: the store's) for it. The database unreachable, before or during the block,
+        is a :class:`StoreDown`."""
+        with self._held(wait) as db, db.transaction():
+            yield db
+
     def read(self, query: Callable[[Any], T]) -> T:
-        """``query(db)`` in a transaction, run once more on a new connection when the first was lost under it (a
+        """``query(db)``, a read of one statement (no transaction around it: under READ COMMITTED a statement sees
+        its own snapshot inside one as well), run once more on a new connection when the first was lost under it (a
         server restarted since it was checked): a read changes nothing, so running it twice is safe."""
         try:
-            with self.connection() as db:
+            with self._held(None) as db:
                 return query(db)
         except StoreDown as exc:
             if not exc.lost:
                 raise
-        with self.connection() as db:
+        with self._held(None) as db:
             return query(db)
 
     def ping(self, wait: float = 1.0) -> None:
