@@ -59,6 +59,8 @@ class KeyValueStore:
             if status != "ok":
                 raise sqlite3.DatabaseError(status.replace("\n", " "))
             db.execute("PRAGMA journal_mode=WAL")
+            if self.derived:  # a commit is not synced to disk (a checkpoint is): a power cut may lose the last
+                db.execute("PRAGMA synchronous=NORMAL")  # entries, which are computed again; never a damaged file
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, {self._value} {self._type} NOT NULL)")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.table}_tags (tag TEXT NOT NULL, key TEXT NOT NULL, "
                        "PRIMARY KEY (tag, key))")
