@@ -46,8 +46,10 @@ def breakdown(document, index) -> list[tuple[str, int, str]]:
         ("files' parsed texts", sum(map(sys.getsizeof, file_texts)), f"{len(file_texts)} files"),
         ("the collection's joined text", sys.getsizeof(document.text),
          f"a copy of them (the parts are the files' own texts: {shared} of {len(file_texts)})"),
-        ("chunks' texts", sum(sys.getsizeof(c.text) for c in chunks), f"{len(chunks):,} chunks, copies of slices"),
-        ("chunk objects", sum(sys.getsizeof(c) for c in chunks), "dataclass instances"),
+        ("chunks' texts", sum(sys.getsizeof(vars(c)["text"]) for c in chunks if "text" in vars(c)),
+         f"{len(chunks):,} chunks; {sum('text' not in vars(c) for c in chunks):,} read from their file's text when "
+         "asked (lcrag.core.types.SpanChunk), the rest copies of slices"),
+        ("chunk objects", sum(sys.getsizeof(c) + sys.getsizeof(vars(c)) for c in chunks), "instances and their fields"),
         ("dense vectors if offered (float32)", len(chunks) * DIMENSION * 4, f"{len(chunks):,} x {DIMENSION} x 4 B"),
         ("... as float16", len(chunks) * DIMENSION * 2, "half"),
     ]

@@ -185,6 +185,34 @@ class Chunk:
     layer: int = 0
 
 
+class SpanChunk(Chunk):
+    """A layer-0 chunk whose text is sliced from ``source`` when it is read, not held as a copy beside it: a
+    collection's chunks then hold no second copy of its files' texts (issue 43, item 7: they were 17 MB for 6 MB of
+    text). ``start`` and ``end`` are in the document; ``source`` is the document's text, or a part of it that begins
+    at ``offset`` (a file's own text, shared by the collection's later versions). Equal to a :class:`Chunk` with the
+    same fields."""
+
+    def __init__(self, index: int, start: int, end: int, source: str, offset: int = 0):
+        for name, value in (("index", index), ("start", start), ("end", end), ("layer", 0), ("source", source),
+                            ("offset", offset)):
+            object.__setattr__(self, name, value)  # (a frozen dataclass's fields, set as its own __init__ does)
+
+    @property
+    def text(self) -> str:
+        return self.source[self.start - self.offset:self.end - self.offset]
+
+    def __repr__(self) -> str:
+        return f"SpanChunk(index={self.index}, start={self.start}, end={self.end})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Chunk):
+            return NotImplemented
+        return (self.index, self.start, self.end, self.layer, self.text) == (other.index, other.start, other.end,
+                                                                             other.layer, other.text)
+
+    __hash__ = Chunk.__hash__
+
+
 @dataclass(frozen=True)
 class ScoredChunk:
     chunk: Chunk

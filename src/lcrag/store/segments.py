@@ -47,7 +47,7 @@ from lcrag.retrieval.index import CHUNK_OVERHEAD_BYTES, DocumentIndex, ProgressF
 from lcrag.retrieval.sentence_window import SentenceWindowRetriever
 from lcrag.store.base import Segment, SegmentKey
 from lcrag.store.live_bm25 import LiveBM25, SegmentBM25, first_difference
-from lcrag.core.types import Chunk, Document, IndexParts, LongRead, ReadText, ScoredChunk, SourceIndex
+from lcrag.core.types import Chunk, Document, IndexParts, LongRead, ReadText, ScoredChunk, SourceIndex, SpanChunk
 
 if TYPE_CHECKING:
     import numpy as np
@@ -135,7 +135,7 @@ class CollectionDocument(Document):
         for number, (offset, part) in enumerate(self.parts):
             start = offset - (len(part.title) + 2 if part.title and len(self.parts) > 1 else 0)
             end = offset + len(part.text)
-            units.append(Chunk(number, start, end, self.text[start:end]))
+            units.append(SpanChunk(number, start, end, self.text))
         return units
 
 
@@ -435,10 +435,10 @@ class CollectionIndex(DocumentIndex):
         for entry, (offset, part) in zip(document.files[kept:], document.parts[kept:]):
             first, size = len(chunks), entry.document.memory_bytes()
             for start, end in self._segments.spans(entry, self.chunker):
-                # cut from the file's own text (the same characters): a chunk that is all of it is that text, not
-                # another copy of it (a 12 MB one held twice)
-                chunks.append(Chunk(len(chunks), offset + start, offset + end, part.text[start:end]))
-                size += CHUNK_OVERHEAD_BYTES + sys.getsizeof(chunks[-1].text)
+                # read from the file's own text when asked, never a copy held beside it; the file's text is what
+                # the collection's later versions share (a chunk of an unchanged file is kept as it is)
+                chunks.append(SpanChunk(len(chunks), offset + start, offset + end, part.text, offset))
+                size += CHUNK_OVERHEAD_BYTES
             self.ranges[entry.name] = (first, len(chunks))
             self._file_bytes[entry.name] = size
         self._text_bytes = sys.getsizeof(document.text) + sum(self._file_bytes.values())  # as DocumentIndex counts

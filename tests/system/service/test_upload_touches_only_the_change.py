@@ -9,6 +9,7 @@ import pytest
 from postgres_fixtures import database, postgres  # noqa: F401 - fixtures
 
 import lcrag.service.answering as answering_module
+from lcrag.core.types import SpanChunk
 from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.service.answering import Answering
 from lcrag.store.collections import Listed
@@ -112,6 +113,10 @@ def test_the_document_made_from_the_last_version_is_the_one_a_whole_reading_make
         cache_dir = replica.base.cache_dir
         made_chunks = CollectionIndex(made, chunker, cache_dir).chunks
         assert made_chunks == CollectionIndex(whole, chunker, cache_dir).chunks
+        # each chunk reads its text from its file's own text (held once), never a copy of it
+        texts = {id(part.text) for _, part in made.parts}
+        assert all(isinstance(c, SpanChunk) and id(c.source) in texts for c in made_chunks)
+        assert all(c.text == made.text[c.start:c.end] for c in made_chunks)
     assert [entry.name for entry in replica.document("ops").files] == ["f0.txt", "f2.txt", "f3.txt", "f4.txt",
                                                                         "f6.txt"]
     hit = replica.search("ops", "code 7010 pump 10", 1)[0]
