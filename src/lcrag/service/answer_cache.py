@@ -38,7 +38,6 @@ from typing import Any
 from lcrag.pipeline.pipeline import Pipeline
 from lcrag.core.provenance import Source
 from lcrag.readers import reader_identity
-from lcrag.store.collections import NotFound
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.store.base import KEPT_ANSWERS, CollectionState
 from lcrag.pipeline.specs import resolve
@@ -122,15 +121,12 @@ class AnswerCache:
         return None if raw is None or len(raw) > self.max_bytes else load(raw)
 
     def put(self, version: tuple[str, int] | None, key: str, answer: Answer, collection: str) -> bool:
-        """Keep ``answer`` when it may be served again and the collection is still at ``version`` (a change that
-        came in while it was answered makes a new version, which it does not belong to); whether it was kept. A store
-        that fails to keep it (a full disk, a database gone away) is logged: the question was answered all the same."""
+        """Keep ``answer`` when it may be served again; the store keeps it only while the collection is still at
+        ``version`` (a change that came in while it was answered makes a new version, which it does not belong to;
+        a collection deleted meanwhile has none), checked where it is written, not read before. Whether it was
+        kept. A store that fails to keep it (a full disk, a database gone away) is logged: the question was
+        answered all the same."""
         if version is None or answer.routing is not None:
-            return False
-        try:
-            if self.version(collection) != version:
-                return False
-        except NotFound:  # deleted meanwhile
             return False
         raw = dump(answer)
         if len(raw) > self.max_bytes:
@@ -138,8 +134,7 @@ class AnswerCache:
                         "--max-kept-answer-kb", collection, f"{len(raw):,}", f"{self.max_bytes:,}")
             return False
         try:
-            self.store.cache_answer(version[0], version[1], key, raw, self.keep)
+            return self.store.cache_answer(version[0], version[1], key, raw, self.keep)
         except Exception as exc:  # whatever the store raises (OSError, psycopg's errors): the answer stands
             logger.warning("an answer to %r could not be kept in the answer cache: %s", collection, exc)
             return False
-        return True

@@ -184,9 +184,10 @@ class CollectionStore(Protocol):
         ...
 
     def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
-                     keep: int = KEPT_ANSWERS) -> None:
+                     keep: int = KEPT_ANSWERS) -> bool:
         """Keep an answer (a later version never reads it), and at most ``keep`` of the version's answers: the ones
-        written longest ago go first."""
+        written longest ago go first. Only while the collection is at ``version`` (checked as it is written);
+        whether it was kept."""
         ...
 
     def close(self) -> None:

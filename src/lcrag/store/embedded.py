@@ -132,15 +132,19 @@ class StoreDatabase:
                                    (collection_id, version, key)).fetchone()
         return row[0] if row else None
 
-    def keep_answer(self, collection_id: str, version: int, key: str, answer: bytes, keep: int) -> None:
-        """Keep an answer and the ``keep`` written last (a replaced row takes a new rowid: rowids are write order)."""
-        with self._lock:  # (only while the collection is at that version: a change meanwhile removed its answers)
-            self._db.execute("INSERT OR REPLACE INTO answers SELECT ?, ?, ?, ? WHERE coalesce((SELECT version FROM "
-                             "versions WHERE id = ?), 1) = ?", (collection_id, version, key, answer, collection_id,
-                                                                version))
+    def keep_answer(self, collection_id: str, version: int, key: str, answer: bytes, keep: int) -> bool:
+        """Keep an answer and the ``keep`` written last (a replaced row takes a new rowid: rowids are write order),
+        only while the collection is at ``version``: a change meanwhile removed its answers, and a deleted
+        collection's version went with them (a collection never changed, at version 1 without a row, holds no file
+        to answer from)."""
+        with self._lock:
+            kept = self._db.execute("INSERT OR REPLACE INTO answers SELECT ?, ?, ?, ? WHERE (SELECT version FROM "
+                                    "versions WHERE id = ?) = ?", (collection_id, version, key, answer, collection_id,
+                                                                    version)).rowcount > 0
             self._db.execute("DELETE FROM answers WHERE id = ? AND version = ? AND rowid <= (SELECT rowid FROM answers "
                              "WHERE id = ? AND version = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
                              (collection_id, version, collection_id, version, max(0, keep)))
+        return kept
 
     def scrub(self) -> None:
         """Empty the write-ahead log into the file (its older copies of pages held deleted rows' bytes)."""
@@ -306,8 +310,8 @@ class EmbeddedStore(Collections):
         return self.database.answer(collection_id, version, key)
 
     def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
-                     keep: int = KEPT_ANSWERS) -> None:
-        self.database.keep_answer(collection_id, version, key, answer, keep)
+                     keep: int = KEPT_ANSWERS) -> bool:
+        return self.database.keep_answer(collection_id, version, key, answer, keep)
 
     def close(self) -> None:
         self.database.close()

@@ -773,20 +773,21 @@ class PostgresCollections:
         return None if row is None else bytes(row[0])
 
     def cache_answer(self, collection_id: str, version: int, key: str, answer: bytes,
-                     keep: int = KEPT_ANSWERS) -> None:
+                     keep: int = KEPT_ANSWERS) -> bool:
         with self.db.connection() as db:
             # Kept only while the collection is at that version: a change committing meanwhile (it holds the row)
             # is waited for, and its removal of the earlier versions' answers is never outrun.
             current = db.execute("SELECT version FROM lcrag_collections WHERE id = %s FOR SHARE",
                                  (collection_id,)).fetchone()
             if current is None or int(current[0]) != version:
-                return
+                return False
             db.execute("INSERT INTO lcrag_answers (collection, version, key, value) VALUES (%s, %s, %s, %s) "
                        "ON CONFLICT (collection, version, key) DO UPDATE SET value = EXCLUDED.value, created = now()",
                        (collection_id, version, key, answer))
             db.execute("DELETE FROM lcrag_answers WHERE collection = %s AND version = %s AND key IN (SELECT key FROM "
                        "lcrag_answers WHERE collection = %s AND version = %s ORDER BY created DESC, key DESC OFFSET %s)",
                        (collection_id, version, collection_id, version, max(0, keep)))
+        return True
 
     # -- indexing jobs ---------------------------------------------------------------------------------------
     def start_jobs(self, workers: int = 1) -> None:

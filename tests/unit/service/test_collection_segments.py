@@ -66,9 +66,10 @@ def test_the_embedded_store_collects_what_no_file_holds_any_more(tmp_path):
         assert kept(CRANE) == 0 and kept(PUMP) == 2
         store.remove_file("ops", "pump.txt")
         assert kept(PUMP) == 2  # still in "other", under another name
-        identity = store.identity("other")
-        store.cache_answer(identity, store.version("other"), "q", b"answer")
+        identity, version = store.identity("other"), store.version("other")
+        assert store.cache_answer(identity, version, "q", b"answer")
         store.delete("other")
+        assert not store.cache_answer(identity, version, "asked before the delete", b"answered after it")
         assert kept(PUMP) == 0
         with sqlite3.connect(tmp_path / "collections.sqlite") as db:
             assert db.execute("SELECT count(*) FROM answers WHERE id = ?", (identity,)).fetchone()[0] == 0
