@@ -134,6 +134,9 @@ def closest_line(prompt: str) -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # streams are chunked, as llama.cpp's are: a cut one is an error, not an end
+    # Each event is its own small write, sent at once as a real server's are (TCP_NODELAY): with Nagle's algorithm
+    # the second write waited for the client's delayed ACK, 40 ms added to every streamed answer.
+    disable_nagle_algorithm = True
 
     @property
     def stub(self) -> Stub:
