@@ -101,20 +101,36 @@ def ready(client: httpx.Client, urls: list[str], timeout: float) -> float:
     raise TimeoutError("the collection was not ready in time")
 
 
-def bm25_loop(url: str, asked: list[str], stop: threading.Event, times: list[tuple[float, int]]) -> None:
-    with httpx.Client(timeout=600) as client:
-        for question in asked:
-            if stop.is_set():
+def bm25_loop(url: str, asked: list[str], stop: threading.Event, times: list[tuple[float, int]],
+              rate: float = 0.0) -> None:
+    """BM25 questions through ``url`` until ``stop``: one after another (``rate`` 0: a closed loop, each client
+    always waiting on an answer, which alone keeps the cores busy), or ``rate`` a second at fixed times (an open
+    loop: a question is sent on time whether or not the one before was answered, so a slower server shows in
+    the latency, not in fewer questions)."""
+    if not rate:
+        with httpx.Client(timeout=600) as client:
+            for question in asked:
+                if stop.is_set():
+                    return
+                times.append(ask(client, url, question, "bm25"))
+        return
+    began = time.monotonic()
+    with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=32)) as client, \
+            ThreadPoolExecutor(32) as pool:
+        for number, question in enumerate(asked):
+            if stop.wait(max(0.0, began + number / rate - time.monotonic())):
                 return
-            times.append(ask(client, url, question, "bm25"))
+            pool.submit(lambda q: times.append(ask(client, url, q, "bm25")), question)
 
 
-def dense_rounds(urls: list[str], asked: list[str], rounds: int, ready_at: float) -> tuple[float, list[float], list]:
-    """``rounds`` rounds of one dense question per replica at once; seconds from ready to the first round's last
-    answer, each round's slowest latency, and every status."""
-    latencies, statuses, first = [], [], 0.0
+def dense_rounds(urls: list[str], asked: list[str], rounds: int, ready_at: float,
+                 every: float = 0.0) -> tuple[float, list[float], list]:
+    """``rounds`` rounds of one dense question per replica at once, back to back or one each ``every`` seconds;
+    seconds from ready to the first round's last answer, each round's slowest latency, and every status."""
+    latencies, statuses, first, began = [], [], 0.0, time.monotonic()
     with httpx.Client(timeout=900) as client, ThreadPoolExecutor(len(urls)) as pool:
         for number in range(rounds):
+            time.sleep(max(0.0, began + number * every - time.monotonic()))
             results = list(pool.map(lambda u: ask(client, u, asked[number * len(urls) + urls.index(u)], "dense"),
                                     urls))
             if number == 0:
@@ -141,7 +157,9 @@ def run(args, tmp: Path, processes: Processes, server: str) -> dict:
     database = new_database(server)
     extra = [part for name in args.retrievers for part in ("--retrievers", name)]
     urls = [replica(processes, tmp / name, reader, database, extra) for name in ("a", "b")]
-    asked = questions(text, 2 * args.rounds + 4 * args.idle + 400, seed=7)
+    # per replica: BM25 questions enough for the dense rounds (a closed loop stops at its 200th), then the idle ones
+    meanwhile = int(args.bm25_rate * (args.rounds * args.dense_every + 60)) if args.bm25_rate else 200
+    asked = questions(text, 2 * (args.rounds + meanwhile + args.idle), seed=7)
     with httpx.Client(timeout=900) as client:
         client.post(f"{urls[0]}/v1/collections", json={"name": "big"}).raise_for_status()
         began = time.monotonic()
@@ -150,26 +168,27 @@ def run(args, tmp: Path, processes: Processes, server: str) -> dict:
         uploaded = time.monotonic()
         ready_at = ready(client, urls, args.timeout)
     log(f"uploaded in {uploaded - began:.1f} s, ready {ready_at - uploaded:.1f} s after")
-    stop, meanwhile = threading.Event(), {u: [] for u in urls}
+    stop, during = threading.Event(), {u: [] for u in urls}
     pool = asked[2 * args.rounds:]
-    loops = [threading.Thread(target=bm25_loop, args=(u, pool[i::2][:200], stop, meanwhile[u])) for i, u in
-             enumerate(urls)]
+    loops = [threading.Thread(target=bm25_loop, args=(u, pool[i * meanwhile:(i + 1) * meanwhile], stop, during[u],
+                                                      args.bm25_rate)) for i, u in enumerate(urls)]
     for loop in loops:
         loop.start()
-    first, rounds, statuses = dense_rounds(urls, asked, args.rounds, ready_at)
+    first, rounds, statuses = dense_rounds(urls, asked, args.rounds, ready_at, args.dense_every)
     stop.set()
     for loop in loops:
         loop.join()
     log(f"dense: first round {first:.2f} s after ready, rounds {[round(r, 3) for r in rounds]}, statuses {statuses}")
     idle = {u: [] for u in urls}  # the same two BM25 clients at once, without the dense questions
-    loops = [threading.Thread(target=bm25_loop, args=(u, pool[400 + i * args.idle:400 + (i + 1) * args.idle],
-                                                      threading.Event(), idle[u])) for i, u in enumerate(urls)]
+    rest = pool[2 * meanwhile:]
+    loops = [threading.Thread(target=bm25_loop, args=(u, rest[i * args.idle:(i + 1) * args.idle], threading.Event(),
+                                                      idle[u], args.bm25_rate)) for i, u in enumerate(urls)]
     for loop in loops:
         loop.start()
     for loop in loops:
         loop.join()
     return {"text": (len(text.encode()), names), "upload": uploaded - began, "ready": ready_at - uploaded,
-            "first": first, "rounds": rounds, "statuses": statuses, "meanwhile": meanwhile, "idle": idle,
+            "first": first, "rounds": rounds, "statuses": statuses, "meanwhile": during, "idle": idle,
             "writes": segment_writes(database), "urls": urls}
 
 
@@ -189,6 +208,8 @@ def report(args, r: dict) -> str:
         "# A dense question on a 2 MB collection right after ready, through two replicas (issue 43, item 1)", "",
         f"Command: `flock /tmp/lcrag-bench.lock python benchmarks/bench_scale_dense.py --texts {args.texts} "
         f"--mb {args.mb} --rounds {args.rounds} --idle {args.idle}"
+        + (f" --bm25-rate {args.bm25_rate:g} --dense-every {args.dense_every:g}" if args.bm25_rate or args.dense_every
+           else "")
         + "".join(f" --retrievers {n}" for n in args.retrievers) + "`", "",
         f"Machine: {machine()}; 2 cores shared, no GPU. Two `lcrag serve --store postgresql://...` replicas on one "
         "PostgreSQL 15 started by the benchmark, the tests' stand-in reader (answers at once), the bundled MiniLM "
@@ -204,9 +225,12 @@ def report(args, r: dict) -> str:
              ", ".join(f"{x:.2f}" for x in r["rounds"]), ""],
             ["dense answers not 200", bad_dense, "0"],
             ["embedding segments, max(writes)", f"{count}, {most}", "max 1"]]), "",
-        "BM25 questions through each replica (one client each, one question at a time) while the dense rounds ran, "
-        "against their p50 after them without dense questions (the baseline, same run: the same two clients at "
-        "once); the first BM25 question on each replica after ready loads the collection (parsed text from the "
+        "BM25 questions through each replica ("
+        + (f"{args.bm25_rate:g} a second, sent on time: an open loop" if args.bm25_rate else
+           "one client each, one question at a time: a closed loop")
+        + f"; dense rounds {'every ' + format(args.dense_every, 'g') + ' s' if args.dense_every else 'back to back'}"
+        ") while the dense rounds ran, against their p50 after them without dense questions (the baseline, same "
+        "run: the same load at once); the first BM25 question on each replica after ready loads the collection (parsed text from the "
         "store's parse cache, chunks from its segments), and counts in the max:", "",
         md_table(["replica", "BM25 meanwhile", "p50 (ms)", "max (ms)", "idle p50 (ms)", "meanwhile / idle",
                   "not 200"], rows), ""])
@@ -218,6 +242,11 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=2.0, help="megabytes of text in the collection")
     parser.add_argument("--rounds", type=int, default=10, help="rounds of dense questions through both replicas")
     parser.add_argument("--idle", type=int, default=30, help="idle BM25 questions per replica for the baseline")
+    parser.add_argument("--bm25-rate", type=float, default=0.0,
+                        help="BM25 questions a second per replica, sent on time (an open loop); 0: one client per "
+                             "replica asking one after another (a closed loop: the cores are already busy)")
+    parser.add_argument("--dense-every", type=float, default=0.0,
+                        help="seconds between the dense rounds' starts; 0: back to back")
     parser.add_argument("--retrievers", action="append", default=[], help="lcrag serve --retrievers (repeatable)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds the collection may take to be ready")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
