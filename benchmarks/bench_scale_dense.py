@@ -102,11 +102,12 @@ def ready(client: httpx.Client, urls: list[str], timeout: float) -> float:
 
 
 def bm25_loop(url: str, asked: list[str], stop: threading.Event, times: list[tuple[float, int]],
-              rate: float = 0.0) -> None:
+              rate: float = 0.0, seed: int = 0) -> None:
     """BM25 questions through ``url`` until ``stop``: one after another (``rate`` 0: a closed loop, each client
-    always waiting on an answer, which alone keeps the cores busy), or ``rate`` a second at fixed times (an open
-    loop: a question is sent on time whether or not the one before was answered, so a slower server shows in
-    the latency, not in fewer questions)."""
+    always waiting on an answer, which alone keeps the cores busy), or ``rate`` a second on average, at random
+    times (an open loop with Poisson arrivals, seeded: a question is sent on time whether or not the one before was
+    answered, so a slower server shows in the latency, not in fewer questions; random, so that the BM25 questions
+    never fall in step with the dense rounds)."""
     if not rate:
         with httpx.Client(timeout=600) as client:
             for question in asked:
@@ -114,11 +115,12 @@ def bm25_loop(url: str, asked: list[str], stop: threading.Event, times: list[tup
                     return
                 times.append(ask(client, url, question, "bm25"))
         return
-    began = time.monotonic()
+    arrivals, at = random.Random(seed), time.monotonic()
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=32)) as client, \
             ThreadPoolExecutor(32) as pool:
-        for number, question in enumerate(asked):
-            if stop.wait(max(0.0, began + number / rate - time.monotonic())):
+        for question in asked:
+            at += arrivals.expovariate(rate)
+            if stop.wait(max(0.0, at - time.monotonic())):
                 return
             pool.submit(lambda q: times.append(ask(client, url, q, "bm25")), question)
 
@@ -171,7 +173,7 @@ def run(args, tmp: Path, processes: Processes, server: str) -> dict:
     stop, during = threading.Event(), {u: [] for u in urls}
     pool = asked[2 * args.rounds:]
     loops = [threading.Thread(target=bm25_loop, args=(u, pool[i * meanwhile:(i + 1) * meanwhile], stop, during[u],
-                                                      args.bm25_rate)) for i, u in enumerate(urls)]
+                                                      args.bm25_rate, i)) for i, u in enumerate(urls)]
     for loop in loops:
         loop.start()
     first, rounds, statuses = dense_rounds(urls, asked, args.rounds, ready_at, args.dense_every)
@@ -182,7 +184,7 @@ def run(args, tmp: Path, processes: Processes, server: str) -> dict:
     idle = {u: [] for u in urls}  # the same two BM25 clients at once, without the dense questions
     rest = pool[2 * meanwhile:]
     loops = [threading.Thread(target=bm25_loop, args=(u, rest[i * args.idle:(i + 1) * args.idle], threading.Event(),
-                                                      idle[u], args.bm25_rate)) for i, u in enumerate(urls)]
+                                                      idle[u], args.bm25_rate, 10 + i)) for i, u in enumerate(urls)]
     for loop in loops:
         loop.start()
     for loop in loops:
@@ -226,7 +228,7 @@ def report(args, r: dict) -> str:
             ["dense answers not 200", bad_dense, "0"],
             ["embedding segments, max(writes)", f"{count}, {most}", "max 1"]]), "",
         "BM25 questions through each replica ("
-        + (f"{args.bm25_rate:g} a second, sent on time: an open loop" if args.bm25_rate else
+        + (f"{args.bm25_rate:g} a second on average, sent at random times: an open loop" if args.bm25_rate else
            "one client each, one question at a time: a closed loop")
         + f"; dense rounds {'every ' + format(args.dense_every, 'g') + ' s' if args.dense_every else 'back to back'}"
         ") while the dense rounds ran, against their p50 after them without dense questions (the baseline, same "
