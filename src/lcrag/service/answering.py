@@ -31,7 +31,7 @@ from lcrag.pipeline.pipeline import Pipeline, Settings
 from lcrag.core.provenance import Source, locate, snippet
 from lcrag.readers import streaming
 from lcrag.service.answer_cache import AnswerCache
-from lcrag.store.collections import EmptyCollection, Listed, NotFound, Status
+from lcrag.store.collections import EmptyCollection, Listed, NotFound
 from lcrag.store.embedded import EmbeddedStore, file_digest
 from lcrag.service.limits import MAX_KEPT_ANSWER_BYTES
 from lcrag.store.segments import FileEntry, IndexNotReady, Segments, collection_document
@@ -338,14 +338,14 @@ class Answering:
                 self.collections.reindex(collection)
             raise
 
-    def check_answerable(self, name: str, status: Status | CollectionState | None = None) -> None:
-        """Refuse at once, before any work, a question to an unknown collection (404) or to one in error: its
-        error (400), as indexing found it; nothing is read again for it until a change re-indexes it. ``status``:
-        the collection's, read just before (else it is read here)."""
-        status = status or self.collections.status(name)
-        if status.state == "error":
-            raise InputError(status.error or f"collection {name!r} could not be indexed")
-        if status.state == "empty":
+    @staticmethod
+    def check_answerable(name: str, state: CollectionState) -> None:
+        """Refuse at once, before any work, a question to a collection in error (400: its error, as indexing found
+        it; nothing is read again for it until a change re-indexes it) or empty. ``state``: the collection's, read
+        just before (an unknown collection was refused by that read: 404)."""
+        if state.state == "error":
+            raise InputError(state.error or f"collection {name!r} could not be indexed")
+        if state.state == "empty":
             raise EmptyCollection(name)
 
     def document(self, name: str, cancelled: threading.Event | None = None,
